@@ -1,0 +1,40 @@
+# Thin entry points: each target is one obvious command. See README.md.
+SHELL := /bin/bash
+VENV := $(CURDIR)/.venv
+export PATH := $(VENV)/bin:$(PATH)
+export VIRTUAL_ENV := $(VENV)
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+
+SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
+
+.PHONY: setup test check lint unit test-slow molecule $(addprefix molecule-,$(SCENARIOS)) lab lab-down sim bench
+
+setup:            ## host packages, test image, pinned .venv and collections (idempotent)
+	scripts/setup.sh
+
+test: check molecule   ## everything CI runs: lint, unit tests, every Molecule scenario
+
+check: lint unit  ## the inner loop: lint and unit tests, no containers
+
+lint:
+	ruff check .
+	ruff format --check .
+	yamllint --strict .
+	ansible-lint
+
+unit:
+	pytest -n 2
+
+test-slow:        ## long property-based runs and the full trace replays
+	pytest -n 2 -m slow
+
+molecule: $(addprefix molecule-,$(SCENARIOS))
+
+$(addprefix molecule-,$(SCENARIOS)): molecule-%:
+	molecule test -s $*
+
+lab:              ## local Podman containers as nodes, then playbooks/site.yml against them
+	scripts/lab.sh up
+
+lab-down:
+	scripts/lab.sh down

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# `make setup`: host packages, the test image, the pinned Python toolchain and the pinned collections.
+# Every step checks first and does nothing when already done, so a second run takes seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+host_packages=(podman runc debootstrap dpkg-dev)
+missing=()
+for pkg in "${host_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+    echo "host: installing ${missing[*]}"
+    apt-get update -qq
+    # One command, so apt satisfies podman's `crun | runc` with runc (crun cannot run on these hosts).
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${host_packages[@]}"
+else
+    echo "host: ${host_packages[*]} present"
+fi
+
+molecule/image/build.sh
+
+stamp=.venv/.requirements.sha256
+wanted="$(cat requirements-dev.txt pyproject.toml | sha256sum | cut -d' ' -f1)"
+if [[ ! -f $stamp || "$(cat "$stamp")" != "$wanted" ]]; then
+    echo "python: installing the pinned toolchain into .venv"
+    python3 -m venv .venv
+    .venv/bin/pip install --quiet --disable-pip-version-check -r requirements-dev.txt -e .
+    echo "$wanted" > "$stamp"
+else
+    echo "python: .venv up to date"
+fi
+
+.venv/bin/python scripts/install-collections.py
