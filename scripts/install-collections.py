@@ -1,6 +1,7 @@
 """Install the pinned Ansible collections without Galaxy.
 
-Reads collections/requirements.yml, downloads the pinned `ansible` community wheel from PyPI (sha256 checked),
+Reads collections/requirements.yml, downloads the `ansible` community wheel pinned in collections/offline-bundle.yml
+from PyPI (sha256 checked),
 and extracts only the listed collections into collections/ansible_collections. A collection already present at
 the pinned version is left alone, so a second run costs nothing.
 """
@@ -29,7 +30,7 @@ def installed_version(name: str) -> str | None:
 
 def main() -> int:
     spec = yaml.safe_load((ROOT / "collections" / "requirements.yml").read_text())
-    bundle = spec["bundle"]
+    bundle = yaml.safe_load((ROOT / "collections" / "offline-bundle.yml").read_text())
     missing = [c for c in spec["collections"] if installed_version(c["name"]) != c["version"]]
     if not missing:
         print("collections: all pinned versions present")

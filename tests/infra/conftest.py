@@ -1,0 +1,66 @@
+"""Node checks shared by Molecule and playbooks/validate.yml.
+
+Under Molecule (MOLECULE_INVENTORY_FILE set) the checks reach the test containers with testinfra's native podman
+backend; on real hosts (RAILFORGE_INVENTORY set by playbooks/validate.yml) they go through the inventory's own
+Ansible connection. Expected values come from the inventory, over each role's defaults, so the same check
+judges a container and a real node.
+"""
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+from testinfra.utils.ansible_runner import AnsibleRunner
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _runner() -> AnsibleRunner | None:
+    inventory = os.environ.get("MOLECULE_INVENTORY_FILE") or os.environ.get("RAILFORGE_INVENTORY")
+    return AnsibleRunner(inventory) if inventory else None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    runner = _runner()
+    if config.option.hosts is None and runner is not None:
+        scheme = "podman" if "MOLECULE_INVENTORY_FILE" in os.environ else "ansible"
+        hosts = runner.get_hosts(os.environ.get("RAILFORGE_HOSTS", "all"))
+        config.option.hosts = ",".join(f"{scheme}://{name}" for name in hosts)
+
+
+def _role_defaults() -> dict:
+    merged: dict = {}
+    for defaults in sorted(ROOT.glob("roles/*/defaults/main.yml")):
+        merged.update(yaml.safe_load(defaults.read_text()) or {})
+    return merged
+
+
+@pytest.fixture(scope="module")
+def inventory_name(host) -> str:
+    return getattr(host.backend, "name", None) or host.backend.host
+
+
+@pytest.fixture(scope="module")
+def hostvars(inventory_name) -> dict:
+    """The host's expected settings: role defaults overlaid with its inventory variables."""
+    runner = _runner()
+    return {**_role_defaults(), **(runner.get_variables(inventory_name) if runner else {})}
+
+
+@pytest.fixture(scope="module")
+def all_hostvars() -> dict[str, dict]:
+    runner = _runner()
+    return {name: runner.get_variables(name) for name in runner.get_hosts("all")} if runner else {}
+
+
+@pytest.fixture(scope="module")
+def in_container(host) -> bool:
+    return host.run("systemd-detect-virt --container").rc == 0
+
+
+@pytest.fixture
+def needs_host_kernel(in_container) -> None:
+    """Skip a check of kernel state, which a container shares with its host."""
+    if in_container:
+        pytest.skip("container: kernel modules, sysctls, swap and limits belong to the container's host")
