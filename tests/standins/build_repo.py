@@ -1,0 +1,95 @@
+"""Build a flat `file:` apt repository of stand-in vendor packages from a YAML description.
+
+Stand-ins carry the real package names, versions and dependency shape of vendor repositories (CUDA, DOCA,
+container toolkit) and install small scripts in place of the real binaries. Test-only.
+
+Spec (YAML):
+    packages:
+      - name: nvidia-driver-580-open
+        version: 580.95.05-0ubuntu1
+        architecture: amd64            # default amd64
+        depends: [nvidia-kernel-source-580-open (= 580.95.05-0ubuntu1)]
+        provides: [nvidia-driver]
+        conflicts: []
+        description: stand-in for the NVIDIA 580 open driver meta package
+        files:                         # path -> text, or path -> {content, mode}
+          /usr/bin/nvidia-smi: {mode: "0755", content: "#!/bin/sh\necho stand-in\n"}
+        postinst: |                    # optional maintainer script body
+          systemctl daemon-reload || true
+
+Usage: python build_repo.py OUT_DIR SPEC.yml [SPEC.yml ...]
+"""
+
+import gzip
+import hashlib
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+CONTROL_FIELDS = (("depends", "Depends"), ("provides", "Provides"), ("conflicts", "Conflicts"))
+
+
+def control_text(package: dict) -> str:
+    lines = [
+        f"Package: {package['name']}",
+        f"Version: {package['version']}",
+        f"Architecture: {package.get('architecture', 'amd64')}",
+        "Maintainer: Railforge tests <tests@railforge.invalid>",
+        "Section: misc",
+        "Priority: optional",
+    ]
+    lines += [f"{field}: {', '.join(package[key])}" for key, field in CONTROL_FIELDS if package.get(key)]
+    lines.append(f"Description: {package.get('description', 'Railforge test stand-in')}")
+    return "\n".join(lines) + "\n"
+
+
+def build_package(package: dict, pool: Path) -> Path:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "DEBIAN").mkdir()
+        (root / "DEBIAN/control").write_text(control_text(package))
+        if package.get("postinst"):
+            script = root / "DEBIAN/postinst"
+            script.write_text("#!/bin/sh\nset -e\n" + package["postinst"])
+            script.chmod(0o755)
+        for path, entry in (package.get("files") or {}).items():
+            entry = entry if isinstance(entry, dict) else {"content": entry}
+            target = root / path.lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(entry["content"])
+            target.chmod(int(str(entry.get("mode", "0644")), 8))
+        deb = pool / f"{package['name']}_{package['version']}_{package.get('architecture', 'amd64')}.deb"
+        subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(root), str(deb)],
+                       check=True, capture_output=True)
+    return deb
+
+
+def write_index(out: Path) -> None:
+    packages = subprocess.run(
+        ["dpkg-scanpackages", "--multiversion", ".", "/dev/null"], cwd=out, check=True, capture_output=True
+    ).stdout
+    (out / "Packages").write_bytes(packages)
+    (out / "Packages.gz").write_bytes(gzip.compress(packages, mtime=0))
+    sums = []
+    for name in ("Packages", "Packages.gz"):
+        data = (out / name).read_bytes()
+        sums.append(f" {hashlib.sha256(data).hexdigest()} {len(data)} {name}")
+    (out / "Release").write_text("Origin: railforge-standins\nLabel: railforge-standins\nDate: Thu, 01 Jan 2026 00:00:00 UTC\nSHA256:\n" + "\n".join(sums) + "\n")
+
+
+def main(argv: list[str]) -> int:
+    out = Path(argv[0])
+    (out / "pool").mkdir(parents=True, exist_ok=True)
+    for spec in argv[1:]:
+        for package in yaml.safe_load(Path(spec).read_text())["packages"]:
+            build_package(package, out / "pool")
+    write_index(out)
+    print(f"stand-in repository: {len(list((out / 'pool').glob('*.deb')))} packages in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
