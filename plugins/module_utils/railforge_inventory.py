@@ -101,7 +101,7 @@ def check_value(name: str, value, spec: dict) -> list[str]:
         ]
     if "choices" in spec and not isinstance(value, list | dict) and value not in spec["choices"]:
         problems.append(f"{name} must be one of {', '.join(map(str, spec['choices']))}, got {value!r}")
-    if "min" in spec and value < spec["min"] or "max" in spec and value > spec["max"]:
+    if ("min" in spec and value < spec["min"]) or ("max" in spec and value > spec["max"]):
         problems.append(f"{name} must be between {spec['min']} and {spec['max']}, got {value}")
     if spec.get("pattern") == "dns_label" and not DNS_LABEL.match(value):
         problems.append(f"{name} must be a DNS label (lowercase letters, digits, '-'), got {value!r}")
@@ -149,7 +149,9 @@ def _check_groups(groups: dict[str, list[str]]) -> list[str]:
             continue
         outside = sorted(set(groups.get(name, [])) - set(groups.get(parent, [])))
         if outside:
-            problems.append(f"{', '.join(outside)} in {name} but not in {parent}: every {name} host must be in {parent}")
+            problems.append(
+                f"{', '.join(outside)} in {name} but not in {parent}: every {name} host must be in {parent}"
+            )
     control_plane = groups.get(CONTROL_PLANE, [])
     if len(control_plane) > 1 and len(control_plane) % 2 == 0:
         problems.append(

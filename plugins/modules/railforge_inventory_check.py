@@ -1,6 +1,12 @@
 #!/usr/bin/python
 """Ansible module: validate a Railforge inventory before anything changes."""
 
+from pathlib import Path
+
+import yaml
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.railforge_inventory import validate
+
 DOCUMENTATION = r"""
 module: railforge_inventory_check
 short_description: Validate a Railforge inventory and report every problem at once
@@ -40,12 +46,6 @@ problems:
   elements: str
   returned: always
 """
-
-from pathlib import Path
-
-import yaml
-from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.railforge_inventory import validate
 
 
 def load_role_specs(roles_dir: Path) -> dict:

@@ -14,6 +14,7 @@ import yaml
 from testinfra.utils.ansible_runner import AnsibleRunner
 
 ROOT = Path(__file__).resolve().parents[2]
+PODMAN_CONNECTIONS = ("podman", "containers.podman.podman")
 
 
 def _runner() -> AnsibleRunner | None:
@@ -24,9 +25,16 @@ def _runner() -> AnsibleRunner | None:
 def pytest_configure(config: pytest.Config) -> None:
     runner = _runner()
     if config.option.hosts is None and runner is not None:
-        scheme = "podman" if "MOLECULE_INVENTORY_FILE" in os.environ else "ansible"
         hosts = runner.get_hosts(os.environ.get("RAILFORGE_HOSTS", "all"))
-        config.option.hosts = ",".join(f"{scheme}://{name}" for name in hosts)
+        config.option.hosts = ",".join(f"{_scheme(runner, name)}://{name}" for name in hosts)
+
+
+def _scheme(runner: AnsibleRunner, name: str) -> str:
+    """testinfra's native podman backend for containers (fast), else the host's own Ansible connection."""
+    if "MOLECULE_INVENTORY_FILE" in os.environ:
+        return "podman"
+    connection = runner.get_variables(name).get("ansible_connection")
+    return "podman" if connection in PODMAN_CONNECTIONS else "ansible"
 
 
 def _role_defaults() -> dict:

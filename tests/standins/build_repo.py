@@ -62,8 +62,11 @@ def build_package(package: dict, pool: Path) -> Path:
             target.write_text(entry["content"])
             target.chmod(int(str(entry.get("mode", "0644")), 8))
         deb = pool / f"{package['name']}_{package['version']}_{package.get('architecture', 'amd64')}.deb"
-        subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(root), str(deb)],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(root), str(deb)],
+            check=True,
+            capture_output=True,
+        )
     return deb
 
 
@@ -77,7 +80,11 @@ def write_index(out: Path) -> None:
     for name in ("Packages", "Packages.gz"):
         data = (out / name).read_bytes()
         sums.append(f" {hashlib.sha256(data).hexdigest()} {len(data)} {name}")
-    (out / "Release").write_text("Origin: railforge-standins\nLabel: railforge-standins\nDate: Thu, 01 Jan 2026 00:00:00 UTC\nSHA256:\n" + "\n".join(sums) + "\n")
+    (out / "Release").write_text(
+        "Origin: railforge-standins\nLabel: railforge-standins\nDate: Thu, 01 Jan 2026 00:00:00 UTC\nSHA256:\n"
+        + "\n".join(sums)
+        + "\n"
+    )
 
 
 def main(argv: list[str]) -> int:

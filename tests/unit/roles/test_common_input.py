@@ -1,0 +1,40 @@
+"""Malformed input to role common fails before any change, with a message naming the variable."""
+
+import pytest
+
+CASES = {
+    "list given as string": ({"common_ntp_servers": "ntp.example.com"}, "common_ntp_servers"),
+    "bool given as word": ({"common_disable_swap": "perhaps"}, "common_disable_swap"),
+    "proxy without scheme": (
+        {"common_http_proxy": "proxy.example.com:3128"},
+        "common_http_proxy: expected a URL like http://proxy.example.com:3128, got 'proxy.example.com:3128'",
+    ),
+    "bad kernel module": (
+        {"common_kernel_modules": ["overlay", "br netfilter"]},
+        "common_kernel_modules: 'br netfilter' is not a kernel module name",
+    ),
+    "bad sysctl key": (
+        {"common_sysctls": {"ipforward": 1}},
+        "common_sysctls: 'ipforward' is not a sysctl key",
+    ),
+    "missing hosts group": (
+        {"common_etc_hosts_group": "gpu_nodez"},
+        "common_etc_hosts_group: expected an inventory group, 'gpu_nodez' does not exist",
+    ),
+}
+
+
+@pytest.mark.parametrize(("variables", "message"), CASES.values(), ids=CASES.keys())
+def test_malformed_input_fails_first(run_role, variables, message):
+    result = run_role("common", variables)
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert message in output
+    assert "changed=0" in output
+
+
+def test_all_value_problems_reported_at_once(run_role):
+    result = run_role("common", {"common_http_proxy": "ftp://x", "common_ntp_servers": ["bad host!"]})
+    output = result.stdout + result.stderr
+    assert "common_http_proxy: expected a URL" in output
+    assert "common_ntp_servers: 'bad host!' is not a host name or address" in output
