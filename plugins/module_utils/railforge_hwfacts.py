@@ -10,18 +10,30 @@ import os
 import re
 
 try:  # inside Ansible (module_utils on the managed node)
-    from ansible.module_utils.railforge_hwparse import ParseError, parse_ibdev2netdev, parse_nvidia_smi_topo
+    from ansible.module_utils.railforge_hwparse import (
+        ParseError,
+        parse_ibdev2netdev,
+        parse_nvidia_smi_q_fabric,
+        parse_nvidia_smi_topo,
+    )
 except ImportError:  # pragma: no cover - plain import path (e.g. a checkout on sys.path)
-    from railforge_hwparse import ParseError, parse_ibdev2netdev, parse_nvidia_smi_topo  # type: ignore
+    from railforge_hwparse import (  # type: ignore
+        ParseError,
+        parse_ibdev2netdev,
+        parse_nvidia_smi_q_fabric,
+        parse_nvidia_smi_topo,
+    )
 
 __all__ = [
     "LINK_RANK",
     "NVIDIA_ARCH_RANGES",
+    "ParseError",
     "gather_hw_facts",
     "gpu_architecture",
     "pci_link",
     "read_sysfs",
     "select_rails",
+    "summarize_fabric",
 ]
 
 NVIDIA_VENDOR = 0x10DE
@@ -364,8 +376,8 @@ def select_rails(gpus: list[dict], hcas: list[dict], affinity: dict) -> dict:
     Candidates: physical-function HCAs with an ACTIVE port (all PF HCAs when none is active).
     Order: HCAs of the node's dominant link layer first (so a management NIC next to a GPU does
     not win over the compute fabric; no preference on a tie), then link (PIX < PXB < PHB < NODE < SYS),
-    then the HCA serving the fewest GPUs so far, then higher rate, then natural name order.  An HCA that ends up serving
-    several GPUs is reported in ``shared_hcas``.
+    then the HCA serving the fewest GPUs so far, then higher rate, then natural name order.
+    An HCA that ends up serving several GPUs is reported in ``shared_hcas``.
     """
     pfs = [h for h in hcas if not h.get("vf")]
     active = [h for h in pfs if (_best_port(h).get("state") or "").upper() == "ACTIVE"]
@@ -426,7 +438,29 @@ def select_rails(gpus: list[dict], hcas: list[dict], affinity: dict) -> dict:
 # --------------------------------------------------------------------------------------
 
 
-def gather_hw_facts(root: str = "/", topo_text: str | None = None, ibdev2netdev_text: str | None = None) -> dict:
+def summarize_fabric(entries: list[dict], warnings: list[str]) -> dict:
+    """One node-level view of the per-GPU ``nvidia-smi -q`` Fabric sections."""
+    first = entries[0]
+    keys = {(e.get("cluster_uuid"), e.get("clique_id")) for e in entries}
+    if len(keys) > 1:
+        warnings.append(f"GPUs report different NVLink fabric cliques: {sorted(map(str, keys))}")
+    statuses = sorted({str(e.get("status")) for e in entries})
+    return {
+        "state": first.get("state"),
+        "status": first.get("status") if len(statuses) == 1 else "inconsistent",
+        "clique_id": first.get("clique_id") if len(keys) == 1 else None,
+        "cluster_uuid": first.get("cluster_uuid") if len(keys) == 1 else None,
+        "health_summary": (first.get("health") or {}).get("summary"),
+        "gpus_reporting": len(entries),
+    }
+
+
+def gather_hw_facts(
+    root: str = "/",
+    topo_text: str | None = None,
+    ibdev2netdev_text: str | None = None,
+    nvidia_smi_q_text: str | None = None,
+) -> dict:
     """All hardware facts for one node.  Raises ParseError when a given text is unusable."""
     raw = read_sysfs(root)
     warnings: list[str] = []
@@ -484,6 +518,11 @@ def gather_hw_facts(root: str = "/", topo_text: str | None = None, ibdev2netdev_
         if r.get("link_layer") == "Ethernet" and "RoCE v2" in (p.get("roce_versions") or []):
             roce_v2 = True
     archs = sorted({g["architecture"] for g in gpus})
+    fabric = (
+        summarize_fabric(parse_nvidia_smi_q_fabric(nvidia_smi_q_text), warnings)
+        if nvidia_smi_q_text
+        else None
+    )
     return {
         "gpus": gpus,
         "gpu_count": len(gpus),
@@ -499,10 +538,8 @@ def gather_hw_facts(root: str = "/", topo_text: str | None = None, ibdev2netdev_
         "rdma_link_layers": rail_layers,
         "roce_v2": roce_v2,
         "nvlink": nvlink,
+        "fabric": fabric,
         "numa_nodes": {str(k): v for k, v in raw["numa_nodes"].items()},
         "default_interface": raw["default_interface"],
         "warnings": warnings,
     }
-
-
-__all__ += ["ParseError"]

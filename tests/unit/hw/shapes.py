@@ -25,7 +25,11 @@ def _ports_from_ibstat(rel: str) -> dict[str, list[dict]]:
     out = {}
     for ca in parse_ibstat(realdata(rel)):
         out[ca["ca"]] = [
-            {"state": "ACTIVE" if p["state"] == "Active" else "DOWN", "rate": p["rate"], "layer": p["link_layer"]}
+            {
+                "state": "ACTIVE" if p["state"] == "Active" else "DOWN",
+                "rate": p["rate"],
+                "layer": p["link_layer"],
+            }
             for p in ca["ports"]
         ]
     return out
@@ -72,7 +76,15 @@ def _dgx_a100():
                             (
                                 "sw",
                                 [
-                                    [("sw", [[("gpu", f"0000:{ga:02x}:00.0", 0x20B2)], [("gpu", f"0000:{gb:02x}:00.0", 0x20B2)]])],
+                                    [
+                                        (
+                                            "sw",
+                                            [
+                                                [("gpu", f"0000:{ga:02x}:00.0", 0x20B2)],
+                                                [("gpu", f"0000:{gb:02x}:00.0", 0x20B2)],
+                                            ],
+                                        )
+                                    ],
                                     [cards[0]],
                                     [cards[1]],
                                 ],
@@ -82,8 +94,29 @@ def _dgx_a100():
                 ],
             )
         )
-    tree.append(("hb", "0000:e8", 0, [("rp", [("hca", "0000:e9:00.0", "mlx5_bond_0", [{"state": "ACTIVE", "rate": 100, "layer": "Ethernet", "netdev": "bond0"}])])]))
-    tree.append(("hb", "0000:e0", 0, [("rp", [("nvswitch", f"0000:e{k + 1}:00.0", 0x1AF1)]) for k in range(6)]))
+    tree.append(
+        (
+            "hb",
+            "0000:e8",
+            0,
+            [
+                (
+                    "rp",
+                    [
+                        (
+                            "hca",
+                            "0000:e9:00.0",
+                            "mlx5_bond_0",
+                            [{"state": "ACTIVE", "rate": 100, "layer": "Ethernet", "netdev": "bond0"}],
+                        )
+                    ],
+                )
+            ],
+        )
+    )
+    tree.append(
+        ("hb", "0000:e0", 0, [("rp", [("nvswitch", f"0000:e{k + 1}:00.0", 0x1AF1)]) for k in range(6)])
+    )
     return {"numa": {0: "0-103"}, "default_route": "bond0", "tree": tree}
 
 
@@ -109,11 +142,19 @@ DGX_H100_PAIRS = [  # (gpu bus, hca bus, hca, numa)
 
 
 def _dgx_h100():
-    links = {e["device"]: e for e in parse_ibdev2netdev(realdata("ibdev2netdev/dgx-h100-style-8ib-ibpXXs0-3eth-cnode3-011.txt"))}
+    links = {
+        e["device"]: e
+        for e in parse_ibdev2netdev(realdata("ibdev2netdev/dgx-h100-style-8ib-ibpXXs0-3eth-cnode3-011.txt"))
+    }
 
     def port(dev, layer, rate):
         e = links[dev]
-        return {"state": "ACTIVE" if e["link"] == "Up" else "DOWN", "rate": rate, "layer": layer, "netdev": e["netdev"]}
+        return {
+            "state": "ACTIVE" if e["link"] == "Up" else "DOWN",
+            "rate": rate,
+            "layer": layer,
+            "netdev": e["netdev"],
+        }
 
     tree = []
     for gbus, hbus, hca, numa in DGX_H100_PAIRS:
@@ -122,7 +163,20 @@ def _dgx_h100():
                 "hb",
                 f"0000:{gbus - 3:02x}",
                 numa,
-                [("rp", [("sw", [[("gpu", f"0000:{gbus:02x}:00.0", 0x2330)], [("hca", f"0000:{hbus:02x}:00.0", hca, [port(hca, "InfiniBand", 400)])]])])],
+                [
+                    (
+                        "rp",
+                        [
+                            (
+                                "sw",
+                                [
+                                    [("gpu", f"0000:{gbus:02x}:00.0", 0x2330)],
+                                    [("hca", f"0000:{hbus:02x}:00.0", hca, [port(hca, "InfiniBand", 400)])],
+                                ],
+                            )
+                        ],
+                    )
+                ],
             )
         )
     tree.append(
@@ -141,8 +195,12 @@ def _dgx_h100():
             ],
         )
     )
-    tree.append(("hb", "0000:a9", 1, [("rp", [("hca", "0000:aa:00.0", "mlx5_7", [port("mlx5_7", "Ethernet", 200)])])]))
-    tree.append(("hb", "0000:04", 0, [("rp", [("nvswitch", f"0000:{5 + k:02x}:00.0", 0x22A3)]) for k in range(4)]))
+    tree.append(
+        ("hb", "0000:a9", 1, [("rp", [("hca", "0000:aa:00.0", "mlx5_7", [port("mlx5_7", "Ethernet", 200)])])])
+    )
+    tree.append(
+        ("hb", "0000:04", 0, [("rp", [("nvswitch", f"0000:{5 + k:02x}:00.0", 0x22A3)]) for k in range(4)])
+    )
     return {"numa": {0: "0-55,112-167", 1: "56-111,168-223"}, "default_route": "enp170s0np0", "tree": tree}
 
 
@@ -170,7 +228,9 @@ def _hgx_12nic():
         hb = 0x10 + 0x10 * g + (0x40 if numa else 0)
         dsps = [[("gpu", f"0000:{hb + 1:02x}:00.0", 0x2330)]]
         for k, funcs in enumerate(nics):
-            dsps.append([("hca", f"0000:{hb + 2 + k:02x}:00.{f}", name, ports[name]) for f, name in enumerate(funcs)])
+            dsps.append(
+                [("hca", f"0000:{hb + 2 + k:02x}:00.{f}", name, ports[name]) for f, name in enumerate(funcs)]
+            )
         tree.append(("hb", f"0000:{hb:02x}", numa, [("rp", [("sw", dsps)])]))
     return {"numa": {0: "0-47", 1: "48-95"}, "default_route": "eth0", "tree": tree}
 
@@ -201,8 +261,18 @@ def _pcie_2gpu():
 def _pcie_4gpu():
     p0 = [{"state": "ACTIVE", "rate": 100, "layer": "InfiniBand", "netdev": "ibp65s0f0"}]
     p1 = [{"state": "ACTIVE", "rate": 100, "layer": "InfiniBand", "netdev": "ibp65s0f1"}]
-    tree = [("hb", f"0000:{b - 1:02x}", 0, [("rp", [("gpu", f"0000:{b:02x}:00.0", 0x2236)])]) for b in (0x01, 0x21, 0x81, 0xC1)]
-    tree.append(("hb", "0000:40", 0, [("rp", [("hca", "0000:41:00.0", "mlx5_0", p0), ("hca", "0000:41:00.1", "mlx5_1", p1)])]))
+    tree = [
+        ("hb", f"0000:{b - 1:02x}", 0, [("rp", [("gpu", f"0000:{b:02x}:00.0", 0x2236)])])
+        for b in (0x01, 0x21, 0x81, 0xC1)
+    ]
+    tree.append(
+        (
+            "hb",
+            "0000:40",
+            0,
+            [("rp", [("hca", "0000:41:00.0", "mlx5_0", p0), ("hca", "0000:41:00.1", "mlx5_1", p1)])],
+        )
+    )
     return {"numa": {0: "0-127"}, "default_route": "eno1", "tree": tree}
 
 
@@ -213,16 +283,43 @@ def _pcie_4gpu():
 #    same host bridge (PHB).  RoCE v2 GID types and the eno1 default route are the shape's assumptions.
 # --------------------------------------------------------------------------------------------------
 def _roce_node():
-    links = {e["device"]: e for e in parse_ibdev2netdev(realdata("ibdev2netdev/egx-stack-dual-port-100gbe-ens192f0-up-f1-down.txt"))}
+    links = {
+        e["device"]: e
+        for e in parse_ibdev2netdev(
+            realdata("ibdev2netdev/egx-stack-dual-port-100gbe-ens192f0-up-f1-down.txt")
+        )
+    }
     ports = {
-        d: [{"state": "ACTIVE" if e["link"] == "Up" else "DOWN", "rate": 100, "layer": "Ethernet", "netdev": e["netdev"], "roce": "v2"}]
+        d: [
+            {
+                "state": "ACTIVE" if e["link"] == "Up" else "DOWN",
+                "rate": 100,
+                "layer": "Ethernet",
+                "netdev": e["netdev"],
+                "roce": "v2",
+            }
+        ]
         for d, e in links.items()
     }
     return {
         "numa": {0: "0-39"},
         "default_route": "eno1",
         "tree": [
-            ("hb", "0000:3a", 0, [("rp", [("gpu", "0000:3b:00.0", 0x20F1)]), ("rp", [("hca", "0000:5e:00.0", "mlx5_0", ports["mlx5_0"]), ("hca", "0000:5e:00.1", "mlx5_1", ports["mlx5_1"])])]),
+            (
+                "hb",
+                "0000:3a",
+                0,
+                [
+                    ("rp", [("gpu", "0000:3b:00.0", 0x20F1)]),
+                    (
+                        "rp",
+                        [
+                            ("hca", "0000:5e:00.0", "mlx5_0", ports["mlx5_0"]),
+                            ("hca", "0000:5e:00.1", "mlx5_1", ports["mlx5_1"]),
+                        ],
+                    ),
+                ],
+            ),
         ],
     }
 
@@ -239,9 +336,35 @@ def _mixed_roce_ib():
         "numa": {0: "0-63,128-191", 1: "64-127,192-255"},
         "default_route": "eno1",
         "tree": [
-            ("hb", "0000:10", 0, [("rp", [("hca", "0000:11:00.0", "mlx5_0", ports["mlx5_0"]), ("hca", "0000:11:00.1", "mlx5_1", ports["mlx5_1"])])]),
+            (
+                "hb",
+                "0000:10",
+                0,
+                [
+                    (
+                        "rp",
+                        [
+                            ("hca", "0000:11:00.0", "mlx5_0", ports["mlx5_0"]),
+                            ("hca", "0000:11:00.1", "mlx5_1", ports["mlx5_1"]),
+                        ],
+                    )
+                ],
+            ),
             ("hb", "0000:a0", 1, [("rp", [("gpu", "0000:a1:00.0", 0x20F1)])]),
-            ("hb", "0000:c0", 1, [("rp", [("hca", "0000:c1:00.0", "mlx5_2", ports["mlx5_2"]), ("hca", "0000:c1:00.1", "mlx5_3", ports["mlx5_3"])])]),
+            (
+                "hb",
+                "0000:c0",
+                1,
+                [
+                    (
+                        "rp",
+                        [
+                            ("hca", "0000:c1:00.0", "mlx5_2", ports["mlx5_2"]),
+                            ("hca", "0000:c1:00.1", "mlx5_3", ports["mlx5_3"]),
+                        ],
+                    )
+                ],
+            ),
         ],
     }
 
@@ -255,7 +378,14 @@ def _no_rdma():
     return {
         "numa": {0: "0-63"},
         "default_route": "enp5s0",
-        "tree": [("hb", "0000:00", 0, [("rp", [("gpu", "0000:01:00.0", 0x2B85)]), ("rp", [("gpu", "0000:02:00.0", 0x2B85)])])],
+        "tree": [
+            (
+                "hb",
+                "0000:00",
+                0,
+                [("rp", [("gpu", "0000:01:00.0", 0x2B85)]), ("rp", [("gpu", "0000:02:00.0", 0x2B85)])],
+            )
+        ],
     }
 
 
