@@ -203,7 +203,15 @@ def parse_nvidia_smi_table(text: str) -> dict:
                 )
             result["gpus"].append(_smi_gpu_block(tool, block))
             block = []
-            if i + 1 >= len(lines) or not lines[i + 1].strip().startswith("|"):
+            if i + 1 >= len(lines):
+                # a GPU's border line is identical to the table's closing border: text that stops
+                # right here may have lost more GPUs (complete output continues with a blank line)
+                raise ParseError(
+                    tool,
+                    f"output stops right after the border line of GPU {result['gpus'][-1]['index']}; "
+                    "cannot tell whether more GPUs and the Processes table were cut off",
+                )
+            if not lines[i + 1].strip().startswith("|"):
                 closed = True
                 break
         else:
@@ -514,6 +522,10 @@ def parse_nvidia_smi_topo(text: str) -> dict:
             except ValueError as exc:
                 raise ParseError(tool, f"row {label}: {exc}") from None
             if "GPU NUMA ID" in vals:
+                if not re.match(r"^(N/A|\d+)$", vals["GPU NUMA ID"]):
+                    raise ParseError(
+                        tool, f"row {label}: GPU NUMA ID {vals['GPU NUMA ID']!r} is cut or malformed"
+                    )
                 aff["gpu_numa_id"] = _int_or_none(vals["GPU NUMA ID"])
             affinity[label] = aff
         i += 1
