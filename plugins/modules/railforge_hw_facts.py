@@ -131,8 +131,9 @@ ansible_facts:
       rail_hcas: [mlx5_0, mlx5_3, mlx5_4, mlx5_5, mlx5_6, mlx5_8, mlx5_9, mlx5_10]
 """
 
-from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.railforge_hwfacts import ParseError, gather_hw_facts
+# Ansible convention: imports follow the documentation blocks.
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible.module_utils.railforge_hwfacts import ParseError, gather_hw_facts  # noqa: E402
 
 
 def _run(module, argv):
