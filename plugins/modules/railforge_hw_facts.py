@@ -160,17 +160,32 @@ def main():
     )
     p = module.params
     topo, i2n = p["topo_text"], p["ibdev2netdev_text"]
+    ran = set()
     if p["run_commands"]:
         if topo is None:
             topo = _run(module, ["nvidia-smi", "topo", "-m"])
+            ran.add("topo")
         if i2n is None:
             i2n = _run(module, ["ibdev2netdev"])
-    try:
-        facts = gather_hw_facts(
-            root=p["root"], topo_text=topo, ibdev2netdev_text=i2n, nvidia_smi_q_text=p["nvidia_smi_q_text"]
-        )
-    except ParseError as exc:
-        module.fail_json(msg=str(exc), tool=exc.tool)
+            ran.add("ibdev2netdev")
+    texts = {"topo": topo, "ibdev2netdev": i2n}
+    while True:
+        try:
+            facts = gather_hw_facts(
+                root=p["root"],
+                topo_text=texts["topo"],
+                ibdev2netdev_text=texts["ibdev2netdev"],
+                nvidia_smi_q_text=p["nvidia_smi_q_text"],
+            )
+            break
+        except ParseError as exc:
+            # text the user passed must parse; output of a command we ran ourselves is only a hint
+            key = "topo" if exc.tool == "nvidia-smi topo" else exc.tool
+            if key in ran and texts.get(key) is not None:
+                module.warn(f"ignoring unparsable output of {exc.tool}: {exc.reason}")
+                texts[key] = None
+                continue
+            module.fail_json(msg=str(exc), tool=exc.tool)
     for w in facts["warnings"]:
         module.warn(w)
     module.exit_json(changed=False, ansible_facts={"railforge_hw": facts})

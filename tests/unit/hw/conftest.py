@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import ansible.module_utils
+import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 _MU = str(ROOT / "plugins/module_utils")
@@ -15,3 +16,13 @@ if _MU not in ansible.module_utils.__path__:
 for p in (_MU, str(ROOT / "plugins/filter"), str(Path(__file__).parent)):
     if p not in sys.path:
         sys.path.insert(0, p)
+
+
+
+@pytest.fixture(scope="session")
+def shape_trees(tmp_path_factory):
+    """Every machine shape of shapes.py built once per session: name -> root path (str)."""
+    from shapes import SHAPES
+    from sysfs_builder import build
+
+    return {n: str(build(tmp_path_factory.mktemp(n), fn())) for n, fn in SHAPES.items()}

@@ -8,14 +8,13 @@ import pytest
 from ansible.module_utils.railforge_hwfacts import gather_hw_facts
 from railforge_hw import FilterModule, label_value, railforge_nccl_env, railforge_node_labels
 from shapes import SHAPES, realdata
-from sysfs_builder import build
 
 K8S_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
 @pytest.fixture(scope="module")
-def facts(tmp_path_factory):
-    return {n: gather_hw_facts(str(build(tmp_path_factory.mktemp(n), fn()))) for n, fn in SHAPES.items()}
+def facts(shape_trees):
+    return {n: gather_hw_facts(root) for n, root in shape_trees.items()}
 
 
 LABELS = {

@@ -14,15 +14,12 @@ from ansible.module_utils.railforge_hwfacts import (
 )
 from ansible.module_utils.railforge_hwparse import parse_nvidia_smi_topo
 from shapes import SHAPES, realdata
-from sysfs_builder import SysfsBuilder, build
+from sysfs_builder import SysfsBuilder
 
 
 @pytest.fixture(scope="module")
-def trees(tmp_path_factory):
-    out = {}
-    for name, fn in SHAPES.items():
-        out[name] = str(build(tmp_path_factory.mktemp(name), fn()))
-    return out
+def trees(shape_trees):
+    return shape_trees
 
 
 EXPECTED = {

@@ -666,3 +666,26 @@ def test_cpu_lists_and_mlx_values():
     assert split_mlxconfig_value("ETH(2)") == ("ETH", 2)
     assert split_mlxconfig_value("True(1)") == ("True", 1)
     assert split_mlxconfig_value("8") == (None, 8)
+
+
+def test_topo_numeric_gpu_numa_id_and_multi_range_numa():
+    # the first two rows of the (truncated) GB200 paste, narrowed to a complete 2-GPU matrix
+    rows = body(
+        REALDATA / "nvidia-smi-topo/gb200-4gpu-nv18-6nic-numa-affinity-lists-PARTIAL.txt"
+    ).splitlines()
+    text = "\n".join(
+        [
+            "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID",
+            "GPU0\t" + "\t".join(rows[2].split()[1:3] + rows[2].split()[-3:]),
+            "GPU1\t" + "\t".join(rows[3].split()[1:3] + rows[3].split()[-3:]),
+        ]
+    )
+    r = parse_nvidia_smi_topo(text)
+    assert r["matrix"]["GPU0"]["GPU1"] == "NV18"
+    a = r["gpu_affinity"]["GPU1"]
+    assert (a["cpu_affinity"], a["numa_affinity"], a["gpu_numa_id"]) == (
+        "0-71",
+        [0, *range(3, 10), *range(11, 18)],
+        10,
+    )
+    assert r["gpu_affinity"]["GPU0"]["gpu_numa_id"] == 2
