@@ -18,7 +18,6 @@ for p in (_MU, str(ROOT / "plugins/filter"), str(Path(__file__).parent)):
         sys.path.insert(0, p)
 
 
-
 @pytest.fixture(scope="session")
 def shape_trees(tmp_path_factory):
     """Every machine shape of shapes.py built once per session: name -> root path (str)."""
