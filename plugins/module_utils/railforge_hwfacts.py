@@ -40,8 +40,10 @@ NVIDIA_VENDOR = 0x10DE
 MELLANOX_VENDOR = 0x15B3
 
 # NVIDIA PCI device-id blocks per GPU die -> architecture.
-# Facts taken from NVIDIA's gpu-admin-tools (github.com/NVIDIA/gpu-admin-tools, gpu/devid_chips.py,
-# MIT): each die owns a 0x40/0x80-wide block of device ids.  Spot checks against ids seen in this
+# Facts taken from NVIDIA's gpu-admin-tools, gpu/devid_chips.py (MIT): each die owns a 0x40/0x80-wide
+# block of device ids.  The Blackwell rows were read from github.com/NVIDIA/gpu-admin-tools; the older
+# rows from a fuller revision of the same NVIDIA file (same header) whose repository the code index did
+# not name.  Spot checks against ids seen in this
 # project's real fixtures: 0x2330 = H100 SXM5 (dcgmi diag fixture, "device id 2330"), 0x1db4 =
 # V100-PCIE-16GB (dcgmi fixture), 0x26b9 = L40S (gpu-admin-tools devid_names.py).  Only the data-center
 # relevant generations are listed; anything else reports "unknown".
