@@ -47,11 +47,7 @@ def railforge_node_labels(facts, prefix: str = LABEL_PREFIX) -> dict:
     nv = f.get("nvlink") or {}
     present = bool(nv.get("present"))
     fabric = f.get("fabric") or {}
-    if (
-        fabric.get("clique_id") is not None
-        and fabric.get("cluster_uuid")
-        and fabric.get("status") == "Success"
-    ):
+    if fabric.get("clique_id") is not None and fabric.get("cluster_uuid") and fabric.get("status") == "Success":
         domain = f"{fabric['cluster_uuid']}.{fabric['clique_id']}"
     else:
         domain = "node" if present else "none"

@@ -344,9 +344,7 @@ def _topo_affinity(topo: dict, gpus: list[dict], hca_names: list[str], warnings:
         warnings.append("topo text has no NIC Legend: NICn cannot be mapped to HCAs; using sysfs PCI tree")
         return None
     if gpus and len(topo["gpus"]) != len(gpus):
-        warnings.append(
-            f"topo text lists {len(topo['gpus'])} GPUs but sysfs has {len(gpus)}; GPUs matched by index"
-        )
+        warnings.append(f"topo text lists {len(topo['gpus'])} GPUs but sysfs has {len(gpus)}; GPUs matched by index")
     out: dict[int, dict[str, str]] = {}
     for g in topo["gpus"]:
         idx = int(g[3:])
@@ -520,11 +518,7 @@ def gather_hw_facts(
         if r.get("link_layer") == "Ethernet" and "RoCE v2" in (p.get("roce_versions") or []):
             roce_v2 = True
     archs = sorted({g["architecture"] for g in gpus})
-    fabric = (
-        summarize_fabric(parse_nvidia_smi_q_fabric(nvidia_smi_q_text), warnings)
-        if nvidia_smi_q_text
-        else None
-    )
+    fabric = summarize_fabric(parse_nvidia_smi_q_fabric(nvidia_smi_q_text), warnings) if nvidia_smi_q_text else None
     return {
         "gpus": gpus,
         "gpu_count": len(gpus),

@@ -296,9 +296,7 @@ def parse_nvidia_smi_list(text: str) -> dict:
         if mg:
             if not gpus:
                 raise ParseError(tool, f"line {n}: MIG device listed before any GPU line")
-            gpus[-1]["mig_devices"].append(
-                {"profile": mg.group(1), "index": int(mg.group(2)), "uuid": mg.group(3)}
-            )
+            gpus[-1]["mig_devices"].append({"profile": mg.group(1), "index": int(mg.group(2)), "uuid": mg.group(3)})
             continue
         if re.match(r"^\s*(GPU \d|MIG )", ln):
             raise ParseError(tool, f"line {n} is incomplete (cut paste?): {ln.strip()!r}")
@@ -307,9 +305,7 @@ def parse_nvidia_smi_list(text: str) -> dict:
         raise ParseError(tool, "no 'GPU n: <name> (UUID: GPU-...)' lines found")
     for want, g in enumerate(gpus):
         if g["index"] != want:
-            raise ParseError(
-                tool, f"GPU indices are not contiguous: expected GPU {want}, found GPU {g['index']}"
-            )
+            raise ParseError(tool, f"GPU indices are not contiguous: expected GPU {want}, found GPU {g['index']}")
     return {
         "gpus": gpus,
         "gpu_count": len(gpus),
@@ -501,9 +497,7 @@ def parse_nvidia_smi_topo(text: str) -> dict:
             if not _TOPO_CELL.match(cell):
                 raise ParseError(tool, f"row {label}, column {col}: unexpected cell {cell!r}")
         if cells[cols.index(label)] != "X":
-            raise ParseError(
-                tool, f"row {label}: diagonal cell is {cells[cols.index(label)]!r}, expected 'X'"
-            )
+            raise ParseError(tool, f"row {label}: diagonal cell is {cells[cols.index(label)]!r}, expected 'X'")
         matrix[label] = {c: v for c, v in zip(cols, cells, strict=True) if c != label}
         if label.startswith("GPU") and aff_cols:
             if len(rest) < len(aff_cols):
@@ -523,9 +517,7 @@ def parse_nvidia_smi_topo(text: str) -> dict:
                 raise ParseError(tool, f"row {label}: {exc}") from None
             if "GPU NUMA ID" in vals:
                 if not re.match(r"^(N/A|\d+)$", vals["GPU NUMA ID"]):
-                    raise ParseError(
-                        tool, f"row {label}: GPU NUMA ID {vals['GPU NUMA ID']!r} is cut or malformed"
-                    )
+                    raise ParseError(tool, f"row {label}: GPU NUMA ID {vals['GPU NUMA ID']!r} is cut or malformed")
                 aff["gpu_numa_id"] = _int_or_none(vals["GPU NUMA ID"])
             affinity[label] = aff
         i += 1
@@ -537,8 +529,7 @@ def parse_nvidia_smi_topo(text: str) -> dict:
             if a != b and matrix[a][b] != matrix[b][a]:
                 raise ParseError(
                     tool,
-                    f"matrix is not symmetric: {a}/{b}={matrix[a][b]} but {b}/{a}={matrix[b][a]} "
-                    "(misaligned columns?)",
+                    f"matrix is not symmetric: {a}/{b}={matrix[a][b]} but {b}/{a}={matrix[b][a]} (misaligned columns?)",
                 )
     legend_present = any(ln.strip() == "Legend:" for ln in lines[i:])
     nic_devices: dict[str, str] = {}
@@ -559,9 +550,7 @@ def parse_nvidia_smi_topo(text: str) -> dict:
     if nic_legend_present:
         missing = [c for c in nics if c not in nic_devices]
         if missing:
-            raise ParseError(
-                tool, f"NIC Legend is incomplete (truncated paste?); no device for {', '.join(missing)}"
-            )
+            raise ParseError(tool, f"NIC Legend is incomplete (truncated paste?); no device for {', '.join(missing)}")
     nvlink = any(v.startswith("NV") for r in matrix.values() for v in r.values())
     widths = [int(v[2:]) for r in matrix.values() for v in r.values() if re.match(r"NV\d+$", v)]
     return {
@@ -581,9 +570,7 @@ def parse_nvidia_smi_topo(text: str) -> dict:
 # ibdev2netdev  (plain and -v)
 # --------------------------------------------------------------------------------------
 
-_I2N = re.compile(
-    r"^\s*(?P<dev>[A-Za-z]\w*) port (?P<port>\d+) ==> (?P<netdev>\S+) \((?P<link>Up|Down)\)\s*$"
-)
+_I2N = re.compile(r"^\s*(?P<dev>[A-Za-z]\w*) port (?P<port>\d+) ==> (?P<netdev>\S+) \((?P<link>Up|Down)\)\s*$")
 _I2N_V = re.compile(
     r"^\s*(?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+(?P<dev>[A-Za-z]\w*)\s+"
     r"\((?P<board>[^)]*)\)(?P<desc>.*?)\s+fw\s+(?P<fw>\S+)\s+port\s+(?P<port>\d+)\s+\((?P<pstate>[^)]+)\)\s+"
@@ -729,9 +716,7 @@ def parse_ibstat(text: str) -> list[dict]:
         for p in ca["ports"]:
             miss = [k for k in _IBSTAT_PORT_REQUIRED if p.get(k) in (None, "")]
             if miss:
-                raise ParseError(
-                    tool, f"CA {ca['ca']} port {p['port']}: missing {', '.join(miss)} (truncated paste?)"
-                )
+                raise ParseError(tool, f"CA {ca['ca']} port {p['port']}: missing {', '.join(miss)} (truncated paste?)")
     return cas
 
 
@@ -891,9 +876,7 @@ def parse_mlxconfig_query(text: str) -> list[dict]:
         raise ParseError(tool, "no device configuration found")
     for d in devs:
         if not d["config"]:
-            raise ParseError(
-                tool, f"device {d['device'] or d['name']}: no configuration values (truncated paste?)"
-            )
+            raise ParseError(tool, f"device {d['device'] or d['name']}: no configuration values (truncated paste?)")
         cfg = d["config"]
         d["sriov_en"] = None
         if "SRIOV_EN" in cfg:

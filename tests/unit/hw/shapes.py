@@ -114,9 +114,7 @@ def _dgx_a100():
             ],
         )
     )
-    tree.append(
-        ("hb", "0000:e0", 0, [("rp", [("nvswitch", f"0000:e{k + 1}:00.0", 0x1AF1)]) for k in range(6)])
-    )
+    tree.append(("hb", "0000:e0", 0, [("rp", [("nvswitch", f"0000:e{k + 1}:00.0", 0x1AF1)]) for k in range(6)]))
     return {"numa": {0: "0-103"}, "default_route": "bond0", "tree": tree}
 
 
@@ -195,12 +193,8 @@ def _dgx_h100():
             ],
         )
     )
-    tree.append(
-        ("hb", "0000:a9", 1, [("rp", [("hca", "0000:aa:00.0", "mlx5_7", [port("mlx5_7", "Ethernet", 200)])])])
-    )
-    tree.append(
-        ("hb", "0000:04", 0, [("rp", [("nvswitch", f"0000:{5 + k:02x}:00.0", 0x22A3)]) for k in range(4)])
-    )
+    tree.append(("hb", "0000:a9", 1, [("rp", [("hca", "0000:aa:00.0", "mlx5_7", [port("mlx5_7", "Ethernet", 200)])])]))
+    tree.append(("hb", "0000:04", 0, [("rp", [("nvswitch", f"0000:{5 + k:02x}:00.0", 0x22A3)]) for k in range(4)]))
     return {"numa": {0: "0-55,112-167", 1: "56-111,168-223"}, "default_route": "enp170s0np0", "tree": tree}
 
 
@@ -228,9 +222,7 @@ def _hgx_12nic():
         hb = 0x10 + 0x10 * g + (0x40 if numa else 0)
         dsps = [[("gpu", f"0000:{hb + 1:02x}:00.0", 0x2330)]]
         for k, funcs in enumerate(nics):
-            dsps.append(
-                [("hca", f"0000:{hb + 2 + k:02x}:00.{f}", name, ports[name]) for f, name in enumerate(funcs)]
-            )
+            dsps.append([("hca", f"0000:{hb + 2 + k:02x}:00.{f}", name, ports[name]) for f, name in enumerate(funcs)])
         tree.append(("hb", f"0000:{hb:02x}", numa, [("rp", [("sw", dsps)])]))
     return {"numa": {0: "0-47", 1: "48-95"}, "default_route": "eth0", "tree": tree}
 
@@ -285,9 +277,7 @@ def _pcie_4gpu():
 def _roce_node():
     links = {
         e["device"]: e
-        for e in parse_ibdev2netdev(
-            realdata("ibdev2netdev/egx-stack-dual-port-100gbe-ens192f0-up-f1-down.txt")
-        )
+        for e in parse_ibdev2netdev(realdata("ibdev2netdev/egx-stack-dual-port-100gbe-ens192f0-up-f1-down.txt"))
     }
     ports = {
         d: [

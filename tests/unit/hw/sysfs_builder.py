@@ -121,11 +121,7 @@ class SysfsBuilder:
             self._write(pd / "rate", f"{rate} Gb/sec (4X)")
             self._write(pd / "link_layer", p.get("layer", "InfiniBand"))
             if p.get("roce"):
-                types = (
-                    ["IB/RoCE v1", "RoCE v2", "IB/RoCE v1", "RoCE v2"]
-                    if p["roce"] == "v2"
-                    else ["IB/RoCE v1"]
-                )
+                types = ["IB/RoCE v1", "RoCE v2", "IB/RoCE v1", "RoCE v2"] if p["roce"] == "v2" else ["IB/RoCE v1"]
                 for i, t in enumerate(types):
                     self._write(pd / "gid_attrs" / "types" / str(i), t)
             if p.get("netdev"):

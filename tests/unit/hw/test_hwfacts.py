@@ -330,9 +330,7 @@ def test_pci_link_rules():
 def test_no_rdma_gpu_pair_is_phb_like_real_topo(trees):
     raw = read_sysfs(trees["no_rdma"])
     a, b = (raw["pci"][g["pci_address"]] for g in raw["gpus"])
-    topo = parse_nvidia_smi_topo(
-        realdata("nvidia-smi-topo/2x-rtx5090-pcie-phb-single-numa-club3090-1229.txt")
-    )
+    topo = parse_nvidia_smi_topo(realdata("nvidia-smi-topo/2x-rtx5090-pcie-phb-single-numa-club3090-1229.txt"))
     assert pci_link(a, b) == topo["matrix"]["GPU0"]["GPU1"] == "PHB"
 
 

@@ -227,9 +227,7 @@ TOPO = {
 }
 
 IBDEV2NETDEV = {
-    "cx6-ib-pf-plus-sriov-vfs-ibpXXs0vN-PARTIAL.txt": {
-        "error": r"truncated.*starts at mlx5_19.*mlx5_10, .*mlx5_18"
-    },
+    "cx6-ib-pf-plus-sriov-vfs-ibpXXs0vN-PARTIAL.txt": {"error": r"truncated.*starts at mlx5_19.*mlx5_10, .*mlx5_18"},
     "dgx-h100-style-8ib-ibpXXs0-3eth-cnode3-011.txt": {
         "count": 11,
         "up": 9,
@@ -348,9 +346,7 @@ def _check_error(fn, path: Path, pattern: str):
 
 
 # ------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize(
-    "path", files("nvidia-smi", "default-table"), ids=ids(files("nvidia-smi", "default-table"))
-)
+@pytest.mark.parametrize("path", files("nvidia-smi", "default-table"), ids=ids(files("nvidia-smi", "default-table")))
 def test_nvidia_smi_table(path):
     exp = SMI_TABLE[path.name]
     if "error" in exp:
@@ -375,9 +371,7 @@ def test_nvidia_smi_list(path):
     r = parse_nvidia_smi_list(body(path))
     assert r["gpu_count"] == exp["count"]
     assert {g["name"] for g in r["gpus"]} == {exp["name"]}
-    assert {
-        g["index"]: [m["profile"] for m in g["mig_devices"]] for g in r["gpus"] if g["mig_devices"]
-    } == exp["mig"]
+    assert {g["index"]: [m["profile"] for m in g["mig_devices"]] for g in r["gpus"] if g["mig_devices"]} == exp["mig"]
     assert r["gpus"][0]["uuid"] == exp["uuid0"]
     gi, mi, uuid = exp["mig_uuid"]
     assert r["gpus"][gi]["mig_devices"][mi]["uuid"] == uuid
@@ -469,9 +463,7 @@ def test_ibv_devinfo(path):
     assert {h["board_id"] for h in r} == {exp["board"]}
     assert {h["vendor_part_id"] for h in r} == {exp["part"]}
     ports = [p for h in r for p in h["ports"]]
-    assert {(p["state"], p["active_mtu"], p["link_layer"]) for p in ports} == {
-        (exp["state"], exp["mtu"], exp["link"])
-    }
+    assert {(p["state"], p["active_mtu"], p["link_layer"]) for p in ports} == {(exp["state"], exp["mtu"], exp["link"])}
     assert {h["hca_id"]: h["ports"][0]["port_lid"] for h in r}[exp["lid"][0]] == exp["lid"][1]
 
 
@@ -670,9 +662,7 @@ def test_cpu_lists_and_mlx_values():
 
 def test_topo_numeric_gpu_numa_id_and_multi_range_numa():
     # the first two rows of the (truncated) GB200 paste, narrowed to a complete 2-GPU matrix
-    rows = body(
-        REALDATA / "nvidia-smi-topo/gb200-4gpu-nv18-6nic-numa-affinity-lists-PARTIAL.txt"
-    ).splitlines()
+    rows = body(REALDATA / "nvidia-smi-topo/gb200-4gpu-nv18-6nic-numa-affinity-lists-PARTIAL.txt").splitlines()
     text = "\n".join(
         [
             "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID",

@@ -71,9 +71,7 @@ def _run_main(monkeypatch, capsys, args: dict) -> dict:
     from ansible.module_utils import basic
     from ansible.module_utils.common.text.converters import to_bytes
 
-    spec = importlib.util.spec_from_file_location(
-        "railforge_hw_facts", ROOT / "plugins/modules/railforge_hw_facts.py"
-    )
+    spec = importlib.util.spec_from_file_location("railforge_hw_facts", ROOT / "plugins/modules/railforge_hw_facts.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args})))
@@ -98,9 +96,7 @@ def test_module_run_commands_and_fallback(tmp_path, monkeypatch, capsys):
         script.write_text(f"#!/bin/sh\ncat '{bindir / name}.txt'\n")
         script.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bindir}:{os.environ.get('PATH', '')}")
-    res = _run_main(
-        monkeypatch, capsys, {"root": str(tree), "run_commands": True, "_ansible_check_mode": True}
-    )
+    res = _run_main(monkeypatch, capsys, {"root": str(tree), "run_commands": True, "_ansible_check_mode": True})
     assert res["changed"] is False and not res.get("failed")
     facts = res["ansible_facts"]["railforge_hw"]
     assert facts["affinity_source"] == "sysfs"
