@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins/module_utils"))
-from railforge_hwparse import parse_nvidia_smi_query_csv  # noqa: E402
+from railforge_hwparse import parse_nvidia_smi_query_csv
 
 pytestmark = pytest.mark.gpu
 QUERY = ("index", "name", "driver_version", "persistence_mode", "pci.bus_id")
@@ -25,9 +25,10 @@ def gpu_count(hostvars) -> int:
 def driver_installed(host, gpu_count, hostvars) -> None:
     if gpu_count == 0:
         pytest.skip("no GPU expected on this host: the NVIDIA stack is skipped")
-    if host.file("/etc/apt/preferences.d/railforge-nvidia-driver").exists is False and host.package(
-        "nvidia-driver-cuda"
-    ).is_installed:
+    if (
+        host.file("/etc/apt/preferences.d/railforge-nvidia-driver").exists is False
+        and host.package("nvidia-driver-cuda").is_installed
+    ):
         pytest.skip("driver preinstalled and left alone (checked by test_preinstalled_driver_left_alone)")
 
 
@@ -54,9 +55,21 @@ def test_no_gpu_host_has_no_driver(host, gpu_count):
 def test_driver_packages_at_pinned_branch_and_held(host, hostvars):
     listing = host.check_output(r"dpkg-query -W -f='${db:Status-Abbrev}|${Package}|${Version}\n'")
     driver = [line.split("|") for line in listing.splitlines() if "|" in line]
-    driver = [(status.strip(), name, version) for status, name, version in driver if name in
-              ("nvidia-open", "cuda-drivers", "nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-kernel-dkms",
-               "libcuda1", "libnvidia-ml1", "nvidia-persistenced")]
+    driver = [
+        (status.strip(), name, version)
+        for status, name, version in driver
+        if name
+        in (
+            "nvidia-open",
+            "cuda-drivers",
+            "nvidia-driver-cuda",
+            "nvidia-kernel-open-dkms",
+            "nvidia-kernel-dkms",
+            "libcuda1",
+            "libnvidia-ml1",
+            "nvidia-persistenced",
+        )
+    ]
     assert driver, "no driver package installed"
     for status, name, version in driver:
         assert version.startswith(wanted_prefix(hostvars)), f"{name} {version}"
@@ -66,8 +79,13 @@ def test_driver_packages_at_pinned_branch_and_held(host, hostvars):
 @pytest.mark.usefixtures("driver_installed")
 def test_no_package_of_another_driver_branch_left(host, hostvars):
     listing = host.check_output(r"dpkg-query -W -f='${Package} ${Version}\n'").splitlines()
-    other = [line for line in listing if line.split()[1][:4].rstrip(".").isdigit() and len(line.split()[1].split(".")[0]) == 3
-             and not line.split()[1].startswith(hostvars["nvidia_driver_branch"] + ".")]
+    other = [
+        line
+        for line in listing
+        if line.split()[1][:4].rstrip(".").isdigit()
+        and len(line.split()[1].split(".")[0]) == 3
+        and not line.split()[1].startswith(hostvars["nvidia_driver_branch"] + ".")
+    ]
     assert not other, other
 
 
@@ -118,7 +136,9 @@ def test_containerd_has_nvidia_runtime_and_keeps_user_config(host, hostvars):
     assert "/etc/containerd/conf.d/*.toml" in config["imports"]
     runtime = tomllib.loads(dropin.content_string)["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]
     assert runtime["runtimes"]["nvidia"]["options"]["BinaryName"] == "/usr/bin/nvidia-container-runtime"
-    assert (runtime.get("default_runtime_name") == "nvidia") == hostvars["nvidia_container_toolkit_default_runtime"]
+    assert (runtime.get("default_runtime_name") == "nvidia") == hostvars[
+        "nvidia_container_toolkit_default_runtime"
+    ]
     for backup in host.run("ls /etc/containerd/config.toml.*~ 2>/dev/null").stdout.split():
         for key, value in tomllib.loads(host.file(backup).content_string).items():
             assert config[key] == value, f"containerd setting lost: {key}"
@@ -162,7 +182,7 @@ def test_fabric_manager_on_nvswitch_systems(host, hostvars):
 
 
 def test_preinstalled_driver_left_alone(host, hostvars, gpu_count):
-    """A node that already ran the wanted driver (like DGX OS) is not touched: no pin, no blacklist, no source."""
+    """A node already running the wanted driver (like DGX OS) is not touched: no pin, blacklist or source."""
     if gpu_count == 0 or host.file("/etc/apt/preferences.d/railforge-nvidia-driver").exists:
         pytest.skip("not a preinstalled-driver host")
     assert host.package("nvidia-driver-cuda").version.startswith(wanted_prefix(hostvars))
