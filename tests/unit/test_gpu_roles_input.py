@@ -96,7 +96,7 @@ def test_host_without_gpu_is_skipped_with_one_line(tmp_path):
         (
             "cuda_toolkit",
             {"cuda_toolkit_versions": ["12-8"], "cuda_toolkit_default_version": "12-8"},
-            'cuda_toolkit_versions: "12-8" are not versions like "12.8"',
+            'cuda_toolkit_versions: "12-8" are not versions like 12.8',
         ),
         (
             "nvidia_container_toolkit",
