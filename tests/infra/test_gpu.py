@@ -1,0 +1,190 @@
+"""Checks of the NVIDIA stack on a GPU node (roles nvidia_driver, cuda_toolkit, nvidia_container_toolkit,
+nvidia_dcgm, nvidia_fabricmanager). Expected values come from the inventory over the role defaults; nvidia-smi
+output is parsed with railforge_hwparse, the parser the hardware facts use."""
+
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins/module_utils"))
+from railforge_hwparse import parse_nvidia_smi_query_csv
+
+pytestmark = pytest.mark.gpu
+QUERY = ("index", "name", "driver_version", "persistence_mode", "pci.bus_id")
+
+
+@pytest.fixture(scope="module")
+def gpu_count(hostvars) -> int:
+    return int(hostvars.get("railforge_gpu_count", 0))
+
+
+@pytest.fixture(scope="module")
+def driver_installed(host, gpu_count, hostvars) -> None:
+    if gpu_count == 0:
+        pytest.skip("no GPU expected on this host: the NVIDIA stack is skipped")
+    if (
+        host.file("/etc/apt/preferences.d/railforge-nvidia-driver").exists is False
+        and host.package("nvidia-driver-cuda").is_installed
+    ):
+        pytest.skip("driver preinstalled and left alone (checked by test_preinstalled_driver_left_alone)")
+
+
+@pytest.fixture(scope="module")
+def smi_rows(host, gpu_count) -> list[dict]:
+    if gpu_count == 0:
+        pytest.skip("no GPU expected on this host")
+    out = host.check_output(f"nvidia-smi --query-gpu={','.join(QUERY)} --format=csv,noheader")
+    return parse_nvidia_smi_query_csv(out, QUERY)
+
+
+def wanted_prefix(hostvars) -> str:
+    return (hostvars["nvidia_driver_version"] or hostvars["nvidia_driver_branch"]) + "."
+
+
+def test_no_gpu_host_has_no_driver(host, gpu_count):
+    if gpu_count:
+        pytest.skip("host has GPUs")
+    assert not host.package("nvidia-driver-cuda").is_installed
+    assert not host.file("/etc/apt/preferences.d/railforge-nvidia-driver").exists
+
+
+@pytest.mark.usefixtures("driver_installed")
+def test_driver_packages_at_pinned_branch_and_held(host, hostvars):
+    listing = host.check_output(r"dpkg-query -W -f='${db:Status-Abbrev}|${Package}|${Version}\n'")
+    driver = [line.split("|") for line in listing.splitlines() if "|" in line]
+    driver = [
+        (status.strip(), name, version)
+        for status, name, version in driver
+        if name
+        in (
+            "nvidia-open",
+            "cuda-drivers",
+            "nvidia-driver-cuda",
+            "nvidia-kernel-open-dkms",
+            "nvidia-kernel-dkms",
+            "libcuda1",
+            "libnvidia-ml1",
+            "nvidia-persistenced",
+        )
+    ]
+    assert driver, "no driver package installed"
+    for status, name, version in driver:
+        assert version.startswith(wanted_prefix(hostvars)), f"{name} {version}"
+        assert status == "hi", f"{name} is not held ({status})"
+
+
+@pytest.mark.usefixtures("driver_installed")
+def test_no_package_of_another_driver_branch_left(host, hostvars):
+    listing = host.check_output(r"dpkg-query -W -f='${Package} ${Version}\n'").splitlines()
+    other = [
+        line
+        for line in listing
+        if line.split()[1][:4].rstrip(".").isdigit()
+        and len(line.split()[1].split(".")[0]) == 3
+        and not line.split()[1].startswith(hostvars["nvidia_driver_branch"] + ".")
+    ]
+    assert not other, other
+
+
+@pytest.mark.usefixtures("driver_installed")
+def test_nouveau_blacklisted(host):
+    assert "blacklist nouveau" in host.file("/etc/modprobe.d/railforge-blacklist-nouveau.conf").content_string
+
+
+@pytest.mark.hardware
+@pytest.mark.usefixtures("needs_host_kernel")
+def test_nouveau_not_loaded_and_nvidia_loaded(host):
+    modules = {line.split()[0] for line in host.check_output("lsmod").splitlines()[1:]}
+    assert "nouveau" not in modules
+    assert "nvidia" in modules
+
+
+def test_nvidia_smi_gpu_count_and_driver_version(smi_rows, gpu_count, hostvars, host):
+    assert len(smi_rows) == gpu_count
+    for row in smi_rows:
+        assert row["driver_version"].startswith(wanted_prefix(hostvars)), row
+    if hostvars.get("railforge_gpu_product"):
+        assert {row["name"] for row in smi_rows} == {hostvars["railforge_gpu_product"]}
+
+
+@pytest.mark.usefixtures("driver_installed")
+def test_persistence_mode_on(smi_rows, host):
+    assert host.service("nvidia-persistenced").is_enabled
+    assert all(row["persistence_mode"] == "Enabled" for row in smi_rows), smi_rows
+
+
+def test_cuda_toolkits_and_default(host, hostvars):
+    if not host.file("/etc/profile.d/cuda.sh").exists:
+        pytest.skip("cuda_toolkit not applied to this host")
+    for version in hostvars["cuda_toolkit_versions"]:
+        nvcc = host.check_output(f"/usr/local/cuda-{version}/bin/nvcc --version")
+        assert f"release {version}," in nvcc
+    default = hostvars["cuda_toolkit_default_version"]
+    assert host.file("/usr/local/cuda").linked_to == f"/usr/local/cuda-{default}"
+    assert f"release {default}," in host.check_output("bash -lc 'nvcc --version'")
+    assert not host.package("cuda-drivers").is_installed or host.package("nvidia-open").is_installed
+
+
+def test_containerd_has_nvidia_runtime_and_keeps_user_config(host, hostvars):
+    dropin = host.file("/etc/containerd/conf.d/99-railforge-nvidia.toml")
+    if not dropin.exists:
+        pytest.skip("nvidia_container_toolkit not applied to this host")
+    config = tomllib.loads(host.file("/etc/containerd/config.toml").content_string)
+    assert "/etc/containerd/conf.d/*.toml" in config["imports"]
+    runtime = tomllib.loads(dropin.content_string)["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]
+    assert runtime["runtimes"]["nvidia"]["options"]["BinaryName"] == "/usr/bin/nvidia-container-runtime"
+    assert (runtime.get("default_runtime_name") == "nvidia") == hostvars[
+        "nvidia_container_toolkit_default_runtime"
+    ]
+    for backup in host.run("ls /etc/containerd/config.toml.*~ 2>/dev/null").stdout.split():
+        for key, value in tomllib.loads(host.file(backup).content_string).items():
+            assert config[key] == value, f"containerd setting lost: {key}"
+
+
+def test_docker_has_nvidia_runtime_and_keeps_user_config(host):
+    daemon = host.file("/etc/docker/daemon.json")
+    if not daemon.exists or "nvidia" not in daemon.content_string:
+        pytest.skip("no docker on this host")
+    assert '"max-size": "10m"' in daemon.content_string
+    assert '"path": "nvidia-container-runtime"' in daemon.content_string
+
+
+def test_cdi_spec_lists_every_gpu_and_follows_boot(host, gpu_count, hostvars):
+    unit = host.service("railforge-nvidia-cdi")
+    if not unit.is_enabled:
+        pytest.skip("nvidia_container_toolkit not applied to this host")
+    spec = yaml.safe_load(host.file(hostvars["nvidia_container_toolkit_cdi_spec"]).content_string)
+    names = {device["name"] for device in spec["devices"]}
+    assert {str(i) for i in range(gpu_count)} | {"all"} <= names
+
+
+def test_dcgm_host_engine_answers(host):
+    if not host.package("datacenter-gpu-manager-4-core").is_installed:
+        pytest.skip("nvidia_dcgm not applied to this host")
+    assert host.service("nvidia-dcgm").is_running
+    assert host.run("dcgmi discovery -l").rc == 0
+
+
+def test_fabric_manager_on_nvswitch_systems(host, hostvars):
+    root = hostvars["nvidia_fabricmanager_hw_root"].rstrip("/") + "/sys/bus/pci/devices"
+    nvswitch = host.run(f"grep -l 0x0680 {root}/*/class").stdout.strip()
+    if not nvswitch:
+        assert not host.package(f"nvidia-fabricmanager-{hostvars['nvidia_driver_branch']}").is_installed
+        pytest.skip("no NVSwitch on this host")
+    package = host.package(f"nvidia-fabricmanager-{hostvars['nvidia_driver_branch']}")
+    driver = host.package("nvidia-driver-cuda").version
+    assert package.version == driver, "fabric manager must match the driver exactly"
+    assert host.service("nvidia-fabricmanager").is_running
+    assert host.package("libnvidia-nscq").version == driver
+
+
+def test_preinstalled_driver_left_alone(host, hostvars, gpu_count):
+    """A node already running the wanted driver (like DGX OS) is not touched: no pin, blacklist or source."""
+    if gpu_count == 0 or host.file("/etc/apt/preferences.d/railforge-nvidia-driver").exists:
+        pytest.skip("not a preinstalled-driver host")
+    assert host.package("nvidia-driver-cuda").version.startswith(wanted_prefix(hostvars))
+    assert not host.file("/etc/modprobe.d/railforge-blacklist-nouveau.conf").exists
+    assert not host.file("/etc/apt/sources.list.d/railforge-cuda.list").exists

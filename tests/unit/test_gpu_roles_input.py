@@ -1,0 +1,126 @@
+"""The NVIDIA roles refuse bad input and a GPU-less host that must have a GPU, before changing anything.
+
+Each case runs ansible-playbook in check mode against localhost with the roles' PCI detection pointed at an
+empty tree, so nothing on the test machine is read as hardware or changed.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PLAYBOOK = """
+- hosts: localhost
+  connection: local
+  gather_facts: true
+  tasks:
+    - ansible.builtin.include_role:
+        name: {role}
+"""
+
+
+def run_role(tmp_path: Path, role: str, extra: dict) -> subprocess.CompletedProcess:
+    (tmp_path / "sys/bus/pci/devices").mkdir(parents=True)
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(PLAYBOOK.format(role=role))
+    variables = {
+        "ansible_python_interpreter": sys.executable,
+        "nvidia_driver_hw_root": str(tmp_path),
+        "nvidia_driver_repo_distribution": "debian12",
+        **extra,
+    }
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
+    }
+    return subprocess.run(
+        ["ansible-playbook", "--check", "-i", "localhost,", "-e", json.dumps(variables), str(playbook)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        check=False,
+    )
+
+
+def test_gpu_required_but_absent_fails_with_the_reason(tmp_path):
+    result = run_role(tmp_path, "nvidia_driver", {"nvidia_driver_require_gpu": True})
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert "must have an NVIDIA GPU (nvidia_driver_require_gpu is true) but no NVIDIA GPU was found" in output
+
+
+def test_host_without_gpu_is_skipped_with_one_line(tmp_path):
+    result = run_role(tmp_path, "nvidia_driver", {})
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "has no NVIDIA GPU; skipping the NVIDIA stack on this host" in output
+    assert "changed=0" in output
+
+
+@pytest.mark.parametrize(
+    ("role", "extra", "message"),
+    [
+        (
+            "nvidia_driver",
+            {"nvidia_driver_branch": "58"},
+            "nvidia_driver_branch: expected a driver branch of three digits",
+        ),
+        (
+            "nvidia_driver",
+            {"nvidia_driver_version": "570.195.03"},
+            "nvidia_driver_version: expected a version of branch 580",
+        ),
+        ("nvidia_driver", {"nvidia_driver_flavour": "closed"}, "nvidia_driver_flavour"),
+        (
+            "nvidia_driver",
+            {"nvidia_driver_repo_base_url": "ftp://mirror"},
+            "nvidia_driver_repo_base_url: expected an http(s) or file URL",
+        ),
+        (
+            "nvidia_driver",
+            {"nvidia_driver_repo_distribution": "ubuntu1804"},
+            "nvidia_driver_repo_distribution: the CUDA repository is supported for",
+        ),
+        (
+            "cuda_toolkit",
+            {"cuda_toolkit_versions": ["12.8"], "cuda_toolkit_default_version": "12.9"},
+            "cuda_toolkit_default_version: '12.9' is not in cuda_toolkit_versions",
+        ),
+        (
+            "cuda_toolkit",
+            {"cuda_toolkit_versions": ["12-8"], "cuda_toolkit_default_version": "12-8"},
+            'cuda_toolkit_versions: "12-8" are not versions like 12.8',
+        ),
+        (
+            "nvidia_container_toolkit",
+            {"nvidia_container_toolkit_version": "latest"},
+            "nvidia_container_toolkit_version: expected a Debian",
+        ),
+        (
+            "nvidia_container_toolkit",
+            {"nvidia_container_toolkit_containerd_config_version": 4},
+            "nvidia_container_toolkit_containerd_config_version",
+        ),
+        (
+            "nvidia_dcgm",
+            {"nvidia_dcgm_version": "3.3.6"},
+            "nvidia_dcgm_version: expected a DCGM 4 package version",
+        ),
+        ("nvidia_dcgm", {"nvidia_dcgm_cuda_major": 11}, "nvidia_dcgm_cuda_major"),
+        ("nvidia_fabricmanager", {"nvidia_fabricmanager_enabled": "yes"}, "nvidia_fabricmanager_enabled"),
+    ],
+    ids=lambda value: value if isinstance(value, str) and " " not in value else None,
+)
+def test_malformed_input_fails_before_any_change_naming_the_variable(tmp_path, role, extra, message):
+    result = run_role(tmp_path, role, extra)
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert message in output, output
+    assert "changed=0" in output, output
