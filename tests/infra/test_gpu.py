@@ -136,9 +136,7 @@ def test_containerd_has_nvidia_runtime_and_keeps_user_config(host, hostvars):
     assert "/etc/containerd/conf.d/*.toml" in config["imports"]
     runtime = tomllib.loads(dropin.content_string)["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]
     assert runtime["runtimes"]["nvidia"]["options"]["BinaryName"] == "/usr/bin/nvidia-container-runtime"
-    assert (runtime.get("default_runtime_name") == "nvidia") == hostvars[
-        "nvidia_container_toolkit_default_runtime"
-    ]
+    assert (runtime.get("default_runtime_name") == "nvidia") == hostvars["nvidia_container_toolkit_default_runtime"]
     for backup in host.run("ls /etc/containerd/config.toml.*~ 2>/dev/null").stdout.split():
         for key, value in tomllib.loads(host.file(backup).content_string).items():
             assert config[key] == value, f"containerd setting lost: {key}"

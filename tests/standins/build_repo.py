@@ -60,9 +60,7 @@ def build_package(package: dict, pool: Path, spec_dir: Path) -> Path:
             entry = entry if isinstance(entry, dict) else {"content": entry}
             target = root / path.lstrip("/")
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(
-                (spec_dir / entry["source"]).read_text() if "source" in entry else entry["content"]
-            )
+            target.write_text((spec_dir / entry["source"]).read_text() if "source" in entry else entry["content"])
             target.chmod(int(str(entry.get("mode", "0644")), 8))
         deb = pool / f"{package['name']}_{package['version']}_{package.get('architecture', 'amd64')}.deb"
         subprocess.run(
