@@ -1,0 +1,180 @@
+#!/usr/bin/python
+# Railforge - read-only GPU / RDMA hardware facts.
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: railforge_hw_facts
+short_description: Gather GPU, RDMA HCA, PCIe affinity and rail facts from sysfs
+description:
+  - Reads C(/sys/bus/pci/devices), C(/sys/class/infiniband), C(/sys/class/net) and
+    C(/sys/devices/system/node) below O(root) and reports GPUs (PCI address, NUMA node,
+    architecture from the NVIDIA PCI device id), RDMA HCAs (ports, state, rate, link layer,
+    netdev, PCI address, NUMA node), the GPU<->HCA affinity matrix, rails (each GPU's closest
+    HCA) and NVLink/NVSwitch presence.
+  - The affinity matrix uses C(nvidia-smi topo -m) classes (PIX, PXB, PHB, NODE, SYS).  It is computed
+    from the PCI tree unless the text of C(nvidia-smi topo -m) is given (or run), which then wins.
+  - Never changes anything on the host; check mode returns the same facts.
+version_added: "0.1.0"
+author:
+  - Railforge maintainers
+options:
+  root:
+    description: Directory that holds C(sys/) (and C(proc/net/route)); a test tree or C(/).
+    type: path
+    default: /
+  topo_text:
+    description: Output of C(nvidia-smi topo -m) or C(-mp). Overrides the sysfs-derived matrix.
+    type: str
+  ibdev2netdev_text:
+    description: Output of C(ibdev2netdev); fills netdev names sysfs did not give.
+    type: str
+  nvidia_smi_q_text:
+    description: Output of C(nvidia-smi -q) (or its Fabric sections) for multi-node NVLink facts.
+    type: str
+  run_commands:
+    description:
+      - When true, run C(nvidia-smi topo -m) and C(ibdev2netdev) if they are on the PATH and the
+        matching C(*_text) option is not set.  Both commands only read state.
+    type: bool
+    default: false
+notes:
+  - Supports check mode.  GPUs are numbered in PCI bus order, as C(nvidia-smi) does.
+  - Architecture comes from NVIDIA device-id blocks per GPU die (see docs/hardware-facts.md).
+"""
+
+EXAMPLES = r"""
+- name: Gather hardware facts
+  railforge_hw_facts:
+  register: hw
+
+- name: Use nvidia-smi topo when the driver is installed
+  railforge_hw_facts:
+    run_commands: true
+
+- name: Label the node from the facts
+  ansible.builtin.debug:
+    msg: "{{ hw.ansible_facts.railforge_hw | railforge_node_labels }}"
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts under the key C(railforge_hw).
+  returned: always
+  type: dict
+  contains:
+    railforge_hw:
+      description: Hardware facts.
+      type: dict
+      contains:
+        gpus:
+          description: GPUs with index, pci_address, device_id, architecture, die, numa_node.
+          type: list
+          elements: dict
+        gpu_count:
+          description: Number of NVIDIA GPUs.
+          type: int
+        gpu_architectures:
+          description: Distinct architectures (Volta, Turing, Ampere, Ada, Hopper, Blackwell, unknown).
+          type: list
+          elements: str
+        hcas:
+          description: RDMA devices with device, pci_address, numa_node, vf, ports (port, state, phys_state,
+            rate, rate_gbps, link_layer, roce_versions, netdev).
+          type: list
+          elements: dict
+        affinity:
+          description: GPU index (as string) -> HCA device -> PIX/PXB/PHB/NODE/SYS.
+          type: dict
+        affinity_source:
+          description: C(sysfs) or C(nvidia-smi topo).
+          type: str
+        rails:
+          description: Per GPU the chosen HCA (gpu, hca, port, link, netdev, link_layer, shared_with).
+          type: list
+          elements: dict
+        rail_hcas:
+          description: Distinct rail HCAs in GPU order.
+          type: list
+          elements: str
+        rail_count:
+          description: Number of distinct rail HCAs.
+          type: int
+        shared_hcas:
+          description: HCA -> GPU indices, for HCAs serving more than one GPU.
+          type: dict
+        rdma_link_layers:
+          description: Link layers of the rail HCAs (InfiniBand, Ethernet).
+          type: list
+          elements: str
+        roce_v2:
+          description: True when an Ethernet rail port has a RoCE v2 GID type.
+          type: bool
+        nvlink:
+          description: nvswitch_count, nvswitches, present, source, links_per_gpu_pair.
+          type: dict
+        fabric:
+          description: Multi-node NVLink fabric summary from nvidia_smi_q_text, else null.
+          type: dict
+        default_interface:
+          description: Interface of the IPv4 default route, if any.
+          type: str
+        warnings:
+          description: Things the module could not reconcile (also emitted as Ansible warnings).
+          type: list
+          elements: str
+  sample:
+    railforge_hw:
+      gpu_count: 8
+      rail_count: 8
+      rail_hcas: [mlx5_0, mlx5_3, mlx5_4, mlx5_5, mlx5_6, mlx5_8, mlx5_9, mlx5_10]
+"""
+
+# Ansible convention: imports follow the documentation blocks.
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible.module_utils.railforge_hwfacts import ParseError, gather_hw_facts  # noqa: E402
+
+
+def _run(module, argv):
+    path = module.get_bin_path(argv[0])
+    if not path:
+        return None
+    rc, out, err = module.run_command([path, *argv[1:]], check_rc=False)
+    if rc != 0:
+        module.warn(f"{' '.join(argv)} exited {rc}: {err.strip()[:200]}")
+        return None
+    return out
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "root": {"type": "path", "default": "/"},
+            "topo_text": {"type": "str"},
+            "ibdev2netdev_text": {"type": "str"},
+            "nvidia_smi_q_text": {"type": "str"},
+            "run_commands": {"type": "bool", "default": False},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    topo, i2n = p["topo_text"], p["ibdev2netdev_text"]
+    if p["run_commands"]:
+        if topo is None:
+            topo = _run(module, ["nvidia-smi", "topo", "-m"])
+        if i2n is None:
+            i2n = _run(module, ["ibdev2netdev"])
+    try:
+        facts = gather_hw_facts(
+            root=p["root"], topo_text=topo, ibdev2netdev_text=i2n, nvidia_smi_q_text=p["nvidia_smi_q_text"]
+        )
+    except ParseError as exc:
+        module.fail_json(msg=str(exc), tool=exc.tool)
+    for w in facts["warnings"]:
+        module.warn(w)
+    module.exit_json(changed=False, ansible_facts={"railforge_hw": facts})
+
+
+if __name__ == "__main__":
+    main()
