@@ -12,8 +12,9 @@ Spec (YAML):
         provides: [nvidia-driver]
         conflicts: []
         description: stand-in for the NVIDIA 580 open driver meta package
-        files:                         # path -> text, or path -> {content, mode}
+        files:                         # path -> text, or path -> {content | source, mode}
           /usr/bin/nvidia-smi: {mode: "0755", content: "#!/bin/sh\necho stand-in\n"}
+          /usr/bin/mlxconfig: {mode: "0755", source: mlxconfig_standin.py}   # relative to the spec file
         postinst: |                    # optional maintainer script body
           systemctl daemon-reload || true
 
@@ -46,7 +47,7 @@ def control_text(package: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def build_package(package: dict, pool: Path) -> Path:
+def build_package(package: dict, pool: Path, spec_dir: Path = Path()) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "DEBIAN").mkdir()
@@ -59,7 +60,7 @@ def build_package(package: dict, pool: Path) -> Path:
             entry = entry if isinstance(entry, dict) else {"content": entry}
             target = root / path.lstrip("/")
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(entry["content"])
+            target.write_text(entry["content"] if "content" in entry else (spec_dir / entry["source"]).read_text())
             target.chmod(int(str(entry.get("mode", "0644")), 8))
         deb = pool / f"{package['name']}_{package['version']}_{package.get('architecture', 'amd64')}.deb"
         subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(root), str(deb)],
@@ -85,7 +86,7 @@ def main(argv: list[str]) -> int:
     (out / "pool").mkdir(parents=True, exist_ok=True)
     for spec in argv[1:]:
         for package in yaml.safe_load(Path(spec).read_text())["packages"]:
-            build_package(package, out / "pool")
+            build_package(package, out / "pool", Path(spec).parent)
     write_index(out)
     print(f"stand-in repository: {len(list((out / 'pool').glob('*.deb')))} packages in {out}")
     return 0
