@@ -7,8 +7,8 @@ DOCUMENTATION = r"""
 module: railforge_mlxconfig
 short_description: Set ConnectX firmware parameters with mlxconfig, changing only what differs
 description:
-  - Queries the parameters with C(mlxconfig -d DEVICE q KEY ...), compares their next-boot values with O(settings)
-    and sets only those that differ, in one C(mlxconfig -y set) call.
+  - Queries the parameters with C(mlxconfig -d DEVICE q KEY ...), compares their next-boot values with
+    O(settings) and sets only those that differ, in one C(mlxconfig -y set) call.
   - A change takes effect after a firmware reset (C(mlxfwreset)) or a reboot; the result says so.
 version_added: "0.1.0"
 author:
@@ -92,7 +92,7 @@ def main() -> None:
         module.fail_json(msg=f"cannot read mlxconfig output for {device}: {exc}")
     missing = sorted(set(settings) - set(current))
     if missing:
-        module.fail_json(msg=f"{device} does not report {', '.join(missing)} (not supported by this firmware?)")
+        module.fail_json(msg=f"{device} does not report {', '.join(missing)} (firmware does not support it?)")
     changes = {
         key: {"before": current[key], "after": set_value(wanted)}
         for key, wanted in settings.items()
@@ -102,7 +102,8 @@ def main() -> None:
         assignments = [f"{key}={change['after']}" for key, change in changes.items()]
         rc, out, err = module.run_command([tool, "-d", device, "-y", "set", *assignments])
         if rc != 0:
-            module.fail_json(msg=f"mlxconfig set on {device} failed (rc {rc}): {(err or out).strip()}", changes=changes)
+            detail = (err or out).strip()
+            module.fail_json(msg=f"mlxconfig set on {device} failed (rc {rc}): {detail}", changes=changes)
     module.exit_json(changed=bool(changes), changes=changes, reset_required=bool(changes))
 
 

@@ -60,7 +60,8 @@ def build_package(package: dict, pool: Path, spec_dir: Path = Path()) -> Path:
             entry = entry if isinstance(entry, dict) else {"content": entry}
             target = root / path.lstrip("/")
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(entry["content"] if "content" in entry else (spec_dir / entry["source"]).read_text())
+            text = entry["content"] if "content" in entry else (spec_dir / entry["source"]).read_text()
+            target.write_text(text)
             target.chmod(int(str(entry.get("mode", "0644")), 8))
         deb = pool / f"{package['name']}_{package['version']}_{package.get('architecture', 'amd64')}.deb"
         subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(root), str(deb)],

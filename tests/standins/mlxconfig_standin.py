@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """Stand-in for mft's mlxconfig (query and set), keeping firmware settings in a state file per device.
 
-Understands `mlxconfig -d DEV [-e] [-y] q|query [KEY ...]` and `mlxconfig -d DEV [-y] set KEY=VALUE ...`, prints
-queries in mlxconfig's layout (Next Boot column) and logs every set to /var/log/standin-mlxconfig.log, so tests
-can see that only differing values were written. Test-only.
+Understands `mlxconfig -d DEV [-e] [-y] q|query [KEY ...]` and `mlxconfig -d DEV [-y] set KEY=VALUE ...`,
+prints queries in mlxconfig's layout (Next Boot column) and logs every set to /var/log/standin-mlxconfig.log,
+so tests can see that only differing values were written. Test-only.
 """
 
 import json
