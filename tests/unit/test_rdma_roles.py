@@ -1,6 +1,6 @@
 """The RDMA roles stop before any change on bad input or a missing required HCA, naming the cause.
 
-Each case runs one role against localhost in check mode with a fake sysfs tree, the way an operator would run it.
+Each case runs one role against localhost in check mode with a fake sysfs tree, as an operator would run it.
 """
 
 import json
@@ -28,9 +28,7 @@ def run_role(tmp_path: Path, role: str, variables: dict, group: str = "plain_nod
     sysfs = sysfs or tmp_path / "sys"
     (sysfs / "bus/pci/devices").mkdir(parents=True, exist_ok=True)
     inventory = tmp_path / "hosts.yml"
-    inventory.write_text(
-        json.dumps({"all": {"children": {group: {"hosts": {"localhost": LOCAL}}}}})
-    )
+    inventory.write_text(json.dumps({"all": {"children": {group: {"hosts": {"localhost": LOCAL}}}}}))
     playbook = tmp_path / "play.yml"
     playbook.write_text(PLAY)
     extra = {"role_under_test": role, "doca_ofed_sysfs_root": str(sysfs), **variables}
@@ -67,24 +65,35 @@ def test_absent_hca_skips_in_one_line(tmp_path):
 
 def test_an_intel_nic_is_not_an_hca_but_a_connectx_is(tmp_path):
     sysfs = tmp_path / "sys"
-    for address, vendor, cls in [("0000:17:00.0", "0x8086", "0x020000"), ("0000:3b:00.0", "0x15b3", "0x020700")]:
+    for address, vendor, cls in [
+        ("0000:17:00.0", "0x8086", "0x020000"),
+        ("0000:3b:00.0", "0x15b3", "0x020700"),
+    ]:
         device = sysfs / "bus/pci/devices" / address
         device.mkdir(parents=True)
         (device / "vendor").write_text(vendor + "\n")
         (device / "class").write_text(cls + "\n")
-    rc, out = run_role(tmp_path, "doca_ofed", {"doca_ofed_require_hca": True, "doca_ofed_sysfs_root": "/nonexistent"})
+    rc, out = run_role(
+        tmp_path, "doca_ofed", {"doca_ofed_require_hca": True, "doca_ofed_sysfs_root": "/nonexistent"}
+    )
     assert rc == 2, out
-    rc, out = run_role(tmp_path, "doca_ofed", {"doca_ofed_require_hca": True}, sysfs=sysfs)
+    trusted = {"doca_ofed_require_hca": True, "doca_ofed_repo_trusted": True}
+    rc, out = run_role(tmp_path, "doca_ofed", trusted, sysfs=sysfs)
     assert "has no Mellanox/NVIDIA HCA" not in out, out
+    assert "pci 0000:3b:00.0" in out and "0000:17:00.0" not in out, out
 
 
 MALFORMED = [
     ("doca_ofed", {"doca_ofed_flavour": "ofed"}, "doca_ofed_flavour"),
     ("doca_ofed", {"doca_ofed_version": "2.9 beta"}, "doca_ofed_version: expected a release like 2.9.1"),
-    ("doca_ofed", {"doca_ofed_base_url": "ftp://mirror"}, "doca_ofed_repo_url: expected an http(s):// or file://"),
+    (
+        "doca_ofed",
+        {"doca_ofed_base_url": "ftp://mirror"},
+        "doca_ofed_repo_url: expected an http(s):// or file://",
+    ),
     ("doca_ofed", {"doca_ofed_extra_packages": ["Bad Name"]}, "'Bad Name' is not a package name"),
     ("gpudirect", {"gpudirect_mode": "rdma"}, "gpudirect_mode"),
-    ("gpudirect", {"gpudirect_kernel_args": ["iommu pt"]}, "gpudirect_kernel_args: 'iommu pt' is not a kernel"),
+    ("gpudirect", {"gpudirect_kernel_args": ["iommu pt"]}, "'iommu pt' is not a kernel argument"),
     ("gpudirect", {"gpudirect_gdrcopy_version": "latest!"}, "gpudirect_gdrcopy_version: expected a Debian"),
     ("sriov_vfs", {"sriov_vfs_pfs": [{"pci_address": "3b:00.0", "num_vfs": 8}]}, "pci_address '3b:00.0'"),
     ("sriov_vfs", {"sriov_vfs_pfs": [{"pci_address": "0000:3b:00.0", "num_vfs": 200}]}, "is above 127"),
