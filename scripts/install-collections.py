@@ -1,9 +1,9 @@
 """Install the pinned Ansible collections without Galaxy.
 
-Reads collections/requirements.yml, downloads the `ansible` community wheel pinned in collections/offline-bundle.yml
-from PyPI (sha256 checked),
-and extracts only the listed collections into collections/ansible_collections. A collection already present at
-the pinned version is left alone, so a second run costs nothing.
+Reads collections/requirements.yml, downloads the `ansible` community wheel pinned in collections/offline-
+bundle.yml from PyPI (sha256 checked), and extracts only the listed collections into
+collections/ansible_collections. A collection already present at the pinned version is left alone, so a
+second run costs nothing.
 """
 
 import hashlib
@@ -37,8 +37,18 @@ def main() -> int:
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-             f"{bundle['name']}=={bundle['version']}", "-d", tmp],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--only-binary=:all:",
+                f"{bundle['name']}=={bundle['version']}",
+                "-d",
+                tmp,
+            ],
             check=True,
         )
         wheel = next(Path(tmp).glob("*.whl"))
@@ -53,8 +63,11 @@ def main() -> int:
                 archive.extractall(TARGET.parent, [n for n in archive.namelist() if n.startswith(prefix)])
                 found = installed_version(collection["name"])
                 if found != collection["version"]:
-                    print(f"collections: {collection['name']} is {found} in the bundle, pinned "
-                          f"{collection['version']}", file=sys.stderr)
+                    print(
+                        f"collections: {collection['name']} is {found} in the bundle, pinned "
+                        f"{collection['version']}",
+                        file=sys.stderr,
+                    )
                     return 1
                 print(f"collections: installed {collection['name']} {found}")
     return 0

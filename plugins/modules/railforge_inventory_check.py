@@ -41,11 +41,11 @@ problems:
   returned: always
 """
 
-from pathlib import Path
+from pathlib import Path  # noqa: E402  (Ansible modules document themselves before their imports)
 
-import yaml
-from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.railforge_inventory import validate
+import yaml  # noqa: E402
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible.module_utils.railforge_inventory import validate  # noqa: E402
 
 
 def load_role_specs(roles_dir: Path) -> dict:
@@ -70,7 +70,8 @@ def main() -> None:
     )
     if problems:
         module.fail_json(
-            msg=f"The inventory has {len(problems)} problem(s); nothing was changed:\n- " + "\n- ".join(problems),
+            msg=f"The inventory has {len(problems)} problem(s); nothing was changed:\n- "
+            + "\n- ".join(problems),
             problems=problems,
         )
     module.exit_json(changed=False, problems=[])

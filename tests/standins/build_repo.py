@@ -64,8 +64,11 @@ def build_package(package: dict, pool: Path, spec_dir: Path = Path()) -> Path:
             target.write_text(text)
             target.chmod(int(str(entry.get("mode", "0644")), 8))
         deb = pool / f"{package['name']}_{package['version']}_{package.get('architecture', 'amd64')}.deb"
-        subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(root), str(deb)],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(root), str(deb)],
+            check=True,
+            capture_output=True,
+        )
     return deb
 
 
@@ -79,7 +82,10 @@ def write_index(out: Path) -> None:
     for name in ("Packages", "Packages.gz"):
         data = (out / name).read_bytes()
         sums.append(f" {hashlib.sha256(data).hexdigest()} {len(data)} {name}")
-    (out / "Release").write_text("Origin: railforge-standins\nLabel: railforge-standins\nDate: Thu, 01 Jan 2026 00:00:00 UTC\nSHA256:\n" + "\n".join(sums) + "\n")
+    (out / "Release").write_text(
+        "Origin: railforge-standins\nLabel: railforge-standins\n"
+        "Date: Thu, 01 Jan 2026 00:00:00 UTC\nSHA256:\n" + "\n".join(sums) + "\n"
+    )
 
 
 def main(argv: list[str]) -> int:

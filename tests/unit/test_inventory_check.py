@@ -27,7 +27,11 @@ def run_check(inventory: Path) -> subprocess.CompletedProcess:
 
 
 def expected_problems(inventory: Path) -> list[str]:
-    return [line.removeprefix("# expect: ") for line in inventory.read_text().splitlines() if line.startswith("# expect: ")]
+    return [
+        line.removeprefix("# expect: ")
+        for line in inventory.read_text().splitlines()
+        if line.startswith("# expect: ")
+    ]
 
 
 def test_there_are_at_least_ten_malformed_inventories():

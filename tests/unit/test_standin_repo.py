@@ -34,6 +34,10 @@ def test_builds_indexed_repository_with_dependency_shape(tmp_path):
     deb = out / "pool/vendor-tool_2.1-1_amd64.deb"
     listing = subprocess.run(["dpkg-deb", "-c", deb], check=True, capture_output=True, text=True).stdout
     assert "-rwxr-xr-x root/root" in listing and "./usr/bin/vendor-tool" in listing
-    scripts = subprocess.run(["dpkg-deb", "-I", out / "pool/vendor-meta_2.1-1_amd64.deb"], capture_output=True,
-                             text=True, check=True).stdout
+    scripts = subprocess.run(
+        ["dpkg-deb", "-I", out / "pool/vendor-meta_2.1-1_amd64.deb"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "postinst" in scripts
