@@ -38,8 +38,19 @@ def rdma_node(hostvars) -> bool:
 
 
 @pytest.fixture(scope="module")
-def in_vm(host) -> bool:
-    return host.run("systemd-detect-virt --vm").rc == 0
+def in_vm(host, in_container) -> bool:
+    """A VM of its own (as the roles see it): a container counts as a container even on a VM host."""
+    return not in_container and host.run("systemd-detect-virt --vm").rc == 0
+
+
+@pytest.fixture(scope="module")
+def doca_ofed_wanted(hostvars) -> tuple[str, str]:
+    """Meta package and release the doca_ofed role installs (its defaults are templates, rendered here)."""
+    doca = hostvars["doca_ofed_flavour"] == "doca"
+    package = hostvars["doca_ofed_package"]
+    if "{{" in package:
+        package = "doca-ofed" if doca else "mlnx-ofed-basic"
+    return package, hostvars["doca_ofed_version" if doca else "doca_ofed_mlnx_ofed_version"]
 
 
 @pytest.fixture
@@ -58,28 +69,31 @@ def gpudirect_mode(host, hostvars) -> str:
     return "dmabuf" if kernel >= (5, 12) and open_modules else "peermem"
 
 
-def test_nothing_installed_without_hca(host, has_hca):
+def test_nothing_installed_without_hca(host, doca_ofed_wanted, has_hca):
     if has_hca:
         pytest.skip("this node has an HCA")
-    assert not host.package("doca-ofed").is_installed
+    assert not host.package(doca_ofed_wanted[0]).is_installed
     assert not host.file(SOURCE).exists
 
 
-def test_doca_ofed_installed_at_pinned_version(host, hostvars, has_hca):
+def test_doca_ofed_installed_at_pinned_version(host, doca_ofed_wanted, has_hca):
     if not has_hca:
         pytest.skip("no HCA on this node")
-    package = host.package(hostvars["doca_ofed_package"])
-    wanted = hostvars["doca_ofed_version"]
+    name, wanted = doca_ofed_wanted
+    package = host.package(name)
     assert package.is_installed
     assert re.match(rf"{re.escape(wanted)}([-.+~]|$)", package.version), package.version
 
 
-def test_repository_pinned_to_the_version(host, hostvars, has_hca):
+def test_repository_pinned_to_the_version(host, hostvars, doca_ofed_wanted, has_hca):
     source = host.file(SOURCE)
     if not has_hca or not source.exists:
         pytest.skip("no HCA, or the stack was already installed (left alone, no source written)")
     line = next(ln for ln in source.content_string.splitlines() if ln.startswith("deb "))
-    assert f"{hostvars['doca_ofed_base_url']}/{hostvars['doca_ofed_version']}/" in line
+    if hostvars["doca_ofed_flavour"] == "doca":
+        assert f"{hostvars['doca_ofed_base_url']}/{doca_ofed_wanted[1]}/" in line
+    else:
+        assert f"{hostvars['doca_ofed_mlnx_ofed_base_url']}/{doca_ofed_wanted[1]}/" in line
     assert line.endswith(" ./")
 
 
