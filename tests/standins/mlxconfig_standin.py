@@ -3,15 +3,18 @@
 
 Understands `mlxconfig -d DEV [-e] [-y] q|query [KEY ...]` and `mlxconfig -d DEV [-y] set KEY=VALUE ...`,
 prints queries in mlxconfig's layout (Next Boot column) and logs every set to /var/log/standin-mlxconfig.log,
-so tests can see that only differing values were written. Test-only.
+so tests can see that only differing values were written. STANDIN_MLXCONFIG_DIR moves both (unit tests).
+Test-only.
 """
 
 import json
+import os
 import sys
 from pathlib import Path
 
-STATE = Path("/var/lib/standin-mlxconfig")
-LOG = Path("/var/log/standin-mlxconfig.log")
+BASE = os.environ.get("STANDIN_MLXCONFIG_DIR")
+STATE = Path(BASE or "/var/lib/standin-mlxconfig")
+LOG = Path(BASE or "/var/log") / "standin-mlxconfig.log"
 FACTORY = {"SRIOV_EN": 0, "NUM_OF_VFS": 0, "LINK_TYPE_P1": 1}
 LABELS = {"SRIOV_EN": {0: "False", 1: "True"}, "LINK_TYPE_P1": {1: "IB", 2: "ETH", 3: "VPI"}}
 
@@ -34,6 +37,10 @@ def main(argv: list[str]) -> int:
     device, command, rest = args[1], args[2], args[3:]
     state_file = STATE / (device.replace("/", "_") + ".json")
     state = {**FACTORY, **(json.loads(state_file.read_text()) if state_file.exists() else {})}
+    unknown = [key for key in rest if command in ("q", "query") and key not in state]
+    if unknown:
+        print(f"-E- The Device doesn't support {unknown[0]} parameter", file=sys.stderr)
+        return 3
     if command in ("q", "query"):
         print(f"\nDevice #1:\n----------\n\nDevice type:        ConnectX7\nPCI device:         {device}\n")
         print("Configurations:                                          Next Boot")
