@@ -1,9 +1,9 @@
 """Node checks shared by Molecule and playbooks/validate.yml.
 
-Under Molecule (MOLECULE_INVENTORY_FILE set) the checks reach the test containers with testinfra's native podman
-backend; on real hosts (RAILFORGE_INVENTORY set by playbooks/validate.yml) they go through the inventory's own
-Ansible connection. Expected values come from the inventory, over each role's defaults, so the same check
-judges a container and a real node.
+Under Molecule (MOLECULE_INVENTORY_FILE set) the checks reach the test containers with testinfra's native
+podman backend; on real hosts (RAILFORGE_INVENTORY set by playbooks/validate.yml) they go through the
+inventory's own Ansible connection. Expected values come from the inventory, over each role's defaults, so
+the same check judges a container and a real node.
 """
 
 import os

@@ -1,7 +1,7 @@
 """A minimal logging HTTP forward proxy: the stand-in for a site's HTTP proxy in the common scenario.
 
-Serves plain-HTTP proxy requests (absolute URIs, as apt sends them through Acquire::http::Proxy), forwards them
-directly and appends every requested URL to a log, so the tests can prove traffic really went through the proxy.
+Serves plain-HTTP proxy requests (absolute URIs, as apt sends them through Acquire::http::Proxy), forwards
+them directly and appends every requested URL to a log, so the tests can prove traffic went through the proxy.
 Test-only: no CONNECT (TLS) support, no caching.
 """
 

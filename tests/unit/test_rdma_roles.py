@@ -1,0 +1,112 @@
+"""The RDMA roles stop before any change on bad input or a missing required HCA, naming the cause.
+
+Each case runs one role against localhost in check mode with a fake sysfs tree, as an operator would run it.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+PLAY = """
+- name: Apply one role
+  hosts: all
+  gather_facts: true
+  tasks:
+    - name: Apply the role under test
+      ansible.builtin.include_role:
+        name: "{{ role_under_test }}"
+"""
+
+
+def run_role(tmp_path: Path, role: str, variables: dict, group: str = "plain_nodes", sysfs=None):
+    sysfs = sysfs or tmp_path / "sys"
+    (sysfs / "bus/pci/devices").mkdir(parents=True, exist_ok=True)
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(json.dumps({"all": {"children": {group: {"hosts": {"localhost": LOCAL}}}}}))
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(PLAY)
+    extra = {"role_under_test": role, "doca_ofed_sysfs_root": str(sysfs), **variables}
+    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    result = subprocess.run(
+        ["ansible-playbook", "--check", "-i", str(inventory), str(playbook), "-e", json.dumps(extra)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        check=False,
+    )
+    return result.returncode, result.stdout + result.stderr
+
+
+def test_required_hca_absent_fails_naming_the_group(tmp_path):
+    rc, out = run_role(tmp_path, "doca_ofed", {}, group="rdma_nodes")
+    assert rc == 2, out
+    assert "has no Mellanox/NVIDIA HCA" in out and "it is in group rdma_nodes" in out, out
+
+
+def test_required_hca_absent_fails_naming_the_variable(tmp_path):
+    rc, out = run_role(tmp_path, "doca_ofed", {"doca_ofed_require_hca": True})
+    assert rc == 2, out
+    assert "doca_ofed_require_hca is true" in out, out
+
+
+def test_absent_hca_skips_in_one_line(tmp_path):
+    rc, out = run_role(tmp_path, "doca_ofed", {})
+    assert rc == 0, out
+    assert "has no Mellanox/NVIDIA HCA" in out and "skipped" in out, out
+    assert "changed=0" in out
+
+
+def test_an_intel_nic_is_not_an_hca_but_a_connectx_is(tmp_path):
+    sysfs = tmp_path / "sys"
+    for address, vendor, cls in [
+        ("0000:17:00.0", "0x8086", "0x020000"),
+        ("0000:3b:00.0", "0x15b3", "0x020700"),
+    ]:
+        device = sysfs / "bus/pci/devices" / address
+        device.mkdir(parents=True)
+        (device / "vendor").write_text(vendor + "\n")
+        (device / "class").write_text(cls + "\n")
+    rc, out = run_role(
+        tmp_path, "doca_ofed", {"doca_ofed_require_hca": True, "doca_ofed_sysfs_root": "/nonexistent"}
+    )
+    assert rc == 2, out
+    trusted = {"doca_ofed_require_hca": True, "doca_ofed_repo_trusted": True}
+    rc, out = run_role(tmp_path, "doca_ofed", trusted, sysfs=sysfs)
+    assert "has no Mellanox/NVIDIA HCA" not in out, out
+    assert rc == 0 and "Add the pinned repository" in out, out
+
+
+MALFORMED = [
+    ("doca_ofed", {"doca_ofed_flavour": "ofed"}, "doca_ofed_flavour"),
+    ("doca_ofed", {"doca_ofed_version": "2.9 beta"}, "doca_ofed_version: expected a release like 2.9.1"),
+    (
+        "doca_ofed",
+        {"doca_ofed_base_url": "ftp://mirror"},
+        "doca_ofed_repo_url: expected an http(s):// or file://",
+    ),
+    ("doca_ofed", {"doca_ofed_extra_packages": ["Bad Name"]}, "'Bad Name' is not a package name"),
+    ("gpudirect", {"gpudirect_mode": "rdma"}, "gpudirect_mode"),
+    ("gpudirect", {"gpudirect_kernel_args": ["iommu pt"]}, "'iommu pt' is not a kernel argument"),
+    ("gpudirect", {"gpudirect_gdrcopy_version": "latest!"}, "gpudirect_gdrcopy_version: expected a Debian"),
+    ("sriov_vfs", {"sriov_vfs_pfs": [{"pci_address": "3b:00.0", "num_vfs": 8}]}, "pci_address '3b:00.0'"),
+    ("sriov_vfs", {"sriov_vfs_pfs": [{"pci_address": "0000:3b:00.0", "num_vfs": 200}]}, "is above 127"),
+    ("sriov_vfs", {"sriov_vfs_pfs": [{"pci_address": "0000:3b:00.0"}]}, "num_vfs"),
+    ("roce_qos", {"roce_qos_pfc_priority": 9}, "roce_qos_pfc_priority: expected 0-7, got 9"),
+    ("roce_qos", {"roce_qos_rails": [{"netdev": "rail0", "mtu": 100}]}, "MTU 100 is below 1280"),
+    ("roce_qos", {"roce_qos_trust": "cos"}, "roce_qos_trust"),
+]
+
+
+@pytest.mark.parametrize(("role", "variables", "message"), MALFORMED, ids=[m[2][:40] for m in MALFORMED])
+def test_malformed_input_fails_before_any_change(tmp_path, role, variables, message):
+    rc, out = run_role(tmp_path, role, variables)
+    assert rc == 2, out
+    assert message in out, out
+    assert "changed=0" in out, out
