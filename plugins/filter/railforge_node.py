@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-CONTAINER_TYPES = frozenset(
-    {"podman", "docker", "container", "containerd", "lxc", "systemd-nspawn", "openvz"}
-)
+CONTAINER_TYPES = frozenset({"podman", "docker", "container", "containerd", "lxc", "systemd-nspawn", "openvz"})
 
 
 def railforge_virt(facts: dict) -> str:

@@ -123,9 +123,7 @@ def role_prefixes(specs: dict[str, dict]) -> set[str]:
     return {name.split("_")[0] + "_" for name in specs} | {"railforge_"}
 
 
-def validate(
-    groups: dict[str, list[str]], hostvars: dict[str, dict], role_specs: dict[str, dict]
-) -> list[str]:
+def validate(groups: dict[str, list[str]], hostvars: dict[str, dict], role_specs: dict[str, dict]) -> list[str]:
     """Every problem of the inventory, one line each, sorted; empty when the inventory is sound."""
     specs = {**role_specs, **INVENTORY_VARIABLES}
     problems: list[str] = []
@@ -157,8 +155,7 @@ def _check_groups(groups: dict[str, list[str]]) -> list[str]:
     control_plane = groups.get(CONTROL_PLANE, [])
     if len(control_plane) > 1 and len(control_plane) % 2 == 0:
         problems.append(
-            f"group {CONTROL_PLANE} has {len(control_plane)} hosts: "
-            "etcd needs an odd number (1, 3 or 5) for quorum"
+            f"group {CONTROL_PLANE} has {len(control_plane)} hosts: etcd needs an odd number (1, 3 or 5) for quorum"
         )
     for name in sorted(set(groups) - set(KNOWN_GROUPS) - {"all", "ungrouped"}):
         close = difflib.get_close_matches(name, KNOWN_GROUPS, n=1, cutoff=0.8)
@@ -167,14 +164,11 @@ def _check_groups(groups: dict[str, list[str]]) -> list[str]:
     return problems
 
 
-def _check_host(
-    host: str, variables: dict, groups: dict[str, list[str]], specs: dict[str, dict]
-) -> list[str]:
+def _check_host(host: str, variables: dict, groups: dict[str, list[str]], specs: dict[str, dict]) -> list[str]:
     problems = []
     if not DNS_LABEL.match(host):
         problems.append(
-            f"host name {host!r} is not a valid Kubernetes node name "
-            "(lowercase letters, digits, '-', at most 63)"
+            f"host name {host!r} is not a valid Kubernetes node name (lowercase letters, digits, '-', at most 63)"
         )
     prefixes = role_prefixes(specs)
     for name in sorted(variables):

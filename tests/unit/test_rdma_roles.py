@@ -73,9 +73,7 @@ def test_an_intel_nic_is_not_an_hca_but_a_connectx_is(tmp_path):
         device.mkdir(parents=True)
         (device / "vendor").write_text(vendor + "\n")
         (device / "class").write_text(cls + "\n")
-    rc, out = run_role(
-        tmp_path, "doca_ofed", {"doca_ofed_require_hca": True, "doca_ofed_sysfs_root": "/nonexistent"}
-    )
+    rc, out = run_role(tmp_path, "doca_ofed", {"doca_ofed_require_hca": True, "doca_ofed_sysfs_root": "/nonexistent"})
     assert rc == 2, out
     trusted = {"doca_ofed_require_hca": True, "doca_ofed_repo_trusted": True}
     rc, out = run_role(tmp_path, "doca_ofed", trusted, sysfs=sysfs)
