@@ -34,6 +34,7 @@ INVENTORY_VARIABLES = {
         "choices": ["infiniband", "ethernet"],
     },
     "railforge_rdma_hcas": {"type": "list", "elements": "str", "required_for": "rdma_nodes"},
+    "railforge_rdma_rate_gbps": {"type": "int", "min": 1, "max": 1600},
     "railforge_topology": {"type": "dict"},
 }
 TYPE_HELP = {

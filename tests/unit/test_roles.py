@@ -39,3 +39,9 @@ def test_every_option_is_described_and_typed(role):
 def test_generated_variable_docs_are_current():
     result = subprocess.run([sys.executable, ROOT / "scripts/role_docs.py", "--check"], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
+
+
+@pytest.mark.parametrize("role", ROLES, ids=[r.name for r in ROLES])
+def test_every_entry_task_is_tagged_with_the_role_name(role):
+    for task in yaml.safe_load((role / "tasks/main.yml").read_text()):
+        assert role.name in task.get("tags", []), task.get("name")
