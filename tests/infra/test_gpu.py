@@ -2,6 +2,7 @@
 nvidia_dcgm, nvidia_fabricmanager). Expected values come from the inventory over the role defaults; nvidia-smi
 output is parsed with railforge_hwparse, the parser the hardware facts use."""
 
+import re
 import sys
 import tomllib
 from pathlib import Path
@@ -12,6 +13,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins/module_utils"))
 from railforge_hwparse import parse_nvidia_smi_query_csv
 
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.gpu
 QUERY = ("index", "name", "driver_version", "persistence_mode", "pci.bus_id")
 
@@ -78,12 +80,14 @@ def test_driver_packages_at_pinned_branch_and_held(host, hostvars):
 
 @pytest.mark.usefixtures("driver_installed")
 def test_no_package_of_another_driver_branch_left(host, hostvars):
+    driver_vars = yaml.safe_load((ROOT / "roles/nvidia_driver/vars/main.yml").read_text())
+    driver_package = re.compile(driver_vars["nvidia_driver_package_regex"])
     listing = host.check_output(r"dpkg-query -W -f='${Package} ${Version}\n'").splitlines()
     other = [
         line
         for line in listing
-        if line.split()[1][:4].rstrip(".").isdigit()
-        and len(line.split()[1].split(".")[0]) == 3
+        if driver_package.match(line)
+        and re.match(r"[0-9]{3}\.", line.split()[1])
         and not line.split()[1].startswith(hostvars["nvidia_driver_branch"] + ".")
     ]
     assert not other, other
@@ -126,6 +130,16 @@ def test_cuda_toolkits_and_default(host, hostvars):
     assert host.file("/usr/local/cuda").linked_to == f"/usr/local/cuda-{default}"
     assert f"release {default}," in host.check_output("bash -lc 'nvcc --version'")
     assert not host.package("cuda-drivers").is_installed or host.package("nvidia-open").is_installed
+
+
+def test_container_toolkit_packages_at_pinned_version_and_held(host, hostvars):
+    if not host.service("railforge-nvidia-cdi").is_enabled:
+        pytest.skip("nvidia_container_toolkit not applied to this host")
+    packages = yaml.safe_load((ROOT / "roles/nvidia_container_toolkit/vars/main.yml").read_text())
+    for name in packages["nvidia_container_toolkit_packages"]:
+        status, version = host.check_output(f"dpkg-query -W -f='${{db:Status-Abbrev}}|${{Version}}' {name}").split("|")
+        assert version == hostvars["nvidia_container_toolkit_version"], name
+        assert status.strip() == "hi", f"{name} is not held ({status})"
 
 
 def test_containerd_has_nvidia_runtime_and_keeps_user_config(host, hostvars):

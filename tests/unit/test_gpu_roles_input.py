@@ -1,7 +1,8 @@
 """The NVIDIA roles refuse bad input and a GPU-less host that must have a GPU, before changing anything.
 
 Each case runs ansible-playbook in check mode against localhost with the roles' PCI detection pointed at an
-empty tree, so nothing on the test machine is read as hardware or changed.
+empty tree, so nothing on the test machine is read as hardware or changed. The default repository segment is
+rendered in-process for each supported distribution's facts.
 """
 
 import json
@@ -10,7 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jinja2
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOK = """
@@ -124,3 +127,23 @@ def test_malformed_input_fails_before_any_change_naming_the_variable(tmp_path, r
     assert result.returncode == 2, output
     assert message in output, output
     assert "changed=0" in output, output
+
+
+@pytest.mark.parametrize(
+    ("distribution", "version", "major", "segment"),
+    [
+        ("Debian", "12.11", "12", "debian12"),
+        ("Ubuntu", "22.04", "22", "ubuntu2204"),
+        ("Ubuntu", "24.04", "24", "ubuntu2404"),
+    ],
+)
+def test_repo_distribution_default_names_a_cuda_repository(distribution, version, major, segment):
+    """The default segment is one the role accepts: Debian's from the major version only (no point release)."""
+    defaults = yaml.safe_load((ROOT / "roles/nvidia_driver/defaults/main.yml").read_text())
+    facts = {"distribution": distribution, "distribution_version": version, "distribution_major_version": major}
+    rendered = jinja2.Environment().from_string(defaults["nvidia_driver_repo_distribution"]).render(ansible_facts=facts)
+    assert rendered == segment
+    assert (
+        rendered
+        in yaml.safe_load((ROOT / "roles/nvidia_driver/vars/main.yml").read_text())["nvidia_driver_distributions"]
+    )
