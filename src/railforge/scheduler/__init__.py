@@ -1,5 +1,6 @@
 """Pure gang-scheduler core: ``decide(Snapshot) -> Decisions``, no I/O, deterministic."""
 
+from railforge.scheduler.core import decide
 from railforge.scheduler.model import (
     CPU,
     GPU,
@@ -47,5 +48,6 @@ __all__ = [
     "Toleration",
     "TopologyConstraint",
     "decay_usage",
+    "decide",
     "topology_from_labels",
 ]

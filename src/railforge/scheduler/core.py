@@ -1,0 +1,414 @@
+"""``decide(snapshot) -> Decisions``: one pure, deterministic scheduling pass.
+
+Steps: (1) restart or fail running gangs hit by a member failure or node loss; (2) build the
+free-capacity view and queue usage; (3) fail pending gangs past their schedule timeout; (4) order
+the rest (aged gangs first, then by fair share, FIFO or oracle SJF); (5) for each gang: check its
+queue limits, place it all-or-nothing, reclaim borrowed capacity when it is within quota, or, when
+blocked, give it a reservation (EASY: the first blocked gang; conservative: the first K) that
+later gangs may not delay.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterable
+
+from railforge.scheduler import reasons
+from railforge.scheduler.fairshare import QueueTree, Usage, fair_shares
+from railforge.scheduler.model import (
+    GPU,
+    Bind,
+    Decisions,
+    Evict,
+    Fail,
+    Gang,
+    Reservation,
+    Restart,
+    RunningGang,
+    Snapshot,
+    add_resources,
+)
+from railforge.scheduler.placement import Assignment, Cluster, GangProfile, gang_profile
+
+LN2 = math.log(2)
+
+
+def decide(snapshot: Snapshot) -> Decisions:
+    """Decide binds, evictions, restarts, failures and reservations for one snapshot."""
+    return _Pass(snapshot).run()
+
+
+def placed_requests(running: RunningGang) -> Iterable[tuple[str, dict]]:
+    """(node name, requests) of each placed member of a running gang."""
+    requests = gang_profile(running.gang).member_requests
+    for member, node in sorted(running.placement.items()):
+        yield node, requests[member]
+
+
+def placed_charge(running: RunningGang) -> dict[str, int]:
+    profile = gang_profile(running.gang)
+    if len(running.placement) == len(running.gang.members):
+        return profile.charge
+    total: dict[str, int] = {}
+    for _, requests in placed_requests(running):
+        add_resources(total, requests)
+    return total
+
+
+class _Pass:
+    """State of one decide() call."""
+
+    def __init__(self, snapshot: Snapshot):
+        self.snapshot = snapshot
+        self.config = snapshot.config
+        self.now = snapshot.now
+        self.decisions = Decisions()
+        self.tree = QueueTree(snapshot.queues)
+        self.usage = Usage(self.tree)
+        self.level_names = self.config.topology_level_names
+        self.survivors: list[RunningGang] = []
+        self.evicted: set[str] = set()
+        self.bound_releases: list[tuple[float, int, dict]] = []
+        self.failure_cache: dict[tuple, tuple[float, str]] = {}
+        self.reservations_made = 0
+        self.first_reservation: Reservation | None = None
+
+    # -- running gangs -------------------------------------------------------------------------
+
+    def handle_failures(self) -> None:
+        nodes = {node.name: node for node in self.snapshot.nodes}
+        for running in sorted(self.snapshot.running, key=lambda r: r.gang.name):
+            problem = None
+            if running.failed_members:
+                problem = f"member {sorted(running.failed_members)[0]} failed"
+            else:
+                for member, node_name in sorted(running.placement.items()):
+                    node = nodes.get(node_name)
+                    if node is None or not node.ready:
+                        problem = f"node {node_name} of member {member} is lost or not ready"
+                        break
+            if problem is None:
+                self.survivors.append(running)
+                continue
+            gang = running.gang
+            limit = self.config.max_restarts
+            if self.config.failure_policy == "fail" or (limit is not None and gang.restart_count >= limit):
+                self.decisions.failures.append(Fail(gang.name, problem))
+            else:
+                delay = self.config.restart_delay(gang.restart_count)
+                self.decisions.restarts.append(
+                    Restart(gang.name, self.now + delay, f"{problem}; restarting the whole gang")
+                )
+
+    def build_cluster(self) -> Cluster:
+        used: dict[str, dict[str, int]] = {}
+        for running in self.survivors:
+            for node, requests in placed_requests(running):
+                add_resources(used.setdefault(node, {}), requests)
+            self.usage.add(running.gang.queue, placed_charge(running))
+        return Cluster(self.snapshot.nodes, used, self.level_names)
+
+    # -- ordering ------------------------------------------------------------------------------
+
+    def runtime(self, gang: Gang) -> float:
+        if gang.max_runtime is not None:
+            return gang.max_runtime
+        default = self.tree.get(gang.queue).default_max_runtime
+        return math.inf if default is None else default
+
+    def order(self, gangs: list[Gang], capacity: int) -> list[Gang]:
+        config = self.config
+        aged: list[Gang] = []
+        rest = gangs
+        if config.aging_bound is not None:
+            cutoff = self.now - config.aging_bound
+            aged = sorted(
+                (g for g in gangs if g.submit_time <= cutoff), key=lambda g: (g.submit_time, g.name)
+            )
+            rest = [g for g in gangs if g.submit_time > cutoff]
+        if config.order == "fifo":
+            rest = sorted(rest, key=lambda g: (-g.priority, g.submit_time, g.name))
+        elif config.order == "sjf_oracle":
+            rest = sorted(rest, key=lambda g: (self.oracle_runtime(g), g.submit_time, g.name))
+        else:
+            rest = self.fair_order(rest, capacity)
+        return aged + rest
+
+    def oracle_runtime(self, gang: Gang) -> float:
+        return gang.oracle_runtime if gang.oracle_runtime is not None else self.runtime(gang)
+
+    def fair_order(self, gangs: list[Gang], capacity: int) -> list[Gang]:
+        """Repeatedly serve the queue whose service is furthest below its fair share, as if each
+        gang taken were started; within a queue: priority, then age."""
+        by_queue: dict[str, list[Gang]] = {}
+        demand: dict[str, float] = {}
+        for gang in gangs:
+            by_queue.setdefault(gang.queue, []).append(gang)
+            demand[gang.queue] = demand.get(gang.queue, 0) + gang_profile(gang).gpu
+        for running in self.survivors:
+            queue = running.gang.queue
+            demand[queue] = demand.get(queue, 0) + placed_charge(running).get(GPU, 0)
+        shares = fair_shares(self.tree, demand, capacity)
+        half_life = self.config.fair_share_half_life
+        usage = self.snapshot.usage
+
+        def served(queue: str, allocated: float) -> float:
+            # Mean of the GPUs held now and the time-averaged GPUs implied by the decayed usage.
+            if half_life <= 0 or queue not in usage:
+                return allocated
+            return (allocated + usage[queue] * LN2 / half_life) / 2
+
+        def key(queue: str, allocated: float) -> tuple:
+            share = shares.get(queue, 0.0)
+            load = served(queue, allocated)
+            ratio = load / share if share > 0 else math.inf
+            return (ratio, load, -self.tree.get(queue).priority, queue)
+
+        heap = []
+        allocated: dict[str, float] = {}
+        for queue, queued in by_queue.items():
+            queued.sort(key=lambda g: (-g.priority, g.submit_time, g.name))
+            allocated[queue] = self.usage.gpus(queue)
+            heap.append((key(queue, allocated[queue]), queue, 0))
+        heapq.heapify(heap)
+        ordered: list[Gang] = []
+        while heap:
+            _, queue, position = heapq.heappop(heap)
+            gang = by_queue[queue][position]
+            ordered.append(gang)
+            allocated[queue] += gang_profile(gang).gpu
+            if position + 1 < len(by_queue[queue]):
+                heapq.heappush(heap, (key(queue, allocated[queue]), queue, position + 1))
+        return ordered
+
+    # -- the pass ------------------------------------------------------------------------------
+
+    def run(self) -> Decisions:
+        self.handle_failures()
+        cluster = self.cluster = self.build_cluster()
+        decisions = self.decisions
+        waiting: list[Gang] = []
+        for gang in self.snapshot.pending:
+            timeout = gang.schedule_timeout
+            if timeout is not None and self.now - gang.submit_time > timeout:
+                decisions.failures.append(Fail(gang.name, reasons.schedule_timeout(timeout)))
+            elif gang.not_before > self.now:
+                decisions.reasons[gang.name] = reasons.backoff(gang.not_before - self.now)
+            else:
+                waiting.append(gang)
+        head_blocker: str | None = None
+        for gang in self.order(waiting, cluster.total_gpu):
+            if head_blocker is not None and not self.config.skip_ahead:
+                decisions.reasons[gang.name] = reasons.strict_order(head_blocker)
+                continue
+            if not self.try_start(gang):
+                head_blocker = head_blocker or gang.name
+        decisions.stats.update(
+            pending=len(self.snapshot.pending),
+            bound=len(decisions.binds),
+            reservations=len(decisions.reservations),
+            evictions=len(decisions.evictions),
+            free_gpus=cluster.total_free_gpu,
+        )
+        return decisions
+
+    def levels_for(self, gang: Gang, profile: GangProfile) -> tuple[int, int]:
+        """(finest, widest) topology level indexes to try; -1 is the whole cluster."""
+        finest = len(self.level_names) - 1
+        constraint = gang.topology
+        widest = -1
+        if constraint is not None and constraint.required and constraint.level in self.level_names:
+            widest = self.level_names.index(constraint.level)
+        if profile.required_gpu == 0:
+            finest = widest  # CPU-only gangs need no GPU locality
+        return finest, widest
+
+    def try_start(self, gang: Gang) -> bool:
+        """Start the gang, or record why it cannot; False when it is blocked on capacity."""
+        profile = gang_profile(gang)
+        decisions = self.decisions
+        over = self.usage.over_limit(gang.queue, profile.charge)
+        if over is not None:
+            queue, resource, limit = over
+            if profile.charge[resource] > limit:
+                decisions.reasons[gang.name] = reasons.over_limit_alone(
+                    queue, resource, profile.charge[resource], limit
+                )
+            else:
+                decisions.reasons[gang.name] = reasons.at_limit(queue, resource, limit)
+            return True
+        cluster = self.cluster
+        borrowed = self.usage.borrows(gang.queue, profile.charge)
+        runtime = self.runtime(gang)
+        end = self.now + runtime
+        allowed = cluster.allowed_nodes(gang, profile)
+        finest, widest = self.levels_for(gang, profile)
+        cached = self.failure_cache.get(profile.failure_key)
+        assignment = None
+        if cached is None or end < cached[0]:
+            assignment = cluster.place(profile, allowed, end, finest, widest)
+        if assignment is None and not borrowed and self.config.reclaim:
+            assignment = self.reclaim(gang, profile, allowed, end, finest, widest)
+        if assignment is not None:
+            self.bind(gang, profile, assignment, end, borrowed)
+            return True
+        if cached is None or end < cached[0]:
+            cached = (end, self.capacity_reason(gang, profile, allowed, widest))
+            self.failure_cache[profile.failure_key] = cached
+        decisions.reasons[gang.name] = cached[1]
+        depth = {"none": 0, "easy": 1}.get(self.config.backfill, self.config.reservation_depth)
+        if self.reservations_made < depth:
+            self.reservations_made += 1
+            self.reserve(gang, profile, allowed, runtime, finest, widest)
+        return False
+
+    def bind(
+        self, gang: Gang, profile: GangProfile, assignment: Assignment, end: float, borrowed: bool
+    ) -> None:
+        cluster = self.cluster
+        placement = {}
+        charge: dict[str, int] = {}
+        for member, index in assignment:
+            requests = profile.member_requests[member]
+            cluster.adjust(index, requests, -1)
+            add_resources(charge, requests)
+            placement[member] = cluster.nodes[index].name
+            self.bound_releases.append((end, index, requests))
+        self.usage.add(gang.queue, charge)
+        self.decisions.binds.append(Bind(gang.name, placement, borrowed))
+
+    def capacity_reason(
+        self, gang: Gang, profile: GangProfile, allowed: list[bool] | None, widest: int
+    ) -> str:
+        cluster = self.cluster
+        need = profile.required_gpu
+        if widest >= 0:
+            best = cluster.levels[widest].best_free()
+            if need > best:
+                return reasons.within_domain(need, self.level_names[widest], best)
+        if need > cluster.total_free_gpu:
+            return reasons.cluster_short(GPU, need, cluster.total_free_gpu)
+        if allowed is not None:
+            matching = sum(free for free, ok in zip(cluster.free_gpu, allowed, strict=True) if ok)
+            if need > matching:
+                return reasons.no_matching_nodes(need, matching)
+        if self.first_reservation is not None:
+            reservation = self.first_reservation
+            return reasons.behind_reservation(reservation.gang_name, reservation.start - self.now)
+        largest = profile.required_shapes[0].gpu if profile.required_shapes else 0
+        return reasons.fragmented(need, largest, max(cluster.free_gpu, default=0))
+
+    # -- reclaim -------------------------------------------------------------------------------
+
+    def reclaim(
+        self,
+        gang: Gang,
+        profile: GangProfile,
+        allowed: list[bool] | None,
+        end: float,
+        finest: int,
+        widest: int,
+    ) -> Assignment | None:
+        """Evict whole borrowed gangs of other queues (lowest priority, least progress first) until
+        the gang fits; evict nothing when it would not fit even then."""
+        own_path = set(self.tree.path(gang.queue))
+        minimum = self.config.min_runtime_before_reclaim
+        victims = [
+            r
+            for r in self.survivors
+            if r.borrowed
+            and r.gang.name not in self.evicted
+            and r.gang.queue not in own_path
+            and self.now - r.start_time >= minimum
+            and self.usage.over_quota(r.gang.queue)
+        ]
+        if not victims:
+            return None
+        victims.sort(key=lambda r: (r.gang.priority, self.now - r.start_time, r.gang.name))
+        cluster = self.cluster
+        need = profile.required_gpu
+        released: list[RunningGang] = []
+        assignment = None
+        for victim in victims:
+            self.release(victim, +1)
+            released.append(victim)
+            if cluster.total_free_gpu >= need:
+                assignment = cluster.place(profile, allowed, end, finest, widest)
+                if assignment is not None:
+                    break
+        if assignment is None:
+            for victim in released:
+                self.release(victim, -1)
+            return None
+        for victim in released:
+            self.evicted.add(victim.gang.name)
+            self.usage.add(victim.gang.queue, placed_charge(victim), -1)
+            self.decisions.evictions.append(
+                Evict(
+                    victim.gang.name,
+                    f"reclaimed by queue {gang.queue} (within its quota) for gang {gang.name}",
+                )
+            )
+        self.failure_cache.clear()  # capacity grew
+        return assignment
+
+    def release(self, running: RunningGang, sign: int) -> None:
+        cluster = self.cluster
+        for node, requests in placed_requests(running):
+            index = cluster.index.get(node)
+            if index is not None:
+                cluster.adjust(index, requests, sign)
+
+    # -- reservations --------------------------------------------------------------------------
+
+    def releases(self) -> list[tuple[float, int, dict]]:
+        """(expected end, node index, requests) of everything running or bound, soonest first."""
+        index = self.cluster.index
+        items = list(self.bound_releases)
+        for running in self.survivors:
+            if running.gang.name in self.evicted:
+                continue
+            for node, requests in placed_requests(running):
+                if node in index:
+                    items.append((running.expected_end, index[node], requests))
+        items.sort(key=lambda item: (item[0], item[1]))
+        return items
+
+    def reserve(
+        self,
+        gang: Gang,
+        profile: GangProfile,
+        allowed: list[bool] | None,
+        runtime: float,
+        finest: int,
+        widest: int,
+    ) -> None:
+        """Find the earliest time the gang fits as running gangs end, and hold those nodes."""
+        future = self.cluster.copy()
+        items = self.releases()
+        need = profile.required_gpu
+        position = 0
+        while position < len(items):
+            when = items[position][0]
+            if math.isinf(when):
+                break
+            while position < len(items) and items[position][0] == when:
+                _, node_index, requests = items[position]
+                future.adjust(node_index, requests, +1)
+                position += 1
+            if future.total_free_gpu < need:
+                continue
+            start = max(when, self.now)
+            assignment = future.place(profile, allowed, start + runtime, finest, widest)
+            if assignment is not None:
+                indexes = sorted({node_index for _, node_index in assignment})
+                self.cluster.reserve(indexes, start, gang.name)
+                reservation = Reservation(
+                    gang.name, tuple(self.cluster.nodes[i].name for i in indexes), start
+                )
+                self.decisions.reservations.append(reservation)
+                self.first_reservation = self.first_reservation or reservation
+                self.decisions.reasons[gang.name] = reasons.reserved(start - self.now)
+                return
+        self.decisions.reasons[gang.name] = reasons.no_start_time()

@@ -1,0 +1,318 @@
+"""All-or-nothing, topology-aware, best-fit placement over a mutable free-capacity view.
+
+``Cluster`` keeps, for the schedulable and ready nodes only, each node's free resources plus
+per-domain summaries (free GPUs per NVLink domain, leaf, spine) bucketed by free GPUs, so a gang
+is tried first in the smallest and lowest domain that could hold it and rejected cheaply when no
+domain can. Node indexes follow node-name order, so every scan is deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left, insort
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from railforge.scheduler.model import GPU, NO_SCHEDULE_EFFECTS, Gang, Node, Resources
+
+Assignment = list[tuple[str, int]]  # (member name, node index)
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """Members with identical requests, placed together."""
+
+    gpu: int
+    others: tuple[tuple[str, int], ...]  # non-GPU requests, sorted by resource name
+    member_names: tuple[str, ...]
+
+    @property
+    def signature(self) -> tuple[int, tuple[tuple[str, int], ...], int]:
+        return (self.gpu, self.others, len(self.member_names))
+
+
+@dataclass(frozen=True, slots=True)
+class GangProfile:
+    """Everything decide() needs about a gang that depends only on the gang itself."""
+
+    charge: dict[str, int]  # resources counted against queue quota and limit (all members)
+    member_requests: dict[str, Resources]
+    gpu: int  # GPUs the gang occupies when fully placed
+    required_gpu: int  # GPUs of the required members (quick-rejection bound)
+    required_shapes: tuple[Shape, ...]  # largest first
+    optional_shapes: tuple[Shape, ...]
+    filter_key: tuple  # node-filter signature: equal keys accept the same nodes
+    failure_key: tuple  # equal keys with the same filter fail to place in the same state
+
+
+def _shapes(members: Iterable) -> tuple[Shape, ...]:
+    groups: dict[tuple, list[str]] = {}
+    for member in members:
+        gpu = member.requests.get(GPU, 0)
+        others = tuple(sorted((k, v) for k, v in member.requests.items() if k != GPU and v > 0))
+        groups.setdefault((gpu, others), []).append(member.name)
+    shapes = [Shape(gpu, others, tuple(names)) for (gpu, others), names in groups.items()]
+    shapes.sort(key=lambda s: (-s.gpu, [(-v, k) for k, v in s.others], s.member_names))
+    return tuple(shapes)
+
+
+def gang_profile(gang: Gang) -> GangProfile:
+    """Derived gang facts, computed once per Gang object and cached on it."""
+    cached = gang.__dict__.get("_profile")
+    if cached is not None:
+        return cached
+    required = gang.members[: gang.required_members]
+    required_shapes = _shapes(required)
+    optional_shapes = _shapes(gang.members[gang.required_members :])
+    charge = gang.total_requests()
+    required_gpu = sum(s.gpu * len(s.member_names) for s in required_shapes)
+    if gang.min_resources is not None:
+        required_gpu = max(required_gpu, gang.min_resources.get(GPU, 0))
+    filter_key = (
+        tuple(sorted(gang.node_selector.items())),
+        tuple(sorted(gang.affinity, key=repr)),
+        tuple(sorted(gang.tolerations, key=repr)),
+    )
+    failure_key = (
+        filter_key,
+        gang.topology,
+        tuple(s.signature for s in required_shapes),
+        required_gpu,
+    )
+    profile = GangProfile(
+        charge=charge,
+        member_requests={m.name: m.requests for m in gang.members},
+        gpu=charge.get(GPU, 0),
+        required_gpu=required_gpu,
+        required_shapes=required_shapes,
+        optional_shapes=optional_shapes,
+        filter_key=filter_key,
+        failure_key=failure_key,
+    )
+    object.__setattr__(gang, "_profile", profile)
+    return profile
+
+
+def node_accepts(node: Node, gang: Gang) -> bool:
+    """Taints, node selector and required node affinity."""
+    labels = node.labels
+    for key, value in gang.node_selector.items():
+        if labels.get(key) != value:
+            return False
+    if not all(req.matches(labels) for req in gang.affinity):
+        return False
+    for taint in node.taints:
+        if taint.effect in NO_SCHEDULE_EFFECTS and not any(t.tolerates(taint) for t in gang.tolerations):
+            return False
+    return True
+
+
+class _Level:
+    """Domains of one topology level with their free GPUs, bucketed for best-fit search."""
+
+    __slots__ = ("buckets", "domain_free", "members", "name", "node_domain", "values")
+
+    def __init__(self, name: str, node_domain: list[tuple], free_gpu: list[int]):
+        self.name = name
+        self.node_domain = node_domain
+        self.members: dict[tuple, list[int]] = {}
+        self.domain_free: dict[tuple, int] = {}
+        for index, domain in enumerate(node_domain):
+            self.members.setdefault(domain, []).append(index)
+            self.domain_free[domain] = self.domain_free.get(domain, 0) + free_gpu[index]
+        self.buckets: dict[int, set[tuple]] = {}
+        for domain, free in self.domain_free.items():
+            self.buckets.setdefault(free, set()).add(domain)
+        self.values = sorted(self.buckets)
+
+    def change(self, node_index: int, delta: int) -> None:
+        domain = self.node_domain[node_index]
+        old = self.domain_free[domain]
+        new = old + delta
+        self.domain_free[domain] = new
+        bucket = self.buckets[old]
+        bucket.discard(domain)
+        if not bucket:
+            del self.buckets[old]
+            self.values.pop(bisect_left(self.values, old))
+        if new in self.buckets:
+            self.buckets[new].add(domain)
+        else:
+            self.buckets[new] = {domain}
+            insort(self.values, new)
+
+    def best_fit(self, need: int) -> Iterable[tuple]:
+        """Domains with at least ``need`` free GPUs, tightest first."""
+        values = self.values
+        for value in values[bisect_left(values, need) :]:
+            bucket = self.buckets.get(value)
+            if bucket:
+                yield from sorted(bucket)
+
+    def best_free(self) -> int:
+        return self.values[-1] if self.values else 0
+
+
+class Cluster:
+    """Free capacity of the schedulable, ready nodes during one decide() call."""
+
+    def __init__(self, nodes: Sequence[Node], used: Mapping[str, dict[str, int]], level_names: Sequence[str]):
+        eligible = sorted((n for n in nodes if n.schedulable and n.ready), key=lambda n: n.name)
+        self.nodes = eligible
+        self.index = {node.name: i for i, node in enumerate(eligible)}
+        self.free: list[dict[str, int]] = []
+        for node in eligible:
+            free = dict(node.allocatable)
+            for name, amount in used.get(node.name, {}).items():
+                free[name] = free.get(name, 0) - amount
+            self.free.append(free)
+        self.free_gpu = [free.get(GPU, 0) for free in self.free]
+        self.total_free_gpu = sum(self.free_gpu)
+        self.total_gpu = sum(node.allocatable.get(GPU, 0) for node in eligible)
+        self.reserved_start = [math.inf] * len(eligible)
+        self.reserved_by: list[str | None] = [None] * len(eligible)
+        self.level_names = tuple(level_names)
+        self.levels = [
+            _Level(name, [self._domain_key(node, depth) for node in eligible], self.free_gpu)
+            for depth, name in enumerate(self.level_names)
+        ]
+        self._filters: dict[tuple, list[bool] | None] = {}
+
+    @staticmethod
+    def _domain_key(node: Node, depth: int) -> tuple:
+        path = node.topology
+        # A node without a label at this depth forms its own domain there.
+        return path[: depth + 1] if len(path) > depth else (*path, "node:" + node.name)
+
+    def copy(self) -> Cluster:
+        """Independent copy of the mutable capacity state (shares the immutable node data)."""
+        clone = object.__new__(Cluster)
+        clone.__dict__.update(self.__dict__)
+        clone.free = [dict(free) for free in self.free]
+        clone.free_gpu = list(self.free_gpu)
+        clone.reserved_start = list(self.reserved_start)
+        clone.reserved_by = list(self.reserved_by)
+        clone.levels = []
+        for level in self.levels:
+            copied = object.__new__(_Level)
+            copied.name = level.name
+            copied.node_domain = level.node_domain
+            copied.members = level.members
+            copied.domain_free = dict(level.domain_free)
+            copied.buckets = {value: set(domains) for value, domains in level.buckets.items()}
+            copied.values = list(level.values)
+            clone.levels.append(copied)
+        return clone
+
+    def allowed_nodes(self, gang: Gang, profile: GangProfile) -> list[bool] | None:
+        """Per-node acceptance for the gang's filters; None when every node accepts."""
+        key = profile.filter_key
+        if key not in self._filters:
+            accepted = [node_accepts(node, gang) for node in self.nodes]
+            self._filters[key] = None if all(accepted) else accepted
+        return self._filters[key]
+
+    def adjust(self, node_index: int, requests: Resources, sign: int) -> None:
+        """Take (sign=-1) or give back (sign=+1) ``requests`` on one node."""
+        free = self.free[node_index]
+        for name, amount in requests.items():
+            free[name] = free.get(name, 0) + sign * amount
+        gpu = requests.get(GPU, 0)
+        if gpu:
+            self.free_gpu[node_index] += sign * gpu
+            self.total_free_gpu += sign * gpu
+            for level in self.levels:
+                level.change(node_index, sign * gpu)
+
+    def reserve(self, node_indexes: Iterable[int], start: float, gang_name: str) -> None:
+        for index in node_indexes:
+            if start < self.reserved_start[index]:
+                self.reserved_start[index] = start
+                self.reserved_by[index] = gang_name
+
+    def place(
+        self,
+        profile: GangProfile,
+        allowed: list[bool] | None,
+        end: float,
+        finest_level: int,
+        widest_level: int,
+    ) -> Assignment | None:
+        """Find nodes for the gang without changing state.
+
+        Levels are tried from ``finest_level`` down to ``widest_level`` (index into the topology
+        levels; -1 means the whole cluster). A node is usable only when the gang would end by the
+        node's earliest reservation start.
+        """
+        need = profile.required_gpu
+        if need > self.total_free_gpu:
+            return None
+        for depth in range(finest_level, widest_level - 1, -1):
+            if depth < 0:
+                return self._place_in(range(len(self.nodes)), profile, allowed, end)
+            level = self.levels[depth]
+            for domain in level.best_fit(need):
+                placed = self._place_in(level.members[domain], profile, allowed, end)
+                if placed is not None:
+                    return placed
+        return None
+
+    def _place_in(
+        self, node_indexes: Iterable[int], profile: GangProfile, allowed: list[bool] | None, end: float
+    ) -> Assignment | None:
+        taken: dict[int, dict[str, int]] = {}
+        assignment: Assignment = []
+        for shape in profile.required_shapes:
+            if not self._fill(shape, node_indexes, allowed, end, taken, assignment, required=True):
+                return None
+        for shape in profile.optional_shapes:
+            self._fill(shape, node_indexes, allowed, end, taken, assignment, required=False)
+        return assignment
+
+    def _fill(
+        self,
+        shape: Shape,
+        node_indexes: Iterable[int],
+        allowed: list[bool] | None,
+        end: float,
+        taken: dict[int, dict[str, int]],
+        assignment: Assignment,
+        required: bool,
+    ) -> bool:
+        """Best-fit: put members on the nodes with the fewest free GPUs that still hold them."""
+        gpu, others, names = shape.gpu, shape.others, shape.member_names
+        free_gpu, free, reserved_start = self.free_gpu, self.free, self.reserved_start
+        candidates = []
+        for index in node_indexes:
+            if reserved_start[index] < end or (allowed is not None and not allowed[index]):
+                continue
+            already = taken.get(index)
+            node_gpu = free_gpu[index] - (already.get(GPU, 0) if already else 0)
+            fits = node_gpu // gpu if gpu else len(names)
+            if fits <= 0:
+                continue
+            node_free = free[index]
+            for name, amount in others:
+                room = node_free.get(name, 0) - (already.get(name, 0) if already else 0)
+                fits = min(fits, room // amount)
+                if fits <= 0:
+                    break
+            if fits > 0:
+                candidates.append((node_gpu, index, fits))
+        candidates.sort()
+        remaining = len(names)
+        position = 0
+        for _, index, fits in candidates:
+            count = min(fits, remaining)
+            used = taken.setdefault(index, {})
+            if gpu:
+                used[GPU] = used.get(GPU, 0) + gpu * count
+            for name, amount in others:
+                used[name] = used.get(name, 0) + amount * count
+            for member in names[position : position + count]:
+                assignment.append((member, index))
+            position += count
+            remaining -= count
+            if not remaining:
+                break
+        return remaining == 0 or not required
