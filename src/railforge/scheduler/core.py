@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable
 
 from railforge.scheduler import reasons
 from railforge.scheduler.fairshare import QueueTree, Usage, fair_shares
@@ -24,6 +23,7 @@ from railforge.scheduler.model import (
     Fail,
     Gang,
     Reservation,
+    Resources,
     Restart,
     RunningGang,
     Snapshot,
@@ -39,11 +39,10 @@ def decide(snapshot: Snapshot) -> Decisions:
     return _Pass(snapshot).run()
 
 
-def placed_requests(running: RunningGang) -> Iterable[tuple[str, dict]]:
+def placed_requests(running: RunningGang) -> list[tuple[str, Resources]]:
     """(node name, requests) of each placed member of a running gang."""
     requests = gang_profile(running.gang).member_requests
-    for member, node in sorted(running.placement.items()):
-        yield node, requests[member]
+    return [(node, requests[member]) for member, node in running.placement.items()]
 
 
 def placed_charge(running: RunningGang) -> dict[str, int]:
@@ -68,6 +67,7 @@ class _Pass:
         self.usage = Usage(self.tree)
         self.level_names = self.config.topology_level_names
         self.survivors: list[RunningGang] = []
+        self.running_charge: dict[str, dict[str, int]] = {}
         self.evicted: set[str] = set()
         self.bound_releases: list[tuple[float, int, dict]] = []
         self.failure_cache: dict[tuple, tuple[float, str]] = {}
@@ -103,10 +103,14 @@ class _Pass:
 
     def build_cluster(self) -> Cluster:
         used: dict[str, dict[str, int]] = {}
+        by_queue: dict[str, dict[str, int]] = {}
         for running in self.survivors:
             for node, requests in placed_requests(running):
                 add_resources(used.setdefault(node, {}), requests)
-            self.usage.add(running.gang.queue, placed_charge(running))
+            charge = self.running_charge[running.gang.name] = placed_charge(running)
+            add_resources(by_queue.setdefault(running.gang.queue, {}), charge)
+        for queue in sorted(by_queue):
+            self.usage.add(queue, by_queue[queue])
         return Cluster(self.snapshot.nodes, used, self.level_names)
 
     # -- ordering ------------------------------------------------------------------------------
@@ -148,7 +152,7 @@ class _Pass:
             demand[gang.queue] = demand.get(gang.queue, 0) + gang_profile(gang).gpu
         for running in self.survivors:
             queue = running.gang.queue
-            demand[queue] = demand.get(queue, 0) + placed_charge(running).get(GPU, 0)
+            demand[queue] = demand.get(queue, 0) + self.running_charge[running.gang.name].get(GPU, 0)
         shares = fair_shares(self.tree, demand, capacity)
         half_life = self.config.fair_share_half_life
         usage = self.snapshot.usage
@@ -343,7 +347,7 @@ class _Pass:
             return None
         for victim in released:
             self.evicted.add(victim.gang.name)
-            self.usage.add(victim.gang.queue, placed_charge(victim), -1)
+            self.usage.add(victim.gang.queue, self.running_charge[victim.gang.name], -1)
             self.decisions.evictions.append(
                 Evict(
                     victim.gang.name,
@@ -387,7 +391,6 @@ class _Pass:
         """Find the earliest time the gang fits as running gangs end, and hold those nodes."""
         future = self.cluster.copy()
         items = self.releases()
-        need = profile.required_gpu
         position = 0
         while position < len(items):
             when = items[position][0]
@@ -397,8 +400,6 @@ class _Pass:
                 _, node_index, requests = items[position]
                 future.adjust(node_index, requests, +1)
                 position += 1
-            if future.total_free_gpu < need:
-                continue
             start = max(when, self.now)
             assignment = future.place(profile, allowed, start + runtime, finest, widest)
             if assignment is not None:

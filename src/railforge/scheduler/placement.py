@@ -168,6 +168,9 @@ class Cluster:
             self.free.append(free)
         self.free_gpu = [free.get(GPU, 0) for free in self.free]
         self.total_free_gpu = sum(self.free_gpu)
+        self.gpu_histogram: dict[int, int] = {}  # free GPUs -> number of nodes
+        for free_gpu in self.free_gpu:
+            self.gpu_histogram[free_gpu] = self.gpu_histogram.get(free_gpu, 0) + 1
         self.total_gpu = sum(node.allocatable.get(GPU, 0) for node in eligible)
         self.reserved_start = [math.inf] * len(eligible)
         self.reserved_by: list[str | None] = [None] * len(eligible)
@@ -190,6 +193,7 @@ class Cluster:
         clone.__dict__.update(self.__dict__)
         clone.free = [dict(free) for free in self.free]
         clone.free_gpu = list(self.free_gpu)
+        clone.gpu_histogram = dict(self.gpu_histogram)
         clone.reserved_start = list(self.reserved_start)
         clone.reserved_by = list(self.reserved_by)
         clone.levels = []
@@ -219,7 +223,11 @@ class Cluster:
             free[name] = free.get(name, 0) + sign * amount
         gpu = requests.get(GPU, 0)
         if gpu:
-            self.free_gpu[node_index] += sign * gpu
+            histogram = self.gpu_histogram
+            old = self.free_gpu[node_index]
+            histogram[old] -= 1
+            histogram[old + sign * gpu] = histogram.get(old + sign * gpu, 0) + 1
+            self.free_gpu[node_index] = old + sign * gpu
             self.total_free_gpu += sign * gpu
             for level in self.levels:
                 level.change(node_index, sign * gpu)
@@ -229,6 +237,19 @@ class Cluster:
             if start < self.reserved_start[index]:
                 self.reserved_start[index] = start
                 self.reserved_by[index] = gang_name
+
+    def could_fit(self, profile: GangProfile) -> bool:
+        """Cheap necessary condition: enough free GPUs, and enough nodes with room for each pod size."""
+        if profile.required_gpu > self.total_free_gpu:
+            return False
+        for shape in profile.required_shapes:
+            if shape.gpu:
+                slots = sum(
+                    n * (free // shape.gpu) for free, n in self.gpu_histogram.items() if free >= shape.gpu
+                )
+                if slots < len(shape.member_names):
+                    return False
+        return True
 
     def place(
         self,
@@ -245,7 +266,9 @@ class Cluster:
         node's earliest reservation start.
         """
         need = profile.required_gpu
-        if need > self.total_free_gpu:
+        if not self.could_fit(profile) or (
+            widest_level >= 0 and self.levels[widest_level].best_free() < need
+        ):
             return None
         for depth in range(finest_level, widest_level - 1, -1):
             if depth < 0:
