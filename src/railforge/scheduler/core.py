@@ -251,7 +251,7 @@ class _Pass:
         cached = self.failure_cache.get(profile.failure_key)
         assignment = None
         if cached is None or end < cached[0]:
-            assignment = cluster.place(profile, allowed, end, finest, widest)
+            assignment = cluster.place(profile, allowed, (self.now, end), finest, widest)
         if assignment is None and not borrowed and self.config.reclaim:
             assignment = self.reclaim(gang, profile, allowed, end, finest, widest)
         if assignment is not None:
@@ -338,7 +338,7 @@ class _Pass:
             self.release(victim, +1)
             released.append(victim)
             if cluster.total_free_gpu >= need:
-                assignment = cluster.place(profile, allowed, end, finest, widest)
+                assignment = cluster.place(profile, allowed, (self.now, end), finest, widest)
                 if assignment is not None:
                     break
         if assignment is None:
@@ -391,23 +391,23 @@ class _Pass:
         """Find the earliest time the gang fits as running gangs end, and hold those nodes."""
         future = self.cluster.copy()
         items = self.releases()
+        # Candidate start times: whenever running gangs end or earlier reservations expire.
+        times = sorted({when for when, _, _ in items} | self.cluster.reservation_ends())
         position = 0
-        while position < len(items):
-            when = items[position][0]
+        for when in times:
             if math.isinf(when):
                 break
-            while position < len(items) and items[position][0] == when:
+            while position < len(items) and items[position][0] <= when:
                 _, node_index, requests = items[position]
                 future.adjust(node_index, requests, +1)
                 position += 1
             start = max(when, self.now)
-            assignment = future.place(profile, allowed, start + runtime, finest, widest)
+            assignment = future.place(profile, allowed, (start, start + runtime), finest, widest)
             if assignment is not None:
                 indexes = sorted({node_index for _, node_index in assignment})
-                self.cluster.reserve(indexes, start, gang.name)
-                reservation = Reservation(
-                    gang.name, tuple(self.cluster.nodes[i].name for i in indexes), start
-                )
+                self.cluster.reserve(indexes, start, start + runtime)
+                names = tuple(self.cluster.nodes[i].name for i in indexes)
+                reservation = Reservation(gang.name, names, start)
                 self.decisions.reservations.append(reservation)
                 self.first_reservation = self.first_reservation or reservation
                 self.decisions.reasons[gang.name] = reasons.reserved(start - self.now)

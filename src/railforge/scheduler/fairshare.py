@@ -67,18 +67,25 @@ class Usage:
         return None
 
     def borrows(self, queue: str, charge: Resources) -> bool:
-        """True when the charge takes the queue or an ancestor beyond its quota."""
+        """True when the charge takes the queue or an ancestor beyond its quota. Quotas cover GPUs
+        (missing means 0) and the other resources they name."""
         for name in self.tree.path(queue):
             quota = self.tree.get(name).quota
             used = self.used.get(name, {})
-            for resource, amount in charge.items():
+            for resource in _quota_resources(quota):
+                amount = charge.get(resource, 0)
                 if amount and used.get(resource, 0) + amount > quota.get(resource, 0):
                     return True
         return False
 
     def over_quota(self, queue: str) -> bool:
         quota = self.tree.get(queue).quota
-        return any(amount > quota.get(resource, 0) for resource, amount in self.used.get(queue, {}).items())
+        used = self.used.get(queue, {})
+        return any(used.get(resource, 0) > quota.get(resource, 0) for resource in _quota_resources(quota))
+
+
+def _quota_resources(quota: Resources) -> list[str]:
+    return sorted({GPU, *quota})
 
 
 def water_fill(
@@ -117,6 +124,8 @@ def fair_shares(tree: QueueTree, leaf_demand: Mapping[str, float], capacity: flo
     ``leaf_demand`` is the GPUs each queue's own gangs hold or wait for; a queue's demand is that of
     its subtree, capped by its GPU limit.
     """
+    for name in sorted(leaf_demand):
+        tree.get(name)  # register queues known only from their gangs
     children = tree.children()
     demand: dict[str, float] = {}
 

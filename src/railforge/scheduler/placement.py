@@ -172,8 +172,8 @@ class Cluster:
         for free_gpu in self.free_gpu:
             self.gpu_histogram[free_gpu] = self.gpu_histogram.get(free_gpu, 0) + 1
         self.total_gpu = sum(node.allocatable.get(GPU, 0) for node in eligible)
-        self.reserved_start = [math.inf] * len(eligible)
-        self.reserved_by: list[str | None] = [None] * len(eligible)
+        self.reserved_start = [math.inf] * len(eligible)  # earliest reservation start per node
+        self.windows: dict[int, list[tuple[float, float]]] = {}  # node -> reserved (start, end)
         self.level_names = tuple(level_names)
         self.levels = [
             _Level(name, [self._domain_key(node, depth) for node in eligible], self.free_gpu)
@@ -195,7 +195,7 @@ class Cluster:
         clone.free_gpu = list(self.free_gpu)
         clone.gpu_histogram = dict(self.gpu_histogram)
         clone.reserved_start = list(self.reserved_start)
-        clone.reserved_by = list(self.reserved_by)
+        clone.windows = {index: list(windows) for index, windows in self.windows.items()}
         clone.levels = []
         for level in self.levels:
             copied = object.__new__(_Level)
@@ -232,11 +232,17 @@ class Cluster:
             for level in self.levels:
                 level.change(node_index, sign * gpu)
 
-    def reserve(self, node_indexes: Iterable[int], start: float, gang_name: str) -> None:
+    def reserve(self, node_indexes: Iterable[int], start: float, end: float) -> None:
+        """Hold whole nodes for [start, end): later placements may not overlap that window."""
         for index in node_indexes:
-            if start < self.reserved_start[index]:
-                self.reserved_start[index] = start
-                self.reserved_by[index] = gang_name
+            self.reserved_start[index] = min(start, self.reserved_start[index])
+            self.windows.setdefault(index, []).append((start, end))
+
+    def reservation_ends(self) -> set[float]:
+        return {end for windows in self.windows.values() for _, end in windows}
+
+    def _overlaps_reservation(self, index: int, start: float, end: float) -> bool:
+        return any(start < held_end and held_start < end for held_start, held_end in self.windows[index])
 
     def could_fit(self, profile: GangProfile) -> bool:
         """Cheap necessary condition: enough free GPUs, and enough nodes with room for each pod size."""
@@ -255,15 +261,15 @@ class Cluster:
         self,
         profile: GangProfile,
         allowed: list[bool] | None,
-        end: float,
+        window: tuple[float, float],
         finest_level: int,
         widest_level: int,
     ) -> Assignment | None:
         """Find nodes for the gang without changing state.
 
         Levels are tried from ``finest_level`` down to ``widest_level`` (index into the topology
-        levels; -1 means the whole cluster). A node is usable only when the gang would end by the
-        node's earliest reservation start.
+        levels; -1 means the whole cluster). A node is usable only when the gang's run ``window``
+        (start, end) overlaps none of the node's reservations.
         """
         need = profile.required_gpu
         if not self.could_fit(profile) or (
@@ -272,24 +278,28 @@ class Cluster:
             return None
         for depth in range(finest_level, widest_level - 1, -1):
             if depth < 0:
-                return self._place_in(range(len(self.nodes)), profile, allowed, end)
+                return self._place_in(range(len(self.nodes)), profile, allowed, window)
             level = self.levels[depth]
             for domain in level.best_fit(need):
-                placed = self._place_in(level.members[domain], profile, allowed, end)
+                placed = self._place_in(level.members[domain], profile, allowed, window)
                 if placed is not None:
                     return placed
         return None
 
     def _place_in(
-        self, node_indexes: Iterable[int], profile: GangProfile, allowed: list[bool] | None, end: float
+        self,
+        node_indexes: Iterable[int],
+        profile: GangProfile,
+        allowed: list[bool] | None,
+        window: tuple[float, float],
     ) -> Assignment | None:
         taken: dict[int, dict[str, int]] = {}
         assignment: Assignment = []
         for shape in profile.required_shapes:
-            if not self._fill(shape, node_indexes, allowed, end, taken, assignment, required=True):
+            if not self._fill(shape, node_indexes, allowed, window, taken, assignment, required=True):
                 return None
         for shape in profile.optional_shapes:
-            self._fill(shape, node_indexes, allowed, end, taken, assignment, required=False)
+            self._fill(shape, node_indexes, allowed, window, taken, assignment, required=False)
         return assignment
 
     def _fill(
@@ -297,7 +307,7 @@ class Cluster:
         shape: Shape,
         node_indexes: Iterable[int],
         allowed: list[bool] | None,
-        end: float,
+        window: tuple[float, float],
         taken: dict[int, dict[str, int]],
         assignment: Assignment,
         required: bool,
@@ -305,9 +315,12 @@ class Cluster:
         """Best-fit: put members on the nodes with the fewest free GPUs that still hold them."""
         gpu, others, names = shape.gpu, shape.others, shape.member_names
         free_gpu, free, reserved_start = self.free_gpu, self.free, self.reserved_start
+        start, end = window
         candidates = []
         for index in node_indexes:
-            if reserved_start[index] < end or (allowed is not None and not allowed[index]):
+            if allowed is not None and not allowed[index]:
+                continue
+            if reserved_start[index] < end and self._overlaps_reservation(index, start, end):
                 continue
             already = taken.get(index)
             node_gpu = free_gpu[index] - (already.get(GPU, 0) if already else 0)
