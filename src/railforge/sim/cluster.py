@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-GPU = "nvidia.com/gpu"
-CPU = "cpu"  # millicores
-MEMORY = "memory"  # MiB
+from railforge.scheduler.model import CPU, GPU, MEMORY, Node
+
+GIB = 1024**3
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,7 +23,7 @@ class ClusterShape:
     leaves_per_spine: int = 8
     nvlink_domain: int = 1
     cpu_per_node: int = 128_000  # millicores
-    memory_per_node: int = 1_048_576  # MiB (1 TiB)
+    memory_per_node: int = 1024 * GIB  # bytes
 
     def __post_init__(self) -> None:
         for name in ("nodes", "gpus_per_node", "nodes_per_leaf", "leaves_per_spine", "nvlink_domain"):
@@ -44,26 +44,24 @@ class ClusterShape:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class NodeSpec:
-    name: str
-    allocatable: dict[str, int]
-    topology: tuple[str, str, str]
-
-
-def node_specs(shape: ClusterShape) -> list[NodeSpec]:
-    out: list[NodeSpec] = []
+def build_nodes(shape: ClusterShape) -> list[Node]:
+    out: list[Node] = []
     for i in range(shape.nodes):
         leaf = i // shape.nodes_per_leaf
         spine = leaf // shape.leaves_per_spine
         nvl = i // shape.nvlink_domain
         out.append(
-            NodeSpec(
+            Node(
                 name=f"node-{i:04d}",
                 allocatable={
                     GPU: shape.gpus_per_node,
                     CPU: shape.cpu_per_node,
                     MEMORY: shape.memory_per_node,
+                },
+                labels={
+                    "railforge.io/spine": f"spine{spine}",
+                    "railforge.io/leaf": f"leaf{leaf:02d}",
+                    "railforge.io/nvlink-domain": f"nvl-{nvl:04d}",
                 },
                 topology=(f"spine{spine}", f"leaf{leaf:02d}", f"nvl-{nvl:04d}"),
             )
