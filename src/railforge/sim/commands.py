@@ -50,6 +50,7 @@ def register(sub) -> None:
     r.add_argument("--traces", type=_csv, default=[], help="comma-separated traces instead of --all")
     r.add_argument("--doc", default="docs/simulation-results.md")
     r.add_argument("--plots-dir", default="", help="PNG folder (default: <doc without .md>/)")
+    r.add_argument("--cache", default="", help="folder to keep finished traces' results in and reuse")
     _common(r)
     r.set_defaults(func=cmd_report)
 
@@ -149,17 +150,46 @@ def _regen_command(args) -> str:
     return shlex.join(parts)
 
 
+def _cache_key(spec: str, args) -> str:
+    import hashlib
+
+    keys = ("traces_dir", "policies", "estimates", "load", "gpus_per_node", "nodes_per_leaf")
+    keys += ("leaves_per_spine", "nvlink_domain", "failures", "repair_hours", "seed", "period", "resync")
+    blob = repr((spec, args.max_jobs, *(getattr(args, k) for k in keys)))
+    safe = "".join(c if c.isalnum() else "-" for c in spec)
+    return f"{safe}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}.pickle"
+
+
 def cmd_report(args) -> int:
+    """Simulate each trace in turn and rewrite the doc after each one (partial results stay
+    readable).  With ``--cache DIR`` finished traces are stored and reused, so several processes
+    can fill the cache in parallel (``--traces`` subsets) and a final ``--all`` only assembles."""
+    import pickle
+
     from railforge.sim.doc import write_results_doc
 
     traces = list(ALL_TRACES) if args.all or not args.traces else args.traces
     plots_dir = args.plots_dir or os.path.splitext(args.doc)[0]
     sections = []
-    t0 = time.perf_counter()
+    elapsed = 0.0
     for spec in traces:
-        trace, shape = _prepare(spec, args)
-        results = _run(trace, _specs(spec, shape, args), args)
-        sections.append((trace, shape, results, trace_notes(trace, shape, results, args)))
-    write_results_doc(args.doc, plots_dir, sections, _regen_command(args), time.perf_counter() - t0)
+        cached = os.path.join(args.cache, _cache_key(spec, args)) if args.cache else ""
+        if cached and os.path.exists(cached):
+            with open(cached, "rb") as fh:
+                section, seconds = pickle.load(fh)
+        else:
+            t0 = time.perf_counter()
+            trace, shape = _prepare(spec, args)
+            results = _run(trace, _specs(spec, shape, args), args)
+            section = (trace, shape, results, trace_notes(trace, shape, results, args))
+            seconds = time.perf_counter() - t0
+            if cached:
+                os.makedirs(args.cache, exist_ok=True)
+                with open(cached + ".tmp", "wb") as fh:
+                    pickle.dump((section, seconds), fh)
+                os.replace(cached + ".tmp", cached)
+        sections.append(section)
+        elapsed += seconds
+        write_results_doc(args.doc, plots_dir, sections, _regen_command(args), elapsed)
     print(args.doc)
     return 0
