@@ -50,6 +50,11 @@ def register(sub) -> None:
     r.add_argument("--traces", type=_csv, default=[], help="comma-separated traces instead of --all")
     r.add_argument("--doc", default="docs/simulation-results.md")
     r.add_argument("--plots-dir", default="", help="PNG folder (default: <doc without .md>/)")
+    r.add_argument(
+        "--notes",
+        default="docs/simulation-notes.md",
+        help="hand-written Markdown inlined after the targets (kept across regenerations)",
+    )
     r.add_argument("--cache", default="", help="folder to keep finished traces' results in and reuse")
     _common(r)
     r.set_defaults(func=cmd_report)
@@ -190,6 +195,6 @@ def cmd_report(args) -> int:
                 os.replace(cached + ".tmp", cached)
         sections.append(section)
         elapsed += seconds
-        write_results_doc(args.doc, plots_dir, sections, _regen_command(args), elapsed)
+        write_results_doc(args.doc, plots_dir, sections, _regen_command(args), elapsed, args.notes)
     print(args.doc)
     return 0

@@ -67,7 +67,11 @@ def overview(rows) -> str:
     return "\n".join(lines)
 
 
-def write_results_doc(doc: str, plots_dir: str, sections, command: str, elapsed: float) -> str:
+def write_results_doc(
+    doc: str, plots_dir: str, sections, command: str, elapsed: float, notes_file: str = ""
+) -> str:
+    """Write the doc; ``notes_file`` (hand-written Markdown, e.g. findings) is inlined after the
+    targets table so that analysis survives regeneration."""
     doc_dir = os.path.dirname(doc)
     os.makedirs(doc_dir or ".", exist_ok=True)
     rows, checks, bodies, dump = [], [], [], {}
@@ -79,6 +83,10 @@ def write_results_doc(doc: str, plots_dir: str, sections, command: str, elapsed:
         bodies.append(trace_section(trace.name, results, summaries, sub, _rel(sub, doc_dir), notes))
         dump[trace.name] = summaries
     missed = sum(1 for _, _, ok in checks if ok is False)
+    notes = ""
+    if notes_file and os.path.exists(notes_file):
+        with open(notes_file) as fh:
+            notes = fh.read().strip() + "\n"
     text = "\n".join(
         [
             "# Simulation results",
@@ -99,6 +107,7 @@ def write_results_doc(doc: str, plots_dir: str, sections, command: str, elapsed:
             "",
             checks_md(checks),
             "",
+            notes,
             "## Overview",
             "",
             overview(rows),
