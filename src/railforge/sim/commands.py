@@ -6,7 +6,6 @@ import argparse
 import os
 import shlex
 import sys
-import time
 
 ALL_TRACES = ("philly", "itp:cluster01", "itp:cluster02", "itp:cluster03", "itp:cluster04", "itp:cluster05")
 DEFAULT_POLICIES = "railforge,strict_fifo,best_effort_fifo,sjf_oracle"
@@ -35,6 +34,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-jobs", type=int, default=0, help="replay only the first N jobs (0: all)")
     p.add_argument("--jobs", "-j", type=int, default=1, help="simulations to run in parallel processes")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.add_argument("--cache", default="", help="folder to keep finished runs in and reuse")
 
 
 def register(sub) -> None:
@@ -55,7 +55,6 @@ def register(sub) -> None:
         default="docs/simulation-notes.md",
         help="hand-written Markdown inlined after the targets (kept across regenerations)",
     )
-    r.add_argument("--cache", default="", help="folder to keep finished traces' results in and reuse")
     _common(r)
     r.set_defaults(func=cmd_report)
 
@@ -96,20 +95,53 @@ def _specs(trace_spec: str, shape, args):
     )
 
 
+def run_key(spec, max_jobs: int = 0) -> str:
+    """Cache file name of one run: trace, policy, estimates + a hash of everything else."""
+    import hashlib
+
+    blob = repr((spec, max_jobs))
+    safe = "".join(c if c.isalnum() else "-" for c in f"{spec.trace}-{spec.policy}-{spec.estimates}")
+    return f"{safe}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}.pickle"
+
+
 def _run(trace, specs, args):
-    """Run the specs on an already loaded (possibly truncated) trace."""
+    """Run the specs on an already loaded (possibly truncated) trace.  With ``--cache DIR`` every
+    finished run is stored there and reused, so several processes can share the work (e.g. one
+    per policy) and a final run only assembles.  Clear the cache after changing the core."""
+    import pickle
+
     from tqdm import tqdm
 
     from railforge.sim.runner import run_all, simulate
 
+    cache = args.cache
+    paths = [os.path.join(cache, run_key(s, args.max_jobs)) if cache else "" for s in specs]
+    out = [None] * len(specs)
+    for i, path in enumerate(paths):
+        if path and os.path.exists(path):
+            with open(path, "rb") as fh:
+                out[i] = pickle.load(fh)
+
+    def store(i, res):
+        out[i] = res
+        if paths[i]:
+            os.makedirs(cache, exist_ok=True)
+            with open(paths[i] + ".tmp", "wb") as fh:
+                pickle.dump(res, fh)
+            os.replace(paths[i] + ".tmp", paths[i])
+
+    todo = [i for i in range(len(specs)) if out[i] is None]
     if args.max_jobs or args.jobs <= 1:
-        out = []
-        for spec in specs:
+        for i in todo:
+            spec = specs[i]
             desc = f"{trace.name} {spec.policy} ({spec.estimates})"
             with tqdm(total=len(trace.jobs), desc=desc, unit="job", disable=args.no_progress) as bar:
-                out.append(simulate(spec, trace, bar.update))
-        return out
-    return run_all(specs, workers=args.jobs, show_progress=not args.no_progress)
+                store(i, simulate(spec, trace, bar.update))
+    elif todo:
+        results = run_all([specs[i] for i in todo], args.jobs, not args.no_progress)
+        for i, res in zip(todo, results, strict=True):
+            store(i, res)
+    return out
 
 
 def trace_notes(trace, shape, results, args) -> str:
@@ -155,46 +187,19 @@ def _regen_command(args) -> str:
     return shlex.join(parts)
 
 
-def _cache_key(spec: str, args) -> str:
-    import hashlib
-
-    keys = ("traces_dir", "policies", "estimates", "load", "gpus_per_node", "nodes_per_leaf")
-    keys += ("leaves_per_spine", "nvlink_domain", "failures", "repair_hours", "seed", "period", "resync")
-    blob = repr((spec, args.max_jobs, *(getattr(args, k) for k in keys)))
-    safe = "".join(c if c.isalnum() else "-" for c in spec)
-    return f"{safe}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}.pickle"
-
-
 def cmd_report(args) -> int:
     """Simulate each trace in turn and rewrite the doc after each one (partial results stay
-    readable).  With ``--cache DIR`` finished traces are stored and reused, so several processes
-    can fill the cache in parallel (``--traces`` subsets) and a final ``--all`` only assembles."""
-    import pickle
-
+    readable); see ``_run`` for ``--cache``."""
     from railforge.sim.doc import write_results_doc
 
     traces = list(ALL_TRACES) if args.all or not args.traces else args.traces
     plots_dir = args.plots_dir or os.path.splitext(args.doc)[0]
     sections = []
-    elapsed = 0.0
     for spec in traces:
-        cached = os.path.join(args.cache, _cache_key(spec, args)) if args.cache else ""
-        if cached and os.path.exists(cached):
-            with open(cached, "rb") as fh:
-                section, seconds = pickle.load(fh)
-        else:
-            t0 = time.perf_counter()
-            trace, shape = _prepare(spec, args)
-            results = _run(trace, _specs(spec, shape, args), args)
-            section = (trace, shape, results, trace_notes(trace, shape, results, args))
-            seconds = time.perf_counter() - t0
-            if cached:
-                os.makedirs(args.cache, exist_ok=True)
-                with open(cached + ".tmp", "wb") as fh:
-                    pickle.dump((section, seconds), fh)
-                os.replace(cached + ".tmp", cached)
-        sections.append(section)
-        elapsed += seconds
+        trace, shape = _prepare(spec, args)
+        results = _run(trace, _specs(spec, shape, args), args)
+        sections.append((trace, shape, results, trace_notes(trace, shape, results, args)))
+        elapsed = sum(r.counters.get("wall_seconds", 0.0) for _, _, rs, _ in sections for r in rs)
         write_results_doc(args.doc, plots_dir, sections, _regen_command(args), elapsed, args.notes)
     print(args.doc)
     return 0
