@@ -51,6 +51,11 @@ def register(sub) -> None:
     r.add_argument("--doc", default="docs/simulation-results.md")
     r.add_argument("--plots-dir", default="", help="PNG folder (default: <doc without .md>/)")
     r.add_argument(
+        "--cached-only",
+        action="store_true",
+        help="assemble the doc from --cache only; runs not there are listed as missing",
+    )
+    r.add_argument(
         "--notes",
         default="docs/simulation-notes.md",
         help="hand-written Markdown inlined after the targets (kept across regenerations)",
@@ -131,6 +136,8 @@ def _run(trace, specs, args):
             os.replace(paths[i] + ".tmp", paths[i])
 
     todo = [i for i in range(len(specs)) if out[i] is None]
+    if getattr(args, "cached_only", False):
+        return [r for r in out if r is not None]
     if args.max_jobs or args.jobs <= 1:
         for i in todo:
             spec = specs[i]
@@ -197,8 +204,14 @@ def cmd_report(args) -> int:
     sections = []
     for spec in traces:
         trace, shape = _prepare(spec, args)
-        results = _run(trace, _specs(spec, shape, args), args)
-        sections.append((trace, shape, results, trace_notes(trace, shape, results, args)))
+        specs = _specs(spec, shape, args)
+        results = _run(trace, specs, args)
+        notes = trace_notes(trace, shape, results, args)
+        done = {(r.policy, r.estimates) for r in results}
+        missing = [f"{s.policy} ({s.estimates})" for s in specs if (s.policy, s.estimates) not in done]
+        if missing:
+            notes += f"\n\n**Not finished in time, so missing here:** {', '.join(missing)}."
+        sections.append((trace, shape, results, notes))
         elapsed = sum(r.counters.get("wall_seconds", 0.0) for _, _, rs, _ in sections for r in rs)
         write_results_doc(args.doc, plots_dir, sections, _regen_command(args), elapsed, args.notes)
     print(args.doc)
