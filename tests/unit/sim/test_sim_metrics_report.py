@@ -132,11 +132,14 @@ def test_cli_report_end_to_end(tmp_path, traces_dir):
             "0.5",
             "--doc",
             str(doc),
+            "--cache",
+            str(tmp_path / "cache"),
             "--no-progress",
         ]
     )
     assert rc == 0
     text = doc.read_text()
+    assert len(list((tmp_path / "cache").glob("*.pickle"))) == 6  # 2 traces x 3 policies
     assert text.startswith("# Simulation results")
     assert "python -m railforge.cli simulate-report --traces philly," in text
     assert "--failures 0.5" in text
@@ -147,3 +150,14 @@ def test_cli_report_end_to_end(tmp_path, traces_dir):
 def test_cli_rejects_unknown_policy(traces_dir):
     with pytest.raises(ValueError):
         main(["simulate", "--trace", "philly", "--traces-dir", str(traces_dir), "--policies", "lottery"])
+
+
+def test_cli_report_cached_only_lists_missing_runs(tmp_path, traces_dir):
+    doc = tmp_path / "doc.md"
+    base = ["simulate-report", "--traces", "philly", "--traces-dir", str(traces_dir), "--max-jobs", "60"]
+    base += ["--estimates", "exact", "--cache", str(tmp_path / "c"), "--doc", str(doc), "--no-progress"]
+    assert main([*base, "--policies", "strict_fifo"]) == 0
+    assert main([*base, "--policies", "strict_fifo,best_effort_fifo", "--cached-only"]) == 0
+    text = doc.read_text()
+    assert "| strict_fifo (n/a) |" in text
+    assert "missing here:** best_effort_fifo (n/a)" in text
