@@ -54,8 +54,8 @@ def test_summary_hand_computed():
     assert s["by_bucket"]["2-8"]["wait"]["mean"] == pytest.approx(95)
     assert s["by_bucket"]["16+"]["jct"]["p99"] == 30
     assert s["makespan"] == 300
-    # window [0, 20]: 9 GPUs of 32 throughout
-    assert s["util"] == pytest.approx(9 / 32)
+    # window [0, 20]: the exact per-queue integrals, 300 GPU-s of 32 x 20
+    assert s["util"] == pytest.approx(300 / 640)
     assert s["util_makespan"] == pytest.approx((9 * 20 + 25 * 80 + 12 * 200) / 300 / 32)
     assert s["queue_ratio"] == {"q1": 1.0, "q2": 2.0}
     assert s["jain"] == pytest.approx(9 / (2 * 5))
