@@ -12,9 +12,9 @@ SETUP = """\
 ## Setup
 
 * **Simulator** (`railforge.sim.engine`): discrete events (arrival, completion, optional node
-  failure and repair) in a heap; all events of one timestamp are applied, then the scheduler core's
-  own `decide()` runs once and its decisions are applied (evictions, restarts, failures, then
-  binds).  The scheduler is also woken every 15 simulated minutes while gangs wait.  Evicted
+  failure and repair) in a heap; all events of one timestamp (or, with `--period P`, of one
+  P-second scheduling cycle) are applied, then the scheduler core's own `decide()` runs once and
+  its decisions are applied (evictions, restarts, failures, then binds).  The scheduler is also woken every 15 simulated minutes while gangs wait.  Evicted
   (reclaimed) or restarted gangs go back to pending with their original submit time and **lose all
   progress**.  Per-queue usage is decayed with the configured half-life (7 days) and handed to
   `decide()` for fair share.
