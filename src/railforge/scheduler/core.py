@@ -72,7 +72,12 @@ class _Pass:
         self.bound_releases: list[tuple[float, int, dict]] = []
         self.failure_cache: dict[tuple, tuple[float, str]] = {}
         self.reservations_made = 0
+        self.depth = {"none": 0, "easy": 1}.get(self.config.backfill, self.config.reservation_depth)
         self.first_reservation: Reservation | None = None
+        self.limited: dict[str, bool] = {}  # queue -> some queue on its path has a limit
+        self.version = 0  # bumped whenever binds, evictions or reservations change the cluster
+        self.reclaim_failures: dict[tuple, tuple[int, float]] = {}  # (shape, queue) -> (version, end)
+        self.reclaimable: list[RunningGang] = []  # possible reclaim victims, in victim order
 
     # -- running gangs -------------------------------------------------------------------------
 
@@ -111,6 +116,11 @@ class _Pass:
             add_resources(by_queue.setdefault(running.gang.queue, {}), charge)
         for queue in sorted(by_queue):
             self.usage.add(queue, by_queue[queue])
+        minimum = self.config.min_runtime_before_reclaim
+        self.reclaimable = sorted(
+            (r for r in self.survivors if r.borrowed and self.now - r.start_time >= minimum),
+            key=lambda r: (r.gang.priority, self.now - r.start_time, r.gang.name),
+        )
         return Cluster(self.snapshot.nodes, used, self.level_names)
 
     # -- ordering ------------------------------------------------------------------------------
@@ -229,40 +239,71 @@ class _Pass:
         return finest, widest
 
     def try_start(self, gang: Gang) -> bool:
-        """Start the gang, or record why it cannot; False when it is blocked on capacity."""
+        """Start the gang, or record why it cannot; False when it is blocked on capacity.
+
+        Cheap checks come first: the queue limit only for queues that have one on their path, then
+        the per-shape failure cache (placement cannot succeed for a gang whose shape already failed
+        with a run window no longer than this one, since capacity only shrinks between reclaims),
+        and reclaim only while some borrowed gang could be a victim and the same shape of the same
+        queue has not already failed to reclaim in the same cluster state.
+        """
         profile = gang_profile(gang)
         decisions = self.decisions
-        over = self.usage.over_limit(gang.queue, profile.charge)
-        if over is not None:
-            queue, resource, limit = over
-            if profile.charge[resource] > limit:
-                decisions.reasons[gang.name] = reasons.over_limit_alone(
-                    queue, resource, profile.charge[resource], limit
-                )
-            else:
-                decisions.reasons[gang.name] = reasons.at_limit(queue, resource, limit)
-            return True
+        queue = gang.queue
+        limited = self.limited.get(queue)
+        if limited is None:
+            limited = self.limited[queue] = any(self.tree.get(name).limit for name in self.tree.path(queue))
+        if limited:
+            over = self.usage.over_limit(queue, profile.charge)
+            if over is not None:
+                name, resource, limit = over
+                if profile.charge[resource] > limit:
+                    decisions.reasons[gang.name] = reasons.over_limit_alone(
+                        name, resource, profile.charge[resource], limit
+                    )
+                else:
+                    decisions.reasons[gang.name] = reasons.at_limit(name, resource, limit)
+                return True
         cluster = self.cluster
-        borrowed = self.usage.borrows(gang.queue, profile.charge)
         runtime = self.runtime(gang)
         end = self.now + runtime
-        allowed = cluster.allowed_nodes(gang, profile)
-        finest, widest = self.levels_for(gang, profile)
-        cached = self.failure_cache.get(profile.failure_key)
+        key = profile.failure_key
+        cached = self.failure_cache.get(key)
+        fresh = cached is None or end < cached[0]
+        allowed: list[bool] | None = None
+        finest = widest = -1
+        if fresh:
+            allowed = cluster.allowed_nodes(gang, profile)
+            finest, widest = self.levels_for(gang, profile)
         assignment = None
-        if cached is None or end < cached[0]:
+        if fresh:
             assignment = cluster.place(profile, allowed, (self.now, end), finest, widest)
-        if assignment is None and not borrowed and self.config.reclaim:
-            assignment = self.reclaim(gang, profile, allowed, end, finest, widest)
+        borrowed: bool | None = None
+        if assignment is None and self.config.reclaim and self.reclaimable:
+            borrowed = self.usage.borrows(queue, profile.charge)
+            if not borrowed:
+                reclaim_key = (key, queue)
+                failed = self.reclaim_failures.get(reclaim_key)
+                if failed is None or failed[0] != self.version or end < failed[1]:
+                    if not fresh:
+                        allowed = cluster.allowed_nodes(gang, profile)
+                        finest, widest = self.levels_for(gang, profile)
+                    assignment = self.reclaim(gang, profile, allowed, end, finest, widest)
+                    if assignment is None:
+                        self.reclaim_failures[reclaim_key] = (self.version, end)
         if assignment is not None:
+            if borrowed is None:
+                borrowed = self.usage.borrows(queue, profile.charge)
             self.bind(gang, profile, assignment, end, borrowed)
             return True
-        if cached is None or end < cached[0]:
+        if fresh:
             cached = (end, self.capacity_reason(gang, profile, allowed, widest))
-            self.failure_cache[profile.failure_key] = cached
+            self.failure_cache[key] = cached
         decisions.reasons[gang.name] = cached[1]
-        depth = {"none": 0, "easy": 1}.get(self.config.backfill, self.config.reservation_depth)
-        if self.reservations_made < depth:
+        if self.reservations_made < self.depth:
+            if not fresh:
+                allowed = cluster.allowed_nodes(gang, profile)
+                finest, widest = self.levels_for(gang, profile)
             self.reservations_made += 1
             self.reserve(gang, profile, allowed, runtime, finest, widest)
         return False
@@ -280,6 +321,7 @@ class _Pass:
             placement[member] = cluster.nodes[index].name
             self.bound_releases.append((end, index, requests))
         self.usage.add(gang.queue, charge)
+        self.version += 1
         self.decisions.binds.append(Bind(gang.name, placement, borrowed))
 
     def capacity_reason(
@@ -317,21 +359,24 @@ class _Pass:
         """Evict whole borrowed gangs of other queues (lowest priority, least progress first) until
         the gang fits; evict nothing when it would not fit even then."""
         own_path = set(self.tree.path(gang.queue))
-        minimum = self.config.min_runtime_before_reclaim
-        victims = [
-            r
-            for r in self.survivors
-            if r.borrowed
-            and r.gang.name not in self.evicted
-            and r.gang.queue not in own_path
-            and self.now - r.start_time >= minimum
-            and self.usage.over_quota(r.gang.queue)
-        ]
+        over_quota: dict[str, bool] = {}
+        victims = []
+        for r in self.reclaimable:
+            victim_queue = r.gang.queue
+            if r.gang.name in self.evicted or victim_queue in own_path:
+                continue
+            over = over_quota.get(victim_queue)
+            if over is None:
+                over = over_quota[victim_queue] = self.usage.over_quota(victim_queue)
+            if over:
+                victims.append(r)
         if not victims:
             return None
-        victims.sort(key=lambda r: (r.gang.priority, self.now - r.start_time, r.gang.name))
         cluster = self.cluster
         need = profile.required_gpu
+        charge = self.running_charge
+        if cluster.total_free_gpu + sum(charge[r.gang.name].get(GPU, 0) for r in victims) < need:
+            return None  # even evicting every victim would not free enough GPUs
         released: list[RunningGang] = []
         assignment = None
         for victim in victims:
@@ -355,6 +400,7 @@ class _Pass:
                 )
             )
         self.failure_cache.clear()  # capacity grew
+        self.version += 1
         return assignment
 
     def release(self, running: RunningGang, sign: int) -> None:
@@ -406,6 +452,7 @@ class _Pass:
             if assignment is not None:
                 indexes = sorted({node_index for _, node_index in assignment})
                 self.cluster.reserve(indexes, start, start + runtime)
+                self.version += 1
                 names = tuple(self.cluster.nodes[i].name for i in indexes)
                 reservation = Reservation(gang.name, names, start)
                 self.decisions.reservations.append(reservation)
