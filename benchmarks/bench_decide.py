@@ -172,9 +172,8 @@ def main() -> None:
     busy = sum(
         sum(m.requests.get(GPU, 0) for m in r.gang.members) for r in philly.running
     )
-    print(
-        f"| {len(philly.nodes)} | {len(philly.running)} | {busy} | {len(philly.pending)} | {pods} | {binds} | {ms:.2f} |"
-    )
+    counts = (len(philly.nodes), len(philly.running), busy, len(philly.pending), pods, binds)
+    print("| " + " | ".join(str(c) for c in counts) + f" | {ms:.2f} |")
     table(
         "Targets",
         [(56, 300, 10), (1000, 5000, 2000), (5000, 25000, 4200)],

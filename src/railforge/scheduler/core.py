@@ -83,8 +83,12 @@ class _Pass:
 
     def handle_failures(self) -> None:
         nodes = {node.name: node for node in self.snapshot.nodes}
+        ready = {name for name, node in nodes.items() if node.ready}
         for running in sorted(self.snapshot.running, key=lambda r: r.gang.name):
             problem = None
+            if not running.failed_members and ready.issuperset(running.placement.values()):
+                self.survivors.append(running)
+                continue
             if running.failed_members:
                 problem = f"member {sorted(running.failed_members)[0]} failed"
             else:
@@ -107,13 +111,28 @@ class _Pass:
                 )
 
     def build_cluster(self) -> Cluster:
+        """One pass over the surviving placements: used resources per node, charge per queue."""
         used: dict[str, dict[str, int]] = {}
         by_queue: dict[str, dict[str, int]] = {}
+        running_charge = self.running_charge
         for running in self.survivors:
-            for node, requests in placed_requests(running):
-                add_resources(used.setdefault(node, {}), requests)
-            charge = self.running_charge[running.gang.name] = placed_charge(running)
-            add_resources(by_queue.setdefault(running.gang.queue, {}), charge)
+            gang = running.gang
+            profile = gang_profile(gang)
+            requests = profile.member_requests
+            placement = running.placement
+            for member, node in placement.items():
+                node_used = used.get(node)
+                if node_used is None:
+                    node_used = used[node] = {}
+                for name, amount in requests[member].items():
+                    node_used[name] = node_used.get(name, 0) + amount
+            charge = profile.charge if len(placement) == len(gang.members) else placed_charge(running)
+            running_charge[gang.name] = charge
+            queue_charge = by_queue.get(gang.queue)
+            if queue_charge is None:
+                by_queue[gang.queue] = dict(charge)
+            else:
+                add_resources(queue_charge, charge)
         for queue in sorted(by_queue):
             self.usage.add(queue, by_queue[queue])
         minimum = self.config.min_runtime_before_reclaim
@@ -158,42 +177,54 @@ class _Pass:
         by_queue: dict[str, list[Gang]] = {}
         demand: dict[str, float] = {}
         for gang in gangs:
-            by_queue.setdefault(gang.queue, []).append(gang)
-            demand[gang.queue] = demand.get(gang.queue, 0) + gang_profile(gang).gpu
+            queue = gang.queue
+            queued = by_queue.get(queue)
+            if queued is None:
+                queued = by_queue[queue] = []
+                demand.setdefault(queue, 0)
+            queued.append(gang)
+            demand[queue] += gang_profile(gang).gpu
+        charge = self.running_charge
         for running in self.survivors:
             queue = running.gang.queue
-            demand[queue] = demand.get(queue, 0) + self.running_charge[running.gang.name].get(GPU, 0)
+            demand[queue] = demand.get(queue, 0) + charge[running.gang.name].get(GPU, 0)
         shares = fair_shares(self.tree, demand, capacity)
         half_life = self.config.fair_share_half_life
         usage = self.snapshot.usage
 
-        def served(queue: str, allocated: float) -> float:
-            # Mean of the GPUs held now and the time-averaged GPUs implied by the decayed usage.
-            if half_life <= 0 or queue not in usage:
-                return allocated
-            return (allocated + usage[queue] * LN2 / half_life) / 2
-
-        def key(queue: str, allocated: float) -> tuple:
-            share = shares.get(queue, 0.0)
-            load = served(queue, allocated)
-            ratio = load / share if share > 0 else math.inf
-            return (ratio, load, -self.tree.get(queue).priority, queue)
-
+        # Served GPUs: the mean of the GPUs held now and the time-averaged GPUs implied by the
+        # decayed usage; a queue is keyed by (served / share, served, -priority, name).
         heap = []
+        constants: dict[str, tuple[float, float, float, int]] = {}
         allocated: dict[str, float] = {}
+        gpus: dict[str, list[int]] = {}
         for queue, queued in by_queue.items():
             queued.sort(key=lambda g: (-g.priority, g.submit_time, g.name))
-            allocated[queue] = self.usage.gpus(queue)
-            heap.append((key(queue, allocated[queue]), queue, 0))
+            gpus[queue] = [gang_profile(g).gpu for g in queued]
+            if half_life <= 0 or queue not in usage:
+                scale, offset = 1.0, 0.0
+            else:
+                scale, offset = 0.5, usage[queue] * LN2 / half_life / 2
+            share = shares.get(queue, 0.0)
+            priority = -self.tree.get(queue).priority
+            constants[queue] = (scale, offset, share, priority)
+            held = allocated[queue] = self.usage.gpus(queue)
+            load = held * scale + offset if scale != 1.0 else held
+            heap.append(((load / share if share > 0 else math.inf, load, priority, queue), queue, 0))
         heapq.heapify(heap)
         ordered: list[Gang] = []
+        push, pop = heapq.heappush, heapq.heappop
         while heap:
-            _, queue, position = heapq.heappop(heap)
-            gang = by_queue[queue][position]
-            ordered.append(gang)
-            allocated[queue] += gang_profile(gang).gpu
-            if position + 1 < len(by_queue[queue]):
-                heapq.heappush(heap, (key(queue, allocated[queue]), queue, position + 1))
+            _, queue, position = pop(heap)
+            queued = by_queue[queue]
+            ordered.append(queued[position])
+            held = allocated[queue] = allocated[queue] + gpus[queue][position]
+            position += 1
+            if position < len(queued):
+                scale, offset, share, priority = constants[queue]
+                load = held * scale + offset if scale != 1.0 else held
+                ratio = load / share if share > 0 else math.inf
+                push(heap, ((ratio, load, priority, queue), queue, position))
         return ordered
 
     # -- the pass ------------------------------------------------------------------------------
