@@ -14,6 +14,7 @@ import argparse
 import random
 import statistics
 import time
+from dataclasses import replace
 
 from railforge.scheduler import GPU, Gang, Member, Node, Queue, RunningGang, Snapshot, decide
 
@@ -102,6 +103,9 @@ def philly_snapshot(seed: int = 11) -> Snapshot:
         )
         for i in range(56)
     )
+    now = 100_000.0
+    quota = 448 // 15
+    held = {q.name: 0 for q in queues}
     running = []
     busy = 0
     free = {node.name: 8 for node in cluster}
@@ -113,30 +117,44 @@ def philly_snapshot(seed: int = 11) -> Snapshot:
             continue
         node = fits[0] if size >= 4 else rng.choice(fits)
         member = Member(f"run-{k}-0", {GPU: size, "cpu": 4000 * size})
-        gang = Gang(
-            f"run-{k}", queues[rng.randrange(15)].name, (member,), max_runtime=rng.uniform(600, 86400)
-        )
-        start = rng.uniform(0, 100.0)
-        running.append(RunningGang(gang, {member.name: node}, start, start + gang.max_runtime))
+        queue = queues[min(14, int(rng.expovariate(0.25)))].name  # a few busy queues borrow
+        gang = Gang(f"run-{k}", queue, (member,), max_runtime=rng.uniform(20_600, 86_400))
+        start = now - rng.uniform(0, 20_000)
+        borrowed = held[queue] + size > quota
+        held[queue] += size
+        running.append(RunningGang(gang, {member.name: node}, start, start + gang.max_runtime, borrowed))
         free[node] -= size
         busy += size
         k += 1
     pending = []
-    for i in range(550):
+    for i in range(700):
         gpus = rng.choice((1,) * 14 + (2, 4, 8, 8) + ((16, 32, 64)[i % 3],) * (i % 4 == 0))
         pod = min(gpus, 8)
         members = tuple(Member(f"p{i}-{j}", {GPU: pod, "cpu": 4000 * pod}) for j in range(gpus // pod))
-        pending.append(
-            Gang(
-                f"p{i}",
-                queues[rng.randrange(15)].name,
-                members,
-                submit_time=rng.uniform(0, 100.0),
-                max_runtime=rng.uniform(600, 86400),
-            )
-        )
+        queue = queues[min(14, int(rng.expovariate(0.25)))].name
+        submit = now - rng.uniform(0, 20_000)
+        pending.append(Gang(f"p{i}", queue, members, submit_time=submit, max_runtime=rng.uniform(600, 86400)))
     usage = {q.name: rng.uniform(0, 1e7) for q in queues}
-    return Snapshot(100.0, cluster, queues, tuple(pending), tuple(running), usage)
+    snap = Snapshot(now, cluster, queues, tuple(pending), tuple(running), usage)
+    for _ in range(5):  # settle: apply decisions until a call starts and evicts nothing, as in a replay
+        decisions = decide(snap)
+        if not decisions.binds and not decisions.evictions:
+            break
+        gone = {e.gang_name for e in decisions.evictions}
+        by_name = {g.name: g for g in snap.pending}
+        started = tuple(
+            RunningGang(
+                by_name[b.gang_name], b.placement, now, now + by_name[b.gang_name].max_runtime, b.borrowed
+            )
+            for b in decisions.binds
+        )
+        bound = {b.gang_name for b in decisions.binds}
+        snap = replace(
+            snap,
+            pending=tuple(g for g in snap.pending if g.name not in bound),
+            running=tuple(r for r in snap.running if r.gang.name not in gone) + started,
+        )
+    return snap
 
 
 def median_ms(snap: Snapshot, repeat: int) -> tuple[float, int, int]:
@@ -169,9 +187,7 @@ def main() -> None:
     print("\n### Philly replay state\n")
     print("| nodes | running gangs | busy GPUs | pending gangs | pending pods | binds | median ms |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
-    busy = sum(
-        sum(m.requests.get(GPU, 0) for m in r.gang.members) for r in philly.running
-    )
+    busy = sum(sum(m.requests.get(GPU, 0) for m in r.gang.members) for r in philly.running)
     counts = (len(philly.nodes), len(philly.running), busy, len(philly.pending), pods, binds)
     print("| " + " | ".join(str(c) for c in counts) + f" | {ms:.2f} |")
     table(

@@ -11,7 +11,9 @@ later gangs may not delay.
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
+from collections.abc import Iterable, Iterator
 
 from railforge.scheduler import reasons
 from railforge.scheduler.fairshare import QueueTree, Usage, fair_shares
@@ -78,6 +80,8 @@ class _Pass:
         self.version = 0  # bumped whenever binds, evictions or reservations change the cluster
         self.reclaim_failures: dict[tuple, tuple[int, float]] = {}  # (shape, queue) -> (version, end)
         self.reclaimable: list[RunningGang] = []  # possible reclaim victims, in victim order
+        self.frozen_check: tuple[int, bool] | None = None  # (version, frozen())
+        self.frozen_reasons: dict[tuple, str] = {}  # failure key -> reason once the pass stopped
 
     # -- running gangs -------------------------------------------------------------------------
 
@@ -150,7 +154,9 @@ class _Pass:
         default = self.tree.get(gang.queue).default_max_runtime
         return math.inf if default is None else default
 
-    def order(self, gangs: list[Gang], capacity: int) -> list[Gang]:
+    def order(self, gangs: list[Gang], capacity: int) -> Iterable[Gang]:
+        """Gangs in service order; the fair order is produced lazily, so a pass that stops early
+        (see ``run``) does not pay for ordering the gangs it never tries."""
         config = self.config
         aged: list[Gang] = []
         rest = gangs
@@ -165,13 +171,13 @@ class _Pass:
         elif config.order == "sjf_oracle":
             rest = sorted(rest, key=lambda g: (self.oracle_runtime(g), g.submit_time, g.name))
         else:
-            rest = self.fair_order(rest, capacity)
+            return itertools.chain(aged, self.fair_order(rest, capacity))
         return aged + rest
 
     def oracle_runtime(self, gang: Gang) -> float:
         return gang.oracle_runtime if gang.oracle_runtime is not None else self.runtime(gang)
 
-    def fair_order(self, gangs: list[Gang], capacity: int) -> list[Gang]:
+    def fair_order(self, gangs: list[Gang], capacity: int) -> Iterator[Gang]:
         """Repeatedly serve the queue whose service is furthest below its fair share, as if each
         gang taken were started; within a queue: priority, then age."""
         by_queue: dict[str, list[Gang]] = {}
@@ -212,12 +218,11 @@ class _Pass:
             load = held * scale + offset if scale != 1.0 else held
             heap.append(((load / share if share > 0 else math.inf, load, priority, queue), queue, 0))
         heapq.heapify(heap)
-        ordered: list[Gang] = []
         push, pop = heapq.heappush, heapq.heappop
         while heap:
             _, queue, position = pop(heap)
             queued = by_queue[queue]
-            ordered.append(queued[position])
+            yield queued[position]
             held = allocated[queue] = allocated[queue] + gpus[queue][position]
             position += 1
             if position < len(queued):
@@ -225,7 +230,6 @@ class _Pass:
                 load = held * scale + offset if scale != 1.0 else held
                 ratio = load / share if share > 0 else math.inf
                 push(heap, ((ratio, load, priority, queue), queue, position))
-        return ordered
 
     # -- the pass ------------------------------------------------------------------------------
 
@@ -243,12 +247,31 @@ class _Pass:
             else:
                 waiting.append(gang)
         head_blocker: str | None = None
+        skip_ahead = self.config.skip_ahead
+        # The pass stops early once nothing that is left can change the cluster: then every
+        # remaining gang's reason depends only on the (frozen) state, not on its turn.
+        min_gpu = self.min_gpu = min((gang_profile(g).required_gpu for g in waiting), default=0)
+        self.min_charge_gpu = min((gang_profile(g).charge.get(GPU, 0) for g in waiting), default=0)
+        self.waiting_queues = sorted({g.queue for g in waiting})
+        tried: set[str] = set()
+        stopped = False
         for gang in self.order(waiting, cluster.total_gpu):
-            if head_blocker is not None and not self.config.skip_ahead:
-                decisions.reasons[gang.name] = reasons.strict_order(head_blocker)
-                continue
+            if head_blocker is not None and not skip_ahead:
+                stopped = True
+                break
+            if cluster.total_free_gpu < min_gpu and self.reservations_made >= self.depth and self.frozen():
+                stopped = True
+                break
+            tried.add(gang.name)
             if not self.try_start(gang):
                 head_blocker = head_blocker or gang.name
+        if stopped:
+            for gang in waiting:
+                if gang.name not in tried:
+                    if head_blocker is not None and not skip_ahead:
+                        decisions.reasons[gang.name] = reasons.strict_order(head_blocker)
+                    else:
+                        self.frozen_reason(gang)
         decisions.stats.update(
             pending=len(self.snapshot.pending),
             bound=len(decisions.binds),
@@ -257,6 +280,78 @@ class _Pass:
             free_gpus=cluster.total_free_gpu,
         )
         return decisions
+
+    def frozen(self) -> bool:
+        """True when no gang still waiting can start or reclaim, given that none fits the free GPUs
+        (the caller checked) and no reservation is left to make: reclaim needs reclaimable GPUs
+        enough for the smallest gang, and a queue whose gangs are not all beyond quota (borrowing
+        gangs never reclaim)."""
+        if not self.config.reclaim:
+            return True
+        checked = self.frozen_check
+        if checked is not None and checked[0] == self.version:
+            return checked[1]
+        result = True
+        over_quota: dict[str, bool] = {}
+        victims: list[tuple[str, int]] = []  # (queue, GPUs) of gangs reclaim may evict now
+        for running in self.reclaimable:
+            queue = running.gang.queue
+            if running.gang.name in self.evicted:
+                continue
+            over = over_quota.get(queue)
+            if over is None:
+                over = over_quota[queue] = self.usage.over_quota(queue)
+            if over:
+                victims.append((queue, self.running_charge[running.gang.name].get(GPU, 0)))
+        if victims:
+            free = self.cluster.total_free_gpu
+            for queue in self.waiting_queues:
+                if self.min_charge_gpu > 0 and self.queue_full(queue):
+                    continue  # every gang of the queue borrows, so none reclaims
+                own_path = self.tree.path(queue)
+                if (
+                    free + sum(gpu for victim_queue, gpu in victims if victim_queue not in own_path)
+                    >= self.min_gpu
+                ):
+                    result = False
+                    break
+        self.frozen_check = (self.version, result)
+        return result
+
+    def queue_full(self, queue: str) -> bool:
+        """True when the queue or an ancestor already holds its GPU quota, so every gang of the queue
+        that charges a GPU would borrow."""
+        usage = self.usage
+        for name in self.tree.path(queue):
+            if usage.gpus(name) >= self.tree.get(name).quota.get(GPU, 0):
+                return True
+        return False
+
+    def frozen_reason(self, gang: Gang) -> None:
+        """The reason of a gang left untried by a stopped pass: what try_start would record."""
+        profile = gang_profile(gang)
+        queue = gang.queue
+        limited = self.limited.get(queue)
+        if limited is None:
+            limited = self.limited[queue] = any(self.tree.get(name).limit for name in self.tree.path(queue))
+        if limited:
+            over = self.usage.over_limit(queue, profile.charge)
+            if over is not None:
+                name, resource, limit = over
+                if profile.charge[resource] > limit:
+                    self.decisions.reasons[gang.name] = reasons.over_limit_alone(
+                        name, resource, profile.charge[resource], limit
+                    )
+                else:
+                    self.decisions.reasons[gang.name] = reasons.at_limit(name, resource, limit)
+                return
+        key = profile.failure_key
+        reason = self.frozen_reasons.get(key)
+        if reason is None:
+            allowed = self.cluster.allowed_nodes(gang, profile)
+            _, widest = self.levels_for(gang, profile)
+            reason = self.frozen_reasons[key] = self.capacity_reason(gang, profile, allowed, widest)
+        self.decisions.reasons[gang.name] = reason
 
     def levels_for(self, gang: Gang, profile: GangProfile) -> tuple[int, int]:
         """(finest, widest) topology level indexes to try; -1 is the whole cluster."""
