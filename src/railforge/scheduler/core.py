@@ -576,11 +576,18 @@ class _Pass:
             start = max(when, self.now)
             assignment = future.place(profile, allowed, (start, start + runtime), finest, widest)
             if assignment is not None:
-                indexes = sorted({node_index for _, node_index in assignment})
-                self.cluster.reserve(indexes, start, start + runtime)
+                holds: dict[int, dict[str, int]] = {}
+                for member, node_index in assignment:
+                    add_resources(holds.setdefault(node_index, {}), profile.member_requests[member])
+                indexes = sorted(holds)
+                self.cluster.reserve(holds, start, start + runtime)
                 self.version += 1
                 names = tuple(self.cluster.nodes[i].name for i in indexes)
-                reservation = Reservation(gang.name, names, start)
+                held = tuple(
+                    (self.cluster.nodes[i].name, tuple(sorted((k, v) for k, v in holds[i].items() if v)))
+                    for i in indexes
+                )
+                reservation = Reservation(gang.name, names, start, held)
                 self.decisions.reservations.append(reservation)
                 self.first_reservation = self.first_reservation or reservation
                 self.decisions.reasons[gang.name] = reasons.reserved(start - self.now)

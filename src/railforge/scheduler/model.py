@@ -255,9 +255,14 @@ class Fail:
 
 @dataclass(frozen=True, slots=True)
 class Reservation:
+    """A blocked gang's earliest start. Only ``held`` is kept for it on each node during its run
+    window (node name -> sorted (resource, amount) pairs); the rest of those nodes stays open to
+    backfill."""
+
     gang_name: str
     nodes: tuple[str, ...]
     start: float
+    held: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
 
 
 @dataclass

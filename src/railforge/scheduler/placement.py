@@ -173,7 +173,8 @@ class Cluster:
             self.gpu_histogram[free_gpu] = self.gpu_histogram.get(free_gpu, 0) + 1
         self.total_gpu = sum(node.allocatable.get(GPU, 0) for node in eligible)
         self.reserved_start = [math.inf] * len(eligible)  # earliest reservation start per node
-        self.windows: dict[int, list[tuple[float, float]]] = {}  # node -> reserved (start, end)
+        # node -> reserved (start, end, resources): amounts held for a reserved gang in its window
+        self.windows: dict[int, list[tuple[float, float, Resources]]] = {}
         self.level_names = tuple(level_names)
         self.levels = [
             _Level(name, [self._domain_key(node, depth) for node in eligible], self.free_gpu)
@@ -232,17 +233,27 @@ class Cluster:
             for level in self.levels:
                 level.change(node_index, sign * gpu)
 
-    def reserve(self, node_indexes: Iterable[int], start: float, end: float) -> None:
-        """Hold whole nodes for [start, end): later placements may not overlap that window."""
-        for index in node_indexes:
+    def reserve(self, holds: Mapping[int, Resources], start: float, end: float) -> None:
+        """Hold ``holds[node]`` resources on each node for [start, end): a later placement whose run
+        window overlaps that one may use only what is free now beyond the held amounts (free now is
+        never more than what will be free at ``start``, so the reserved gang still fits then)."""
+        for index, resources in holds.items():
             self.reserved_start[index] = min(start, self.reserved_start[index])
-            self.windows.setdefault(index, []).append((start, end))
+            self.windows.setdefault(index, []).append((start, end, dict(resources)))
 
     def reservation_ends(self) -> set[float]:
-        return {end for windows in self.windows.values() for _, end in windows}
+        return {end for windows in self.windows.values() for _, end, _ in windows}
 
-    def _overlaps_reservation(self, index: int, start: float, end: float) -> bool:
-        return any(start < held_end and held_start < end for held_start, held_end in self.windows[index])
+    def _held(self, index: int, start: float, end: float) -> dict[str, int] | None:
+        """Resources held on the node by reservations whose window overlaps [start, end)."""
+        held: dict[str, int] | None = None
+        for held_start, held_end, resources in self.windows[index]:
+            if start < held_end and held_start < end:
+                if held is None:
+                    held = {}
+                for name, amount in resources.items():
+                    held[name] = held.get(name, 0) + amount
+        return held
 
     def could_fit(self, profile: GangProfile) -> bool:
         """Cheap necessary condition: enough free GPUs, and enough nodes with room for each pod size."""
@@ -320,21 +331,23 @@ class Cluster:
         for index in node_indexes:
             if allowed is not None and not allowed[index]:
                 continue
-            if reserved_start[index] < end and self._overlaps_reservation(index, start, end):
-                continue
+            held = self._held(index, start, end) if reserved_start[index] < end else None
             already = taken.get(index)
             node_gpu = free_gpu[index] - (already.get(GPU, 0) if already else 0)
-            fits = node_gpu // gpu if gpu else len(names)
+            room_gpu = node_gpu - (held.get(GPU, 0) if held else 0)
+            fits = room_gpu // gpu if gpu else len(names)
             if fits <= 0:
                 continue
             node_free = free[index]
             for name, amount in others:
                 room = node_free.get(name, 0) - (already.get(name, 0) if already else 0)
+                if held:
+                    room -= held.get(name, 0)
                 fits = min(fits, room // amount)
                 if fits <= 0:
                     break
             if fits > 0:
-                candidates.append((node_gpu, index, fits))
+                candidates.append((room_gpu, index, fits))
         candidates.sort()
         remaining = len(names)
         position = 0

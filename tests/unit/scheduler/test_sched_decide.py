@@ -201,6 +201,41 @@ def test_backfill_outside_reserved_nodes_may_run_long():
     assert set(bound(d)["other"].values()).isdisjoint(reserved)
 
 
+def test_reservation_holds_only_what_the_gang_needs():
+    # Two 8-GPU nodes; n00 has 1 GPU free until 7200 and n01 is full until 3600. The blocked 2-GPU
+    # head gang is reserved 2 GPUs and the CPU it asks for on n01, not the whole node.
+    cluster = nodes(2)
+    run = [
+        running(gang("r0", 1, 7, runtime=7200), ["n00"]),
+        running(gang("r1", 1, 8, runtime=3600), ["n01"]),
+    ]
+    head = gang("head", 1, 2, submit=1)
+    long = gang("long", 1, 4, submit=2, runtime=1e6)
+    later = gang("later", 1, 4, submit=3, runtime=1e6)
+    d = decide(snap(cluster, [head, long, later], run, config=SchedulerConfig(order="fifo")))
+    (reservation,) = d.reservations
+    assert (reservation.gang_name, reservation.nodes, reservation.start) == ("head", ("n01",), 3600)
+    assert reservation.held == (("n01", (("cpu", 1000), (GPU, 2))),)
+    assert list(bound(d)) == []  # nothing is free now on n01; n00 has 1 GPU
+
+
+def test_backfill_beside_a_partial_reservation():
+    cluster = nodes(2)
+    run = [
+        running(gang("r0", 1, 4, runtime=7200), ["n00"]),  # n00: 4 GPUs free now
+        running(gang("r1", 1, 8, runtime=3600), ["n01"]),
+    ]
+    head = gang("head", 1, 8, submit=1)  # needs a whole node: n01 at 3600
+    small = gang("small", 1, 2, submit=2, runtime=1e6)
+    d = decide(snap(cluster, [head, small], run))
+    assert [(r.gang_name, r.nodes) for r in d.reservations] == [("head", ("n01",))]
+    assert bound(d)["small"] == {"small-0": "n00"}
+    big_head = gang("head", 1, 6, submit=1)  # fits on n00 at 7200 or n01 at 3600: n01 is reserved 6
+    d = decide(snap(cluster, [big_head, small], run))
+    assert [(r.gang_name, r.nodes, r.start) for r in d.reservations] == [("head", ("n01",), 3600)]
+    assert list(bound(d)) == ["small"]
+
+
 def test_conservative_reserves_first_k_blocked_gangs():
     cluster = nodes(4)
     run = running(gang("r", 4, 8, runtime=1000), ["n00", "n01", "n02", "n03"])

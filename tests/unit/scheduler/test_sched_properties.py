@@ -166,26 +166,35 @@ def check_limits(snap: Snapshot) -> None:
 
 
 def check_reservations_hold(snap: Snapshot) -> None:
-    """With exact runtimes, every reserved gang can still start at its reserved time."""
+    """With exact runtimes, every reserved gang can still start at its reserved time: on each of its
+    nodes, what it holds fits beside every pod still running then (including the binds of this call),
+    and what it holds covers its required members."""
     decisions = decide(snap)
     _, _, pods = after(snap, decisions)
     pending = {g.name: g for g in snap.pending}
     nodes = {n.name: n for n in snap.nodes}
     for reservation in decisions.reservations:
         gang = pending[reservation.gang_name]
-        free: dict[str, int] = {}
+        held = {node: dict(amounts) for node, amounts in reservation.held}
+        assert set(held) == set(reservation.nodes), reservation
         for name in reservation.nodes:
-            for resource, amount in nodes[name].allocatable.items():
-                free[resource] = free.get(resource, 0) + amount
-        for gang_pods in pods.values():
-            for node, requests, end in gang_pods:
-                if node in reservation.nodes and end > reservation.start:
-                    for resource, amount in requests.items():
-                        free[resource] -= amount
+            free = dict(nodes[name].allocatable)
+            for gang_pods in pods.values():
+                for node, requests, end in gang_pods:
+                    if node == name and end > reservation.start:
+                        for resource, amount in requests.items():
+                            free[resource] = free.get(resource, 0) - amount
+            for resource, amount in held[name].items():
+                free[resource] = free.get(resource, 0) - amount
+            assert all(amount >= 0 for amount in free.values()), (reservation, name, free)
+        total: dict[str, int] = {}
+        for amounts in held.values():
+            for resource, amount in amounts.items():
+                total[resource] = total.get(resource, 0) + amount
         for member in gang.members[: gang.required_members]:
             for resource, amount in member.requests.items():
-                free[resource] = free.get(resource, 0) - amount
-        assert all(amount >= 0 for amount in free.values()), (reservation, free)
+                total[resource] = total.get(resource, 0) - amount
+        assert all(amount >= 0 for amount in total.values()), (reservation, total)
 
 
 def check_deterministic(snap: Snapshot) -> None:
