@@ -14,10 +14,10 @@ SETUP = """\
 * **Simulator** (`railforge.sim.engine`): discrete events (arrival, completion, optional node
   failure and repair) in a heap; all events of one timestamp (or, with `--period P`, of one
   P-second scheduling cycle) are applied, then the scheduler core's own `decide()` runs once and
-  its decisions are applied (evictions, restarts, failures, then binds).  The scheduler is also woken every 15 simulated minutes while gangs wait.  Evicted
-  (reclaimed) or restarted gangs go back to pending with their original submit time and **lose all
-  progress**.  Per-queue usage is decayed with the configured half-life (7 days) and handed to
-  `decide()` for fair share.
+  its decisions are applied (evictions, restarts, failures, then binds).  The scheduler is also
+  woken every 15 simulated minutes while gangs wait.  Evicted (reclaimed) or restarted gangs go
+  back to pending with their original submit time and **lose all progress**.  Per-queue usage is
+  decayed with the configured half-life (7 days) and handed to `decide()` for fair share.
 * **Cluster**: 8-GPU nodes (128 cores, 1 TiB), 16 nodes per leaf, 8 leaves per spine, NVLink per
   host.  Philly uses 56 nodes (offered load 0.84, as in the trace README).  Each ITP cluster is
   sized to its own load: GPUs = GPU-time / submission span / 0.84, rounded *up* to whole nodes,
@@ -91,7 +91,8 @@ def write_results_doc(
         [
             "# Simulation results",
             "",
-            f"Regenerate (from the repository root, ~{elapsed / 60:.0f} min on 2 cores):",
+            "Regenerate (from the repository root; the runs' replay times add up to "
+            f"~{elapsed / 60:.0f} min on a shared 2-core machine, `--jobs 2` runs two at once):",
             "",
             "```sh",
             f"PYTHONPATH=src python -m railforge.cli {command.removeprefix('railforge ')}",
