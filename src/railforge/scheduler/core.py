@@ -48,13 +48,36 @@ def placed_requests(running: RunningGang) -> list[tuple[str, Resources]]:
 
 
 def placed_charge(running: RunningGang) -> dict[str, int]:
-    profile = gang_profile(running.gang)
-    if len(running.placement) == len(running.gang.members):
-        return profile.charge
-    total: dict[str, int] = {}
-    for _, requests in placed_requests(running):
-        add_resources(total, requests)
-    return total
+    return placed_by_node(running)[2]
+
+
+def placed_by_node(running: RunningGang) -> tuple[tuple[str, ...], list[tuple[str, dict[str, int]]], dict]:
+    """(distinct node names, [(node name, summed requests of the gang's members there)], charge) of
+    a running gang. Cached on the Gang object for the placement mapping it was computed from (the
+    same placement object is handed in on every call while the gang runs), so decide() does not
+    walk every member of every running gang on every call."""
+    gang = running.gang
+    placement = running.placement
+    cached = gang.__dict__.get("_placed")
+    if cached is not None and cached[0] is placement and cached[1] == len(placement):
+        return cached[2]
+    profile = gang_profile(gang)
+    requests = profile.member_requests
+    per_node: dict[str, dict[str, int]] = {}
+    for member, node in placement.items():
+        total = per_node.get(node)
+        if total is None:
+            total = per_node[node] = {}
+        add_resources(total, requests[member])
+    if len(placement) == len(gang.members):
+        charge = profile.charge
+    else:
+        charge = {}
+        for member in placement:
+            add_resources(charge, requests[member])
+    result = (tuple(per_node), list(per_node.items()), charge)
+    object.__setattr__(gang, "_placed", (placement, len(placement), result))
+    return result
 
 
 class _Pass:
@@ -90,7 +113,7 @@ class _Pass:
         ready = {name for name, node in nodes.items() if node.ready}
         for running in sorted(self.snapshot.running, key=lambda r: r.gang.name):
             problem = None
-            if not running.failed_members and ready.issuperset(running.placement.values()):
+            if not running.failed_members and ready.issuperset(placed_by_node(running)[0]):
                 self.survivors.append(running)
                 continue
             if running.failed_members:
@@ -121,16 +144,14 @@ class _Pass:
         running_charge = self.running_charge
         for running in self.survivors:
             gang = running.gang
-            profile = gang_profile(gang)
-            requests = profile.member_requests
-            placement = running.placement
-            for member, node in placement.items():
+            _, per_node, charge = placed_by_node(running)
+            for node, requests in per_node:
                 node_used = used.get(node)
                 if node_used is None:
-                    node_used = used[node] = {}
-                for name, amount in requests[member].items():
-                    node_used[name] = node_used.get(name, 0) + amount
-            charge = profile.charge if len(placement) == len(gang.members) else placed_charge(running)
+                    used[node] = dict(requests)
+                else:
+                    for name, amount in requests.items():
+                        node_used[name] = node_used.get(name, 0) + amount
             running_charge[gang.name] = charge
             queue_charge = by_queue.get(gang.queue)
             if queue_charge is None:
@@ -531,7 +552,7 @@ class _Pass:
 
     def release(self, running: RunningGang, sign: int) -> None:
         cluster = self.cluster
-        for node, requests in placed_requests(running):
+        for node, requests in placed_by_node(running)[1]:
             index = cluster.index.get(node)
             if index is not None:
                 cluster.adjust(index, requests, sign)
@@ -545,7 +566,7 @@ class _Pass:
         for running in self.survivors:
             if running.gang.name in self.evicted:
                 continue
-            for node, requests in placed_requests(running):
+            for node, requests in placed_by_node(running)[1]:
                 if node in index:
                     items.append((running.expected_end, index[node], requests))
         items.sort(key=lambda item: (item[0], item[1]))
