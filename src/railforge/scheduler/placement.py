@@ -112,18 +112,34 @@ class _Level:
 
     __slots__ = ("buckets", "domain_free", "members", "name", "node_domain", "values")
 
-    def __init__(self, name: str, node_domain: list[tuple], free_gpu: list[int]):
+    def __init__(
+        self,
+        name: str,
+        node_domain: list[tuple],
+        free_gpu: list[int],
+        members: dict[tuple, list[int]] | None = None,
+    ):
         self.name = name
         self.node_domain = node_domain
-        self.members: dict[tuple, list[int]] = {}
+        if members is None:
+            members = {}
+            for index, domain in enumerate(node_domain):
+                members.setdefault(domain, []).append(index)
+        self.members: dict[tuple, list[int]] = members
         self.domain_free: dict[tuple, int] = {}
-        for index, domain in enumerate(node_domain):
-            self.members.setdefault(domain, []).append(index)
-            self.domain_free[domain] = self.domain_free.get(domain, 0) + free_gpu[index]
         self.buckets: dict[int, set[tuple]] = {}
-        for domain, free in self.domain_free.items():
-            self.buckets.setdefault(free, set()).add(domain)
-        self.values = sorted(self.buckets)
+        buckets = self.buckets
+        for domain, indexes in members.items():
+            free = 0
+            for index in indexes:
+                free += free_gpu[index]
+            self.domain_free[domain] = free
+            bucket = buckets.get(free)
+            if bucket is None:
+                buckets[free] = {domain}
+            else:
+                bucket.add(domain)
+        self.values = sorted(buckets)
 
     def change(self, node_index: int, delta: int) -> None:
         domain = self.node_domain[node_index]
@@ -153,34 +169,71 @@ class _Level:
         return self.values[-1] if self.values else 0
 
 
+class _Static:
+    """The parts of a Cluster that depend only on the node list and the topology level names."""
+
+    __slots__ = ("filters", "index", "level_names", "levels", "nodes", "total_gpu")
+
+    def __init__(self, nodes: Sequence[Node], level_names: tuple[str, ...]):
+        eligible = sorted((n for n in nodes if n.schedulable and n.ready), key=lambda n: n.name)
+        self.nodes = eligible
+        self.index = {node.name: i for i, node in enumerate(eligible)}
+        self.total_gpu = sum(node.allocatable.get(GPU, 0) for node in eligible)
+        self.level_names = level_names
+        self.levels: list[tuple[str, list[tuple], dict[tuple, list[int]]]] = []
+        for depth, name in enumerate(level_names):
+            node_domain = [Cluster._domain_key(node, depth) for node in eligible]
+            members: dict[tuple, list[int]] = {}
+            for index, domain in enumerate(node_domain):
+                members.setdefault(domain, []).append(index)
+            self.levels.append((name, node_domain, members))
+        # filter key -> per-node acceptance (None: all accept); depends only on the nodes
+        self.filters: dict[tuple, list[bool] | None] = {}
+
+
+_static_cache: list = [None, None, None]  # nodes sequence, level names, _Static
+
+
+def _static(nodes: Sequence[Node], level_names: tuple[str, ...]) -> _Static:
+    """The static cluster view, reused while decide() is handed the same (immutable) node tuple,
+    as a simulator or controller does between node changes; rebuilt otherwise."""
+    cached_nodes, cached_levels, static = _static_cache
+    if cached_nodes is nodes and cached_levels == level_names and isinstance(nodes, tuple):
+        return static
+    static = _Static(nodes, level_names)
+    _static_cache[:] = [nodes, level_names, static]
+    return static
+
+
 class Cluster:
     """Free capacity of the schedulable, ready nodes during one decide() call."""
 
     def __init__(self, nodes: Sequence[Node], used: Mapping[str, dict[str, int]], level_names: Sequence[str]):
-        eligible = sorted((n for n in nodes if n.schedulable and n.ready), key=lambda n: n.name)
-        self.nodes = eligible
-        self.index = {node.name: i for i, node in enumerate(eligible)}
+        static = _static(nodes, tuple(level_names))
+        eligible = self.nodes = static.nodes
+        self.index = static.index
         self.free: list[dict[str, int]] = []
         for node in eligible:
             free = dict(node.allocatable)
-            for name, amount in used.get(node.name, {}).items():
-                free[name] = free.get(name, 0) - amount
+            node_used = used.get(node.name)
+            if node_used is not None:
+                for name, amount in node_used.items():
+                    free[name] = free.get(name, 0) - amount
             self.free.append(free)
         self.free_gpu = [free.get(GPU, 0) for free in self.free]
         self.total_free_gpu = sum(self.free_gpu)
         self.gpu_histogram: dict[int, int] = {}  # free GPUs -> number of nodes
         for free_gpu in self.free_gpu:
             self.gpu_histogram[free_gpu] = self.gpu_histogram.get(free_gpu, 0) + 1
-        self.total_gpu = sum(node.allocatable.get(GPU, 0) for node in eligible)
+        self.total_gpu = static.total_gpu
         self.reserved_start = [math.inf] * len(eligible)  # earliest reservation start per node
         # node -> reserved (start, end, resources): amounts held for a reserved gang in its window
         self.windows: dict[int, list[tuple[float, float, Resources]]] = {}
-        self.level_names = tuple(level_names)
+        self.level_names = static.level_names
         self.levels = [
-            _Level(name, [self._domain_key(node, depth) for node in eligible], self.free_gpu)
-            for depth, name in enumerate(self.level_names)
+            _Level(name, node_domain, self.free_gpu, members) for name, node_domain, members in static.levels
         ]
-        self._filters: dict[tuple, list[bool] | None] = {}
+        self._filters = static.filters
 
     @staticmethod
     def _domain_key(node: Node, depth: int) -> tuple:
