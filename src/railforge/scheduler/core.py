@@ -80,6 +80,15 @@ def placed_by_node(running: RunningGang) -> tuple[tuple[str, ...], list[tuple[st
     return result
 
 
+def _queue_order_key(gang: Gang) -> tuple:
+    """Order within a queue: priority, then age, then name (cached on the Gang)."""
+    key = gang.__dict__.get("_queue_order")
+    if key is None:
+        key = (-gang.priority, gang.submit_time, gang.name)
+        object.__setattr__(gang, "_queue_order", key)
+    return key
+
+
 class _Pass:
     """State of one decide() call."""
 
@@ -105,6 +114,7 @@ class _Pass:
         self.reclaimable: list[RunningGang] = []  # possible reclaim victims, in victim order
         self.frozen_check: tuple[int, bool] | None = None  # (version, frozen())
         self.frozen_reasons: dict[tuple, str] = {}  # failure key -> reason once the pass stopped
+        self.borrow_cache: dict[tuple, tuple[int, bool]] = {}  # (queue, charge) -> (version, borrows)
 
     # -- running gangs -------------------------------------------------------------------------
 
@@ -226,7 +236,7 @@ class _Pass:
         allocated: dict[str, float] = {}
         gpus: dict[str, list[int]] = {}
         for queue, queued in by_queue.items():
-            queued.sort(key=lambda g: (-g.priority, g.submit_time, g.name))
+            queued.sort(key=_queue_order_key)
             gpus[queue] = [gang_profile(g).gpu for g in queued]
             if half_life <= 0 or queue not in usage:
                 scale, offset = 1.0, 0.0
@@ -239,9 +249,9 @@ class _Pass:
             load = held * scale + offset if scale != 1.0 else held
             heap.append(((load / share if share > 0 else math.inf, load, priority, queue), queue, 0))
         heapq.heapify(heap)
-        push, pop = heapq.heappush, heapq.heappop
+        replace, pop = heapq.heapreplace, heapq.heappop
         while heap:
-            _, queue, position = pop(heap)
+            _, queue, position = heap[0]
             queued = by_queue[queue]
             yield queued[position]
             held = allocated[queue] = allocated[queue] + gpus[queue][position]
@@ -250,7 +260,9 @@ class _Pass:
                 scale, offset, share, priority = constants[queue]
                 load = held * scale + offset if scale != 1.0 else held
                 ratio = load / share if share > 0 else math.inf
-                push(heap, ((ratio, load, priority, queue), queue, position))
+                replace(heap, ((ratio, load, priority, queue), queue, position))
+            else:
+                pop(heap)
 
     # -- the pass ------------------------------------------------------------------------------
 
@@ -271,9 +283,18 @@ class _Pass:
         skip_ahead = self.config.skip_ahead
         # The pass stops early once nothing that is left can change the cluster: then every
         # remaining gang's reason depends only on the (frozen) state, not on its turn.
-        min_gpu = self.min_gpu = min((gang_profile(g).required_gpu for g in waiting), default=0)
-        self.min_charge_gpu = min((gang_profile(g).charge.get(GPU, 0) for g in waiting), default=0)
-        self.waiting_queues = sorted({g.queue for g in waiting})
+        min_gpu = min_charge_gpu = math.inf
+        queues: set[str] = set()
+        for gang in waiting:
+            profile = gang_profile(gang)
+            if profile.required_gpu < min_gpu:
+                min_gpu = profile.required_gpu
+            if profile.gpu < min_charge_gpu:
+                min_charge_gpu = profile.gpu
+            queues.add(gang.queue)
+        min_gpu = self.min_gpu = 0 if min_gpu == math.inf else min_gpu
+        self.min_charge_gpu = 0 if min_charge_gpu == math.inf else min_charge_gpu
+        self.waiting_queues = sorted(queues)
         tried: set[str] = set()
         stopped = False
         for gang in self.order(waiting, cluster.total_gpu):
@@ -427,20 +448,20 @@ class _Pass:
             assignment = cluster.place(profile, allowed, (self.now, end), finest, widest)
         borrowed: bool | None = None
         if assignment is None and self.config.reclaim and self.reclaimable:
-            borrowed = self.usage.borrows(queue, profile.charge)
-            if not borrowed:
-                reclaim_key = (key, queue)
-                failed = self.reclaim_failures.get(reclaim_key)
-                if failed is None or failed[0] != self.version or end < failed[1]:
-                    if not fresh:
-                        allowed = cluster.allowed_nodes(gang, profile)
-                        finest, widest = self.levels_for(gang, profile)
-                    assignment = self.reclaim(gang, profile, allowed, end, finest, widest)
-                    if assignment is None:
-                        self.reclaim_failures[reclaim_key] = (self.version, end)
+            reclaim_key = (key, queue)
+            failed = self.reclaim_failures.get(reclaim_key)
+            if (failed is None or failed[0] != self.version or end < failed[1]) and not (
+                borrowed := self.borrows(queue, profile)
+            ):
+                if not fresh:
+                    allowed = cluster.allowed_nodes(gang, profile)
+                    finest, widest = self.levels_for(gang, profile)
+                assignment = self.reclaim(gang, profile, allowed, end, finest, widest)
+                if assignment is None:
+                    self.reclaim_failures[reclaim_key] = (self.version, end)
         if assignment is not None:
             if borrowed is None:
-                borrowed = self.usage.borrows(queue, profile.charge)
+                borrowed = self.borrows(queue, profile)
             self.bind(gang, profile, assignment, end, borrowed)
             return True
         if fresh:
@@ -454,6 +475,17 @@ class _Pass:
             self.reservations_made += 1
             self.reserve(gang, profile, allowed, runtime, finest, widest)
         return False
+
+    def borrows(self, queue: str, profile: GangProfile) -> bool:
+        """``usage.borrows`` for the gang's charge, cached per queue and charge while the cluster
+        version (which every change of usage bumps) stays the same."""
+        key = (queue, profile.charge_key)
+        cached = self.borrow_cache.get(key)
+        if cached is not None and cached[0] == self.version:
+            return cached[1]
+        result = self.usage.borrows(queue, profile.charge)
+        self.borrow_cache[key] = (self.version, result)
+        return result
 
     def bind(
         self, gang: Gang, profile: GangProfile, assignment: Assignment, end: float, borrowed: bool

@@ -43,6 +43,7 @@ class GangProfile:
     optional_shapes: tuple[Shape, ...]
     filter_key: tuple  # node-filter signature: equal keys accept the same nodes
     failure_key: tuple  # equal keys with the same filter fail to place in the same state
+    charge_key: tuple = ()  # the charge as sorted (resource, amount) pairs
 
 
 def _shapes(members: Iterable) -> tuple[Shape, ...]:
@@ -88,6 +89,7 @@ def gang_profile(gang: Gang) -> GangProfile:
         optional_shapes=optional_shapes,
         filter_key=filter_key,
         failure_key=failure_key,
+        charge_key=tuple(sorted(charge.items())),
     )
     object.__setattr__(gang, "_profile", profile)
     return profile
