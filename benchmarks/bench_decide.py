@@ -1,0 +1,211 @@
+"""Time one scheduler decide() on synthetic clusters; prints Markdown tables.
+
+Run: PYTHONPATH=src python benchmarks/bench_decide.py [--repeat N] [--quick]
+
+Cluster: 8-GPU nodes, 4 nodes per NVLink domain, 32 nodes per leaf, 8 leaves per spine. Running
+pods fill nodes in name order (1-8 GPUs each) up to the requested pod count; pending gangs need
+1-64 GPUs (8-GPU pods once a gang needs 8 or more) from four queues with quotas. Times are the
+median over repeats of a warm call (the per-gang profile cache is filled, as in a long simulation).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+from dataclasses import replace
+
+from railforge.scheduler import GPU, Gang, Member, Node, Queue, RunningGang, Snapshot, decide
+
+QUEUES = ("vision", "speech", "llm", "research")
+
+
+def build_nodes(count: int) -> tuple[Node, ...]:
+    return tuple(
+        Node(
+            f"node-{i:05d}",
+            {GPU: 8, "cpu": 128_000, "memory": 1024 * 2**30, "rdma/rail0": 8},
+            topology=(f"spine{i // 256}", f"leaf{i // 32:03d}", f"nvl{i // 4:04d}"),
+        )
+        for i in range(count)
+    )
+
+
+def build_running(nodes: tuple[Node, ...], pods: int, rng: random.Random) -> tuple[RunningGang, ...]:
+    running = []
+    placed = 0
+    for node in nodes:
+        free = 8
+        while free and placed < pods:
+            size = min(free, rng.choice((1, 2, 4, 8)))
+            if rng.random() < 0.1:  # leave some scattered free GPUs
+                break
+            name = f"run-{placed}"
+            member = Member(f"{name}-0", {GPU: size, "cpu": 8000 * size, "memory": 64 * 2**30})
+            gang = Gang(name, rng.choice(QUEUES), (member,), max_runtime=rng.uniform(600, 86400))
+            end = rng.uniform(60, 86400)
+            running.append(RunningGang(gang, {member.name: node.name}, 0.0, end))
+            free -= size
+            placed += 1
+    return tuple(running)
+
+
+def build_pending(gangs: int, rng: random.Random) -> tuple[Gang, ...]:
+    pending = []
+    for i in range(gangs):
+        gpus = rng.choice((1, 2, 4, 8, 8, 16, 32, 64))
+        pod_gpus = min(gpus, 8)
+        members = tuple(
+            Member(f"g{i}-{j}", {GPU: pod_gpus, "cpu": 8000 * pod_gpus, "rdma/rail0": pod_gpus})
+            for j in range(gpus // pod_gpus)
+        )
+        pending.append(
+            Gang(
+                f"g{i}",
+                QUEUES[i % len(QUEUES)],
+                members,
+                priority=rng.choice((0, 0, 1)),
+                submit_time=float(i),
+                max_runtime=rng.uniform(600, 3 * 86400),
+            )
+        )
+    return tuple(pending)
+
+
+def snapshot(nodes: int, running_pods: int, pending_gangs: int, seed: int = 7) -> Snapshot:
+    rng = random.Random(seed)
+    cluster = build_nodes(nodes)
+    quota = {GPU: nodes * 8 // (len(QUEUES) + 1)}
+    queues = tuple(Queue(q, quota=quota, over_quota_weight=1.0 + i) for i, q in enumerate(QUEUES))
+    usage = {q: 1e6 * (i + 1) for i, q in enumerate(QUEUES)}
+    return Snapshot(
+        now=100.0,
+        nodes=cluster,
+        queues=queues,
+        pending=build_pending(pending_gangs, rng),
+        running=build_running(cluster, running_pods, rng),
+        usage=usage,
+    )
+
+
+def philly_snapshot(seed: int = 11) -> Snapshot:
+    """The simulator's typical Philly replay state: 56 nodes x 8 GPUs, ~440 GPUs busy in ~300 running
+    gangs, 550 pending gangs (mostly 1 GPU, some 2-8, a few 16-64) in 15 queues; the cluster is too
+    full for most pending gangs, so the pass is dominated by gangs that cannot start."""
+    rng = random.Random(seed)
+    queues = tuple(Queue(f"vc{q:02d}", quota={GPU: 448 // 15}) for q in range(15))
+    cluster = tuple(
+        Node(
+            f"node-{i:03d}",
+            {GPU: 8, "cpu": 128_000, "memory": 1024 * 2**30},
+            topology=("s0", f"leaf{i // 14}"),
+        )
+        for i in range(56)
+    )
+    now = 100_000.0
+    quota = 448 // 15
+    held = {q.name: 0 for q in queues}
+    running = []
+    busy = 0
+    free = {node.name: 8 for node in cluster}
+    k = 0
+    while busy < 440:
+        size = rng.choice((1,) * 10 + (2, 2, 4))
+        fits = [n for n in sorted(free) if free[n] >= size]
+        if not fits:
+            continue
+        node = fits[0] if size >= 4 else rng.choice(fits)
+        member = Member(f"run-{k}-0", {GPU: size, "cpu": 4000 * size})
+        queue = queues[min(14, int(rng.expovariate(0.25)))].name  # a few busy queues borrow
+        gang = Gang(f"run-{k}", queue, (member,), max_runtime=rng.uniform(20_600, 86_400))
+        start = now - rng.uniform(0, 20_000)
+        borrowed = held[queue] + size > quota
+        held[queue] += size
+        running.append(RunningGang(gang, {member.name: node}, start, start + gang.max_runtime, borrowed))
+        free[node] -= size
+        busy += size
+        k += 1
+    pending = []
+    for i in range(700):
+        gpus = rng.choice((1,) * 14 + (2, 4, 8, 8) + ((16, 32, 64)[i % 3],) * (i % 4 == 0))
+        pod = min(gpus, 8)
+        members = tuple(Member(f"p{i}-{j}", {GPU: pod, "cpu": 4000 * pod}) for j in range(gpus // pod))
+        queue = queues[min(14, int(rng.expovariate(0.25)))].name
+        submit = now - rng.uniform(0, 20_000)
+        pending.append(Gang(f"p{i}", queue, members, submit_time=submit, max_runtime=rng.uniform(600, 86400)))
+    usage = {q.name: rng.uniform(0, 1e7) for q in queues}
+    snap = Snapshot(now, cluster, queues, tuple(pending), tuple(running), usage)
+    for _ in range(5):  # settle: apply decisions until a call starts and evicts nothing, as in a replay
+        decisions = decide(snap)
+        if not decisions.binds and not decisions.evictions:
+            break
+        gone = {e.gang_name for e in decisions.evictions}
+        by_name = {g.name: g for g in snap.pending}
+        started = tuple(
+            RunningGang(
+                by_name[b.gang_name], b.placement, now, now + by_name[b.gang_name].max_runtime, b.borrowed
+            )
+            for b in decisions.binds
+        )
+        bound = {b.gang_name for b in decisions.binds}
+        snap = replace(
+            snap,
+            pending=tuple(g for g in snap.pending if g.name not in bound),
+            running=tuple(r for r in snap.running if r.gang.name not in gone) + started,
+        )
+    return snap
+
+
+def median_ms(snap: Snapshot, repeat: int) -> tuple[float, int, int]:
+    decisions = decide(snap)  # warm-up
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        decide(snap)
+        times.append((time.perf_counter() - start) * 1000)
+    pods = sum(len(g.members) for g in snap.pending)
+    return statistics.median(times), pods, len(decisions.binds)
+
+
+def table(title: str, cases: list[tuple[int, int, int]], repeat: int) -> None:
+    print(f"\n### {title}\n")
+    print("| nodes | running pods | pending gangs | pending pods | binds | median ms |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for nodes, running, pending in cases:
+        ms, pods, binds = median_ms(snapshot(nodes, running, pending), repeat)
+        print(f"| {nodes} | {running} | {pending} | {pods} | {binds} | {ms:.2f} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--quick", action="store_true", help="targets only, no scaling tables")
+    args = parser.parse_args()
+    philly = philly_snapshot()
+    ms, pods, binds = median_ms(philly, args.repeat * 3)
+    print("\n### Philly replay state\n")
+    print("| nodes | running gangs | busy GPUs | pending gangs | pending pods | binds | median ms |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    busy = sum(sum(m.requests.get(GPU, 0) for m in r.gang.members) for r in philly.running)
+    counts = (len(philly.nodes), len(philly.running), busy, len(philly.pending), pods, binds)
+    print("| " + " | ".join(str(c) for c in counts) + f" | {ms:.2f} |")
+    table(
+        "Targets",
+        [(56, 300, 10), (1000, 5000, 2000), (5000, 25000, 4200)],
+        args.repeat,
+    )
+    if args.quick:
+        return
+    table(
+        "Cost against nodes (2,000 pending gangs)",
+        [(n, n * 5, 2000) for n in (250, 500, 1000, 2000, 5000)],
+        3,
+    )
+    table(
+        "Cost against pending gangs (1,000 nodes)", [(1000, 5000, g) for g in (250, 500, 1000, 2000, 4000)], 3
+    )
+
+
+if __name__ == "__main__":
+    main()

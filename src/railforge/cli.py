@@ -1,0 +1,35 @@
+"""``railforge`` command line: argparse subcommands.
+
+Each feature area registers its subcommands through a ``register(subparsers)`` function listed in
+``COMMANDS``; a subcommand sets ``func`` (args -> exit code) with ``set_defaults``.  Heavy imports
+belong inside the handlers so ``railforge --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from railforge import __version__
+from railforge.sim import commands as sim_commands
+
+COMMANDS = (sim_commands.register,)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="railforge", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"railforge {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for register in COMMANDS:
+        register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,648 @@
+"""``decide(snapshot) -> Decisions``: one pure, deterministic scheduling pass.
+
+Steps: (1) restart or fail running gangs hit by a member failure or node loss; (2) build the
+free-capacity view and queue usage; (3) fail pending gangs past their schedule timeout; (4) order
+the rest (aged gangs first, then by fair share, FIFO or oracle SJF); (5) for each gang: check its
+queue limits, place it all-or-nothing, reclaim borrowed capacity when it is within quota, or, when
+blocked, give it a reservation (EASY: the first blocked gang; conservative: the first K) that
+later gangs may not delay.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections.abc import Iterable, Iterator
+
+from railforge.scheduler import reasons
+from railforge.scheduler.fairshare import QueueTree, Usage, fair_shares
+from railforge.scheduler.model import (
+    GPU,
+    Bind,
+    Decisions,
+    Evict,
+    Fail,
+    Gang,
+    Reservation,
+    Resources,
+    Restart,
+    RunningGang,
+    Snapshot,
+    add_resources,
+)
+from railforge.scheduler.placement import Assignment, Cluster, GangProfile, gang_profile
+
+LN2 = math.log(2)
+
+
+def decide(snapshot: Snapshot) -> Decisions:
+    """Decide binds, evictions, restarts, failures and reservations for one snapshot."""
+    return _Pass(snapshot).run()
+
+
+def placed_requests(running: RunningGang) -> list[tuple[str, Resources]]:
+    """(node name, requests) of each placed member of a running gang."""
+    requests = gang_profile(running.gang).member_requests
+    return [(node, requests[member]) for member, node in running.placement.items()]
+
+
+def placed_charge(running: RunningGang) -> dict[str, int]:
+    return placed_by_node(running)[2]
+
+
+def placed_by_node(running: RunningGang) -> tuple[tuple[str, ...], list[tuple[str, dict[str, int]]], dict]:
+    """(distinct node names, [(node name, summed requests of the gang's members there)], charge) of
+    a running gang. Cached on the Gang object for the placement mapping it was computed from (the
+    same placement object is handed in on every call while the gang runs), so decide() does not
+    walk every member of every running gang on every call."""
+    gang = running.gang
+    placement = running.placement
+    cached = gang.__dict__.get("_placed")
+    if cached is not None and cached[0] is placement and cached[1] == len(placement):
+        return cached[2]
+    profile = gang_profile(gang)
+    requests = profile.member_requests
+    per_node: dict[str, dict[str, int]] = {}
+    for member, node in placement.items():
+        total = per_node.get(node)
+        if total is None:
+            total = per_node[node] = {}
+        add_resources(total, requests[member])
+    if len(placement) == len(gang.members):
+        charge = profile.charge
+    else:
+        charge = {}
+        for member in placement:
+            add_resources(charge, requests[member])
+    result = (tuple(per_node), list(per_node.items()), charge)
+    object.__setattr__(gang, "_placed", (placement, len(placement), result))
+    return result
+
+
+def _queue_order_key(gang: Gang) -> tuple:
+    """Order within a queue: priority, then age, then name (cached on the Gang)."""
+    key = gang.__dict__.get("_queue_order")
+    if key is None:
+        key = (-gang.priority, gang.submit_time, gang.name)
+        object.__setattr__(gang, "_queue_order", key)
+    return key
+
+
+class _Pass:
+    """State of one decide() call."""
+
+    def __init__(self, snapshot: Snapshot):
+        self.snapshot = snapshot
+        self.config = snapshot.config
+        self.now = snapshot.now
+        self.decisions = Decisions()
+        self.tree = QueueTree(snapshot.queues)
+        self.usage = Usage(self.tree)
+        self.level_names = self.config.topology_level_names
+        self.survivors: list[RunningGang] = []
+        self.running_charge: dict[str, dict[str, int]] = {}
+        self.evicted: set[str] = set()
+        self.bound_releases: list[tuple[float, int, dict]] = []
+        self.failure_cache: dict[tuple, tuple[float, str]] = {}
+        self.reservations_made = 0
+        self.depth = {"none": 0, "easy": 1}.get(self.config.backfill, self.config.reservation_depth)
+        self.first_reservation: Reservation | None = None
+        self.limited: dict[str, bool] = {}  # queue -> some queue on its path has a limit
+        self.version = 0  # bumped whenever binds, evictions or reservations change the cluster
+        self.reclaim_failures: dict[tuple, tuple[int, float]] = {}  # (shape, queue) -> (version, end)
+        self.reclaimable: list[RunningGang] = []  # possible reclaim victims, in victim order
+        self.frozen_check: tuple[int, bool] | None = None  # (version, frozen())
+        self.frozen_reasons: dict[tuple, str] = {}  # failure key -> reason once the pass stopped
+        self.borrow_cache: dict[tuple, tuple[int, bool]] = {}  # (queue, charge) -> (version, borrows)
+
+    # -- running gangs -------------------------------------------------------------------------
+
+    def handle_failures(self) -> None:
+        nodes = {node.name: node for node in self.snapshot.nodes}
+        ready = {name for name, node in nodes.items() if node.ready}
+        for running in sorted(self.snapshot.running, key=lambda r: r.gang.name):
+            problem = None
+            if not running.failed_members and ready.issuperset(placed_by_node(running)[0]):
+                self.survivors.append(running)
+                continue
+            if running.failed_members:
+                problem = f"member {sorted(running.failed_members)[0]} failed"
+            else:
+                for member, node_name in sorted(running.placement.items()):
+                    node = nodes.get(node_name)
+                    if node is None or not node.ready:
+                        problem = f"node {node_name} of member {member} is lost or not ready"
+                        break
+            if problem is None:
+                self.survivors.append(running)
+                continue
+            gang = running.gang
+            limit = self.config.max_restarts
+            if self.config.failure_policy == "fail" or (limit is not None and gang.restart_count >= limit):
+                self.decisions.failures.append(Fail(gang.name, problem))
+            else:
+                delay = self.config.restart_delay(gang.restart_count)
+                self.decisions.restarts.append(
+                    Restart(gang.name, self.now + delay, f"{problem}; restarting the whole gang")
+                )
+
+    def build_cluster(self) -> Cluster:
+        """One pass over the surviving placements: used resources per node, charge per queue."""
+        used: dict[str, dict[str, int]] = {}
+        by_queue: dict[str, dict[str, int]] = {}
+        running_charge = self.running_charge
+        for running in self.survivors:
+            gang = running.gang
+            _, per_node, charge = placed_by_node(running)
+            for node, requests in per_node:
+                node_used = used.get(node)
+                if node_used is None:
+                    used[node] = dict(requests)
+                else:
+                    for name, amount in requests.items():
+                        node_used[name] = node_used.get(name, 0) + amount
+            running_charge[gang.name] = charge
+            queue_charge = by_queue.get(gang.queue)
+            if queue_charge is None:
+                by_queue[gang.queue] = dict(charge)
+            else:
+                add_resources(queue_charge, charge)
+        for queue in sorted(by_queue):
+            self.usage.add(queue, by_queue[queue])
+        minimum = self.config.min_runtime_before_reclaim
+        self.reclaimable = sorted(
+            (r for r in self.survivors if r.borrowed and self.now - r.start_time >= minimum),
+            key=lambda r: (r.gang.priority, self.now - r.start_time, r.gang.name),
+        )
+        return Cluster(self.snapshot.nodes, used, self.level_names)
+
+    # -- ordering ------------------------------------------------------------------------------
+
+    def runtime(self, gang: Gang) -> float:
+        if gang.max_runtime is not None:
+            return gang.max_runtime
+        default = self.tree.get(gang.queue).default_max_runtime
+        return math.inf if default is None else default
+
+    def order(self, gangs: list[Gang], capacity: int) -> Iterable[Gang]:
+        """Gangs in service order; the fair order is produced lazily, so a pass that stops early
+        (see ``run``) does not pay for ordering the gangs it never tries."""
+        config = self.config
+        aged: list[Gang] = []
+        rest = gangs
+        if config.aging_bound is not None:
+            cutoff = self.now - config.aging_bound
+            aged = sorted(
+                (g for g in gangs if g.submit_time <= cutoff), key=lambda g: (g.submit_time, g.name)
+            )
+            rest = [g for g in gangs if g.submit_time > cutoff]
+        if config.order == "fifo":
+            rest = sorted(rest, key=lambda g: (-g.priority, g.submit_time, g.name))
+        elif config.order == "sjf_oracle":
+            rest = sorted(rest, key=lambda g: (self.oracle_runtime(g), g.submit_time, g.name))
+        else:
+            return itertools.chain(aged, self.fair_order(rest, capacity))
+        return aged + rest
+
+    def oracle_runtime(self, gang: Gang) -> float:
+        return gang.oracle_runtime if gang.oracle_runtime is not None else self.runtime(gang)
+
+    def fair_order(self, gangs: list[Gang], capacity: int) -> Iterator[Gang]:
+        """Repeatedly serve the queue whose service is furthest below its fair share, as if each
+        gang taken were started; within a queue: priority, then age."""
+        by_queue: dict[str, list[Gang]] = {}
+        demand: dict[str, float] = {}
+        for gang in gangs:
+            queue = gang.queue
+            queued = by_queue.get(queue)
+            if queued is None:
+                queued = by_queue[queue] = []
+                demand.setdefault(queue, 0)
+            queued.append(gang)
+            demand[queue] += gang_profile(gang).gpu
+        charge = self.running_charge
+        for running in self.survivors:
+            queue = running.gang.queue
+            demand[queue] = demand.get(queue, 0) + charge[running.gang.name].get(GPU, 0)
+        shares = fair_shares(self.tree, demand, capacity)
+        half_life = self.config.fair_share_half_life
+        usage = self.snapshot.usage
+
+        # Served GPUs: the mean of the GPUs held now and the time-averaged GPUs implied by the
+        # decayed usage; a queue is keyed by (served / share, served, -priority, name).
+        heap = []
+        constants: dict[str, tuple[float, float, float, int]] = {}
+        allocated: dict[str, float] = {}
+        gpus: dict[str, list[int]] = {}
+        for queue, queued in by_queue.items():
+            queued.sort(key=_queue_order_key)
+            gpus[queue] = [gang_profile(g).gpu for g in queued]
+            if half_life <= 0 or queue not in usage:
+                scale, offset = 1.0, 0.0
+            else:
+                scale, offset = 0.5, usage[queue] * LN2 / half_life / 2
+            share = shares.get(queue, 0.0)
+            priority = -self.tree.get(queue).priority
+            constants[queue] = (scale, offset, share, priority)
+            held = allocated[queue] = self.usage.gpus(queue)
+            load = held * scale + offset if scale != 1.0 else held
+            heap.append(((load / share if share > 0 else math.inf, load, priority, queue), queue, 0))
+        heapq.heapify(heap)
+        replace, pop = heapq.heapreplace, heapq.heappop
+        while heap:
+            _, queue, position = heap[0]
+            queued = by_queue[queue]
+            yield queued[position]
+            held = allocated[queue] = allocated[queue] + gpus[queue][position]
+            position += 1
+            if position < len(queued):
+                scale, offset, share, priority = constants[queue]
+                load = held * scale + offset if scale != 1.0 else held
+                ratio = load / share if share > 0 else math.inf
+                replace(heap, ((ratio, load, priority, queue), queue, position))
+            else:
+                pop(heap)
+
+    # -- the pass ------------------------------------------------------------------------------
+
+    def run(self) -> Decisions:
+        self.handle_failures()
+        cluster = self.cluster = self.build_cluster()
+        decisions = self.decisions
+        waiting: list[Gang] = []
+        for gang in self.snapshot.pending:
+            timeout = gang.schedule_timeout
+            if timeout is not None and self.now - gang.submit_time > timeout:
+                decisions.failures.append(Fail(gang.name, reasons.schedule_timeout(timeout)))
+            elif gang.not_before > self.now:
+                decisions.reasons[gang.name] = reasons.backoff(gang.not_before - self.now)
+            else:
+                waiting.append(gang)
+        head_blocker: str | None = None
+        skip_ahead = self.config.skip_ahead
+        # The pass stops early once nothing that is left can change the cluster: then every
+        # remaining gang's reason depends only on the (frozen) state, not on its turn.
+        min_gpu = min_charge_gpu = math.inf
+        queues: set[str] = set()
+        for gang in waiting:
+            profile = gang_profile(gang)
+            if profile.required_gpu < min_gpu:
+                min_gpu = profile.required_gpu
+            if profile.gpu < min_charge_gpu:
+                min_charge_gpu = profile.gpu
+            queues.add(gang.queue)
+        min_gpu = self.min_gpu = 0 if min_gpu == math.inf else min_gpu
+        self.min_charge_gpu = 0 if min_charge_gpu == math.inf else min_charge_gpu
+        self.waiting_queues = sorted(queues)
+        tried: set[str] = set()
+        stopped = False
+        for gang in self.order(waiting, cluster.total_gpu):
+            if head_blocker is not None and not skip_ahead:
+                stopped = True
+                break
+            if cluster.total_free_gpu < min_gpu and self.reservations_made >= self.depth and self.frozen():
+                stopped = True
+                break
+            tried.add(gang.name)
+            if not self.try_start(gang):
+                head_blocker = head_blocker or gang.name
+        if stopped:
+            for gang in waiting:
+                if gang.name not in tried:
+                    if head_blocker is not None and not skip_ahead:
+                        decisions.reasons[gang.name] = reasons.strict_order(head_blocker)
+                    else:
+                        self.frozen_reason(gang)
+        decisions.stats.update(
+            pending=len(self.snapshot.pending),
+            bound=len(decisions.binds),
+            reservations=len(decisions.reservations),
+            evictions=len(decisions.evictions),
+            free_gpus=cluster.total_free_gpu,
+        )
+        return decisions
+
+    def frozen(self) -> bool:
+        """True when no gang still waiting can start or reclaim, given that none fits the free GPUs
+        (the caller checked) and no reservation is left to make: reclaim needs reclaimable GPUs
+        enough for the smallest gang, and a queue whose gangs are not all beyond quota (borrowing
+        gangs never reclaim)."""
+        if not self.config.reclaim:
+            return True
+        checked = self.frozen_check
+        if checked is not None and checked[0] == self.version:
+            return checked[1]
+        result = True
+        over_quota: dict[str, bool] = {}
+        victims: list[tuple[str, int]] = []  # (queue, GPUs) of gangs reclaim may evict now
+        for running in self.reclaimable:
+            queue = running.gang.queue
+            if running.gang.name in self.evicted:
+                continue
+            over = over_quota.get(queue)
+            if over is None:
+                over = over_quota[queue] = self.usage.over_quota(queue)
+            if over:
+                victims.append((queue, self.running_charge[running.gang.name].get(GPU, 0)))
+        if victims:
+            free = self.cluster.total_free_gpu
+            for queue in self.waiting_queues:
+                if self.min_charge_gpu > 0 and self.queue_full(queue):
+                    continue  # every gang of the queue borrows, so none reclaims
+                own_path = self.tree.path(queue)
+                if (
+                    free + sum(gpu for victim_queue, gpu in victims if victim_queue not in own_path)
+                    >= self.min_gpu
+                ):
+                    result = False
+                    break
+        self.frozen_check = (self.version, result)
+        return result
+
+    def queue_full(self, queue: str) -> bool:
+        """True when the queue or an ancestor already holds its GPU quota, so every gang of the queue
+        that charges a GPU would borrow."""
+        usage = self.usage
+        for name in self.tree.path(queue):
+            if usage.gpus(name) >= self.tree.get(name).quota.get(GPU, 0):
+                return True
+        return False
+
+    def frozen_reason(self, gang: Gang) -> None:
+        """The reason of a gang left untried by a stopped pass: what try_start would record."""
+        profile = gang_profile(gang)
+        queue = gang.queue
+        limited = self.limited.get(queue)
+        if limited is None:
+            limited = self.limited[queue] = any(self.tree.get(name).limit for name in self.tree.path(queue))
+        if limited:
+            over = self.usage.over_limit(queue, profile.charge)
+            if over is not None:
+                name, resource, limit = over
+                if profile.charge[resource] > limit:
+                    self.decisions.reasons[gang.name] = reasons.over_limit_alone(
+                        name, resource, profile.charge[resource], limit
+                    )
+                else:
+                    self.decisions.reasons[gang.name] = reasons.at_limit(name, resource, limit)
+                return
+        key = profile.failure_key
+        reason = self.frozen_reasons.get(key)
+        if reason is None:
+            allowed = self.cluster.allowed_nodes(gang, profile)
+            _, widest = self.levels_for(gang, profile)
+            reason = self.frozen_reasons[key] = self.capacity_reason(gang, profile, allowed, widest)
+        self.decisions.reasons[gang.name] = reason
+
+    def levels_for(self, gang: Gang, profile: GangProfile) -> tuple[int, int]:
+        """(finest, widest) topology level indexes to try; -1 is the whole cluster."""
+        finest = len(self.level_names) - 1
+        constraint = gang.topology
+        widest = -1
+        if constraint is not None and constraint.required and constraint.level in self.level_names:
+            widest = self.level_names.index(constraint.level)
+        if profile.required_gpu == 0:
+            finest = widest  # CPU-only gangs need no GPU locality
+        return finest, widest
+
+    def try_start(self, gang: Gang) -> bool:
+        """Start the gang, or record why it cannot; False when it is blocked on capacity.
+
+        Cheap checks come first: the queue limit only for queues that have one on their path, then
+        the per-shape failure cache (placement cannot succeed for a gang whose shape already failed
+        with a run window no longer than this one, since capacity only shrinks between reclaims),
+        and reclaim only while some borrowed gang could be a victim and the same shape of the same
+        queue has not already failed to reclaim in the same cluster state.
+        """
+        profile = gang_profile(gang)
+        decisions = self.decisions
+        queue = gang.queue
+        limited = self.limited.get(queue)
+        if limited is None:
+            limited = self.limited[queue] = any(self.tree.get(name).limit for name in self.tree.path(queue))
+        if limited:
+            over = self.usage.over_limit(queue, profile.charge)
+            if over is not None:
+                name, resource, limit = over
+                if profile.charge[resource] > limit:
+                    decisions.reasons[gang.name] = reasons.over_limit_alone(
+                        name, resource, profile.charge[resource], limit
+                    )
+                else:
+                    decisions.reasons[gang.name] = reasons.at_limit(name, resource, limit)
+                return True
+        cluster = self.cluster
+        runtime = self.runtime(gang)
+        end = self.now + runtime
+        key = profile.failure_key
+        cached = self.failure_cache.get(key)
+        fresh = cached is None or end < cached[0]
+        allowed: list[bool] | None = None
+        finest = widest = -1
+        if fresh:
+            allowed = cluster.allowed_nodes(gang, profile)
+            finest, widest = self.levels_for(gang, profile)
+        assignment = None
+        if fresh:
+            assignment = cluster.place(profile, allowed, (self.now, end), finest, widest)
+        borrowed: bool | None = None
+        if assignment is None and self.config.reclaim and self.reclaimable:
+            reclaim_key = (key, queue)
+            failed = self.reclaim_failures.get(reclaim_key)
+            if (failed is None or failed[0] != self.version or end < failed[1]) and not (
+                borrowed := self.borrows(queue, profile)
+            ):
+                if not fresh:
+                    allowed = cluster.allowed_nodes(gang, profile)
+                    finest, widest = self.levels_for(gang, profile)
+                assignment = self.reclaim(gang, profile, allowed, end, finest, widest)
+                if assignment is None:
+                    self.reclaim_failures[reclaim_key] = (self.version, end)
+        if assignment is not None:
+            if borrowed is None:
+                borrowed = self.borrows(queue, profile)
+            self.bind(gang, profile, assignment, end, borrowed)
+            return True
+        if fresh:
+            cached = (end, self.capacity_reason(gang, profile, allowed, widest))
+            self.failure_cache[key] = cached
+        decisions.reasons[gang.name] = cached[1]
+        if self.reservations_made < self.depth:
+            if not fresh:
+                allowed = cluster.allowed_nodes(gang, profile)
+                finest, widest = self.levels_for(gang, profile)
+            self.reservations_made += 1
+            self.reserve(gang, profile, allowed, runtime, finest, widest)
+        return False
+
+    def borrows(self, queue: str, profile: GangProfile) -> bool:
+        """``usage.borrows`` for the gang's charge, cached per queue and charge while the cluster
+        version (which every change of usage bumps) stays the same."""
+        key = (queue, profile.charge_key)
+        cached = self.borrow_cache.get(key)
+        if cached is not None and cached[0] == self.version:
+            return cached[1]
+        result = self.usage.borrows(queue, profile.charge)
+        self.borrow_cache[key] = (self.version, result)
+        return result
+
+    def bind(
+        self, gang: Gang, profile: GangProfile, assignment: Assignment, end: float, borrowed: bool
+    ) -> None:
+        cluster = self.cluster
+        placement = {}
+        charge: dict[str, int] = {}
+        for member, index in assignment:
+            requests = profile.member_requests[member]
+            cluster.adjust(index, requests, -1)
+            add_resources(charge, requests)
+            placement[member] = cluster.nodes[index].name
+            self.bound_releases.append((end, index, requests))
+        self.usage.add(gang.queue, charge)
+        self.version += 1
+        self.decisions.binds.append(Bind(gang.name, placement, borrowed))
+
+    def capacity_reason(
+        self, gang: Gang, profile: GangProfile, allowed: list[bool] | None, widest: int
+    ) -> str:
+        cluster = self.cluster
+        need = profile.required_gpu
+        if widest >= 0:
+            best = cluster.levels[widest].best_free()
+            if need > best:
+                return reasons.within_domain(need, self.level_names[widest], best)
+        if need > cluster.total_free_gpu:
+            return reasons.cluster_short(GPU, need, cluster.total_free_gpu)
+        if allowed is not None:
+            matching = sum(free for free, ok in zip(cluster.free_gpu, allowed, strict=True) if ok)
+            if need > matching:
+                return reasons.no_matching_nodes(need, matching)
+        if self.first_reservation is not None:
+            reservation = self.first_reservation
+            return reasons.behind_reservation(reservation.gang_name, reservation.start - self.now)
+        largest = profile.required_shapes[0].gpu if profile.required_shapes else 0
+        return reasons.fragmented(need, largest, max(cluster.free_gpu, default=0))
+
+    # -- reclaim -------------------------------------------------------------------------------
+
+    def reclaim(
+        self,
+        gang: Gang,
+        profile: GangProfile,
+        allowed: list[bool] | None,
+        end: float,
+        finest: int,
+        widest: int,
+    ) -> Assignment | None:
+        """Evict whole borrowed gangs of other queues (lowest priority, least progress first) until
+        the gang fits; evict nothing when it would not fit even then."""
+        own_path = set(self.tree.path(gang.queue))
+        over_quota: dict[str, bool] = {}
+        victims = []
+        for r in self.reclaimable:
+            victim_queue = r.gang.queue
+            if r.gang.name in self.evicted or victim_queue in own_path:
+                continue
+            over = over_quota.get(victim_queue)
+            if over is None:
+                over = over_quota[victim_queue] = self.usage.over_quota(victim_queue)
+            if over:
+                victims.append(r)
+        if not victims:
+            return None
+        cluster = self.cluster
+        need = profile.required_gpu
+        charge = self.running_charge
+        if cluster.total_free_gpu + sum(charge[r.gang.name].get(GPU, 0) for r in victims) < need:
+            return None  # even evicting every victim would not free enough GPUs
+        released: list[RunningGang] = []
+        assignment = None
+        for victim in victims:
+            self.release(victim, +1)
+            released.append(victim)
+            if cluster.total_free_gpu >= need:
+                assignment = cluster.place(profile, allowed, (self.now, end), finest, widest)
+                if assignment is not None:
+                    break
+        if assignment is None:
+            for victim in released:
+                self.release(victim, -1)
+            return None
+        for victim in released:
+            self.evicted.add(victim.gang.name)
+            self.usage.add(victim.gang.queue, self.running_charge[victim.gang.name], -1)
+            self.decisions.evictions.append(
+                Evict(
+                    victim.gang.name,
+                    f"reclaimed by queue {gang.queue} (within its quota) for gang {gang.name}",
+                )
+            )
+        self.failure_cache.clear()  # capacity grew
+        self.version += 1
+        return assignment
+
+    def release(self, running: RunningGang, sign: int) -> None:
+        cluster = self.cluster
+        for node, requests in placed_by_node(running)[1]:
+            index = cluster.index.get(node)
+            if index is not None:
+                cluster.adjust(index, requests, sign)
+
+    # -- reservations --------------------------------------------------------------------------
+
+    def releases(self) -> list[tuple[float, int, dict]]:
+        """(expected end, node index, requests) of everything running or bound, soonest first."""
+        index = self.cluster.index
+        items = list(self.bound_releases)
+        for running in self.survivors:
+            if running.gang.name in self.evicted:
+                continue
+            for node, requests in placed_by_node(running)[1]:
+                if node in index:
+                    items.append((running.expected_end, index[node], requests))
+        items.sort(key=lambda item: (item[0], item[1]))
+        return items
+
+    def reserve(
+        self,
+        gang: Gang,
+        profile: GangProfile,
+        allowed: list[bool] | None,
+        runtime: float,
+        finest: int,
+        widest: int,
+    ) -> None:
+        """Find the earliest time the gang fits as running gangs end, and hold those nodes."""
+        future = self.cluster.copy()
+        items = self.releases()
+        # Candidate start times: whenever running gangs end or earlier reservations expire.
+        times = sorted({when for when, _, _ in items} | self.cluster.reservation_ends())
+        position = 0
+        for when in times:
+            if math.isinf(when):
+                break
+            while position < len(items) and items[position][0] <= when:
+                _, node_index, requests = items[position]
+                future.adjust(node_index, requests, +1)
+                position += 1
+            start = max(when, self.now)
+            assignment = future.place(profile, allowed, (start, start + runtime), finest, widest)
+            if assignment is not None:
+                holds: dict[int, dict[str, int]] = {}
+                for member, node_index in assignment:
+                    add_resources(holds.setdefault(node_index, {}), profile.member_requests[member])
+                indexes = sorted(holds)
+                self.cluster.reserve(holds, start, start + runtime)
+                self.version += 1
+                names = tuple(self.cluster.nodes[i].name for i in indexes)
+                held = tuple(
+                    (self.cluster.nodes[i].name, tuple(sorted((k, v) for k, v in holds[i].items() if v)))
+                    for i in indexes
+                )
+                reservation = Reservation(gang.name, names, start, held)
+                self.decisions.reservations.append(reservation)
+                self.first_reservation = self.first_reservation or reservation
+                self.decisions.reasons[gang.name] = reasons.reserved(start - self.now)
+                return
+        self.decisions.reasons[gang.name] = reasons.no_start_time()

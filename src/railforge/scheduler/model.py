@@ -1,0 +1,284 @@
+"""Data model of the scheduler core: plain immutable values in, plain decisions out.
+
+Resources are ``dict[str, int]`` in integer units: ``nvidia.com/gpu`` as a count, ``cpu`` in
+millicores, ``memory`` in bytes, extended resources (``rdma/rail0``, ``nvidia.com/sriov_ib``) as
+counts. Times are seconds on the caller's clock (``Snapshot.now``).
+
+Callers apply a ``Decisions`` value in this order: evictions, restarts and failures first (they
+release capacity), then binds; binds may use capacity that the evictions of the same call free.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+GPU = "nvidia.com/gpu"
+CPU = "cpu"
+MEMORY = "memory"
+
+Resources = Mapping[str, int]
+
+DEFAULT_TOPOLOGY_LABEL_KEYS = (
+    "railforge.io/spine",
+    "railforge.io/leaf",
+    "railforge.io/nvlink-domain",
+)
+DEFAULT_TOPOLOGY_LEVEL_NAMES = ("spine", "leaf", "nvlink")
+
+NO_SCHEDULE_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def topology_from_labels(
+    labels: Mapping[str, str], keys: tuple[str, ...] = DEFAULT_TOPOLOGY_LABEL_KEYS
+) -> tuple[str, ...]:
+    """Topology path root->leaf from node labels; stops at the first key the node lacks."""
+    path = []
+    for key in keys:
+        value = labels.get(key)
+        if value is None:
+            break
+        path.append(value)
+    return tuple(path)
+
+
+def add_resources(total: dict[str, int], extra: Resources, times: int = 1) -> dict[str, int]:
+    """Add ``extra * times`` into ``total`` in place and return it."""
+    for name, amount in extra.items():
+        total[name] = total.get(name, 0) + amount * times
+    return total
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"  # NoSchedule | PreferNoSchedule | NoExecute
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""  # empty key with operator Exists tolerates every taint
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: str = ""
+    effect: str = ""  # empty matches every effect
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.operator == "Exists":
+            return not self.key or self.key == taint.key
+        return self.key == taint.key and self.value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorRequirement:
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        value = labels.get(self.key)
+        if self.operator == "In":
+            return value is not None and value in self.values
+        if self.operator == "NotIn":
+            return value is None or value not in self.values
+        if self.operator == "Exists":
+            return value is not None
+        if self.operator == "DoesNotExist":
+            return value is None
+        raise ValueError(f"unknown node selector operator {self.operator!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    allocatable: Resources
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    schedulable: bool = True  # False when cordoned
+    ready: bool = True
+    topology: tuple[str, ...] = ()  # root->leaf, e.g. ("spine0", "leaf03", "nvl-07")
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyConstraint:
+    level: str  # a level name of SchedulerConfig.topology_level_names, e.g. "leaf"
+    required: bool = True  # False: preferred only, the gang may spread wider
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    name: str
+    requests: Resources
+
+
+@dataclass(frozen=True)
+class Gang:
+    """A group of pods that start together or not at all.
+
+    The first ``min_member`` members are required; later ones are placed only alongside them when
+    they fit. ``oracle_runtime`` is the true runtime, used only by the ``sjf_oracle`` order.
+    ``restart_count`` and ``not_before`` are carried by the caller across restarts (backoff).
+    """
+
+    name: str
+    queue: str
+    members: tuple[Member, ...]
+    min_member: int | None = None  # None: every member is required
+    priority: int = 0
+    submit_time: float = 0.0
+    max_runtime: float | None = None
+    schedule_timeout: float | None = None
+    topology: TopologyConstraint | None = None
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    affinity: tuple[NodeSelectorRequirement, ...] = ()  # required node affinity, all must match
+    tolerations: tuple[Toleration, ...] = ()
+    min_resources: Resources | None = None  # overrides the resources charged at admission
+    oracle_runtime: float | None = None
+    restart_count: int = 0
+    not_before: float = 0.0
+
+    @property
+    def required_members(self) -> int:
+        return len(self.members) if self.min_member is None else self.min_member
+
+    def total_requests(self) -> dict[str, int]:
+        """Summed requests of all members (the most the gang can occupy)."""
+        total: dict[str, int] = {}
+        for member in self.members:
+            add_resources(total, member.requests)
+        return total
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    name: str
+    parent: str | None = None
+    quota: Resources = field(default_factory=dict)  # guaranteed; missing resource: 0
+    limit: Resources = field(default_factory=dict)  # hard cap; missing resource: unlimited
+    over_quota_weight: float = 1.0
+    priority: int = 0
+    default_max_runtime: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunningGang:
+    gang: Gang
+    placement: Mapping[str, str]  # member name -> node name
+    start_time: float
+    expected_end: float = math.inf  # start_time + max runtime; inf when unbounded
+    borrowed: bool = False  # started beyond its queue's quota, so reclaimable
+    failed_members: tuple[str, ...] = ()
+
+
+BackfillMode = Literal["easy", "conservative", "none"]
+OrderMode = Literal["fair", "fifo", "sjf_oracle"]
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    """Policy knobs. ``backfill="none"`` means no reservations; ``skip_ahead`` then decides
+    whether a later gang may start while an earlier one is blocked."""
+
+    backfill: BackfillMode = "easy"
+    reservation_depth: int = 1  # gangs that get reservations under conservative backfill
+    order: OrderMode = "fair"
+    skip_ahead: bool = True
+    fair_share_half_life: float = 7 * 86400.0  # usage decay; the caller decays Snapshot.usage
+    aging_bound: float | None = 3 * 86400.0  # gangs pending longer are served first, oldest first
+    reclaim: bool = True
+    min_runtime_before_reclaim: float = 600.0
+    failure_policy: Literal["restart", "fail"] = "restart"
+    restart_backoff_base: float = 30.0
+    restart_backoff_max: float = 3600.0
+    max_restarts: int | None = None  # beyond it a failing gang fails; None: unlimited
+    topology_label_keys: tuple[str, ...] = DEFAULT_TOPOLOGY_LABEL_KEYS
+    topology_level_names: tuple[str, ...] = DEFAULT_TOPOLOGY_LEVEL_NAMES
+
+    @classmethod
+    def preset(cls, name: str, **overrides: object) -> SchedulerConfig:
+        """Named policy bundles; keyword overrides replace single fields."""
+        presets = {
+            "railforge": cls(),
+            "strict_fifo": cls(backfill="none", order="fifo", skip_ahead=False, reclaim=False),
+            "best_effort_fifo": cls(backfill="none", order="fifo", skip_ahead=True, reclaim=False),
+            "sjf_oracle": cls(backfill="none", order="sjf_oracle", skip_ahead=True, reclaim=False),
+        }
+        if name not in presets:
+            raise ValueError(f"unknown preset {name!r}; known: {', '.join(sorted(presets))}")
+        return replace(presets[name], **overrides)
+
+    def restart_delay(self, restart_count: int) -> float:
+        """Exponential backoff before restart number ``restart_count + 1``."""
+        return min(self.restart_backoff_max, self.restart_backoff_base * 2.0 ** min(restart_count, 60))
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    now: float
+    nodes: tuple[Node, ...]
+    queues: tuple[Queue, ...]
+    pending: tuple[Gang, ...]
+    running: tuple[RunningGang, ...]
+    usage: Mapping[str, float] = field(default_factory=dict)  # queue -> decayed GPU-seconds
+    config: SchedulerConfig = field(default_factory=SchedulerConfig)
+
+
+@dataclass(frozen=True, slots=True)
+class Bind:
+    gang_name: str
+    placement: dict[str, str]  # member name -> node name
+    borrowed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Evict:
+    gang_name: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Restart:
+    gang_name: str
+    not_before: float
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Fail:
+    gang_name: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """A blocked gang's earliest start. Only ``held`` is kept for it on each node during its run
+    window (node name -> sorted (resource, amount) pairs); the rest of those nodes stays open to
+    backfill."""
+
+    gang_name: str
+    nodes: tuple[str, ...]
+    start: float
+    held: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
+
+
+@dataclass
+class Decisions:
+    binds: list[Bind] = field(default_factory=list)
+    evictions: list[Evict] = field(default_factory=list)
+    restarts: list[Restart] = field(default_factory=list)
+    failures: list[Fail] = field(default_factory=list)
+    reservations: list[Reservation] = field(default_factory=list)
+    reasons: dict[str, str] = field(default_factory=dict)  # pending gang -> why it did not start
+    stats: dict[str, float] = field(default_factory=dict)
+
+
+def decay_usage(usage: Mapping[str, float], elapsed: float, half_life: float) -> dict[str, float]:
+    """Usage after ``elapsed`` seconds of exponential decay; ``half_life <= 0`` disables decay."""
+    if half_life <= 0 or elapsed <= 0:
+        return dict(usage)
+    factor = 0.5 ** (elapsed / half_life)
+    return {queue: value * factor for queue, value in usage.items()}

@@ -1,0 +1,422 @@
+"""All-or-nothing, topology-aware, best-fit placement over a mutable free-capacity view.
+
+``Cluster`` keeps, for the schedulable and ready nodes only, each node's free resources plus
+per-domain summaries (free GPUs per NVLink domain, leaf, spine) bucketed by free GPUs, so a gang
+is tried first in the smallest and lowest domain that could hold it and rejected cheaply when no
+domain can. Node indexes follow node-name order, so every scan is deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left, insort
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from railforge.scheduler.model import GPU, NO_SCHEDULE_EFFECTS, Gang, Node, Resources
+
+Assignment = list[tuple[str, int]]  # (member name, node index)
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """Members with identical requests, placed together."""
+
+    gpu: int
+    others: tuple[tuple[str, int], ...]  # non-GPU requests, sorted by resource name
+    member_names: tuple[str, ...]
+
+    @property
+    def signature(self) -> tuple[int, tuple[tuple[str, int], ...], int]:
+        return (self.gpu, self.others, len(self.member_names))
+
+
+@dataclass(frozen=True, slots=True)
+class GangProfile:
+    """Everything decide() needs about a gang that depends only on the gang itself."""
+
+    charge: dict[str, int]  # resources counted against queue quota and limit (all members)
+    member_requests: dict[str, Resources]
+    gpu: int  # GPUs the gang occupies when fully placed
+    required_gpu: int  # GPUs of the required members (quick-rejection bound)
+    required_shapes: tuple[Shape, ...]  # largest first
+    optional_shapes: tuple[Shape, ...]
+    filter_key: tuple  # node-filter signature: equal keys accept the same nodes
+    failure_key: tuple  # equal keys with the same filter fail to place in the same state
+    charge_key: tuple = ()  # the charge as sorted (resource, amount) pairs
+
+
+def _shapes(members: Iterable) -> tuple[Shape, ...]:
+    groups: dict[tuple, list[str]] = {}
+    for member in members:
+        gpu = member.requests.get(GPU, 0)
+        others = tuple(sorted((k, v) for k, v in member.requests.items() if k != GPU and v > 0))
+        groups.setdefault((gpu, others), []).append(member.name)
+    shapes = [Shape(gpu, others, tuple(names)) for (gpu, others), names in groups.items()]
+    shapes.sort(key=lambda s: (-s.gpu, [(-v, k) for k, v in s.others], s.member_names))
+    return tuple(shapes)
+
+
+def gang_profile(gang: Gang) -> GangProfile:
+    """Derived gang facts, computed once per Gang object and cached on it."""
+    cached = gang.__dict__.get("_profile")
+    if cached is not None:
+        return cached
+    required = gang.members[: gang.required_members]
+    required_shapes = _shapes(required)
+    optional_shapes = _shapes(gang.members[gang.required_members :])
+    charge = gang.total_requests()
+    required_gpu = sum(s.gpu * len(s.member_names) for s in required_shapes)
+    if gang.min_resources is not None:
+        required_gpu = max(required_gpu, gang.min_resources.get(GPU, 0))
+    filter_key = (
+        tuple(sorted(gang.node_selector.items())),
+        tuple(sorted(gang.affinity, key=repr)),
+        tuple(sorted(gang.tolerations, key=repr)),
+    )
+    failure_key = (
+        filter_key,
+        gang.topology,
+        tuple(s.signature for s in required_shapes),
+        required_gpu,
+    )
+    profile = GangProfile(
+        charge=charge,
+        member_requests={m.name: m.requests for m in gang.members},
+        gpu=charge.get(GPU, 0),
+        required_gpu=required_gpu,
+        required_shapes=required_shapes,
+        optional_shapes=optional_shapes,
+        filter_key=filter_key,
+        failure_key=failure_key,
+        charge_key=tuple(sorted(charge.items())),
+    )
+    object.__setattr__(gang, "_profile", profile)
+    return profile
+
+
+def node_accepts(node: Node, gang: Gang) -> bool:
+    """Taints, node selector and required node affinity."""
+    labels = node.labels
+    for key, value in gang.node_selector.items():
+        if labels.get(key) != value:
+            return False
+    if not all(req.matches(labels) for req in gang.affinity):
+        return False
+    for taint in node.taints:
+        if taint.effect in NO_SCHEDULE_EFFECTS and not any(t.tolerates(taint) for t in gang.tolerations):
+            return False
+    return True
+
+
+class _Level:
+    """Domains of one topology level with their free GPUs, bucketed for best-fit search."""
+
+    __slots__ = ("buckets", "domain_free", "members", "name", "node_domain", "values")
+
+    def __init__(
+        self,
+        name: str,
+        node_domain: list[tuple],
+        free_gpu: list[int],
+        members: dict[tuple, list[int]] | None = None,
+    ):
+        self.name = name
+        self.node_domain = node_domain
+        if members is None:
+            members = {}
+            for index, domain in enumerate(node_domain):
+                members.setdefault(domain, []).append(index)
+        self.members: dict[tuple, list[int]] = members
+        self.domain_free: dict[tuple, int] = {}
+        self.buckets: dict[int, set[tuple]] = {}
+        buckets = self.buckets
+        for domain, indexes in members.items():
+            free = 0
+            for index in indexes:
+                free += free_gpu[index]
+            self.domain_free[domain] = free
+            bucket = buckets.get(free)
+            if bucket is None:
+                buckets[free] = {domain}
+            else:
+                bucket.add(domain)
+        self.values = sorted(buckets)
+
+    def change(self, node_index: int, delta: int) -> None:
+        domain = self.node_domain[node_index]
+        old = self.domain_free[domain]
+        new = old + delta
+        self.domain_free[domain] = new
+        bucket = self.buckets[old]
+        bucket.discard(domain)
+        if not bucket:
+            del self.buckets[old]
+            self.values.pop(bisect_left(self.values, old))
+        if new in self.buckets:
+            self.buckets[new].add(domain)
+        else:
+            self.buckets[new] = {domain}
+            insort(self.values, new)
+
+    def best_fit(self, need: int) -> Iterable[tuple]:
+        """Domains with at least ``need`` free GPUs, tightest first."""
+        values = self.values
+        for value in values[bisect_left(values, need) :]:
+            bucket = self.buckets.get(value)
+            if bucket:
+                yield from sorted(bucket)
+
+    def best_free(self) -> int:
+        return self.values[-1] if self.values else 0
+
+
+class _Static:
+    """The parts of a Cluster that depend only on the node list and the topology level names."""
+
+    __slots__ = ("filters", "index", "level_names", "levels", "nodes", "total_gpu")
+
+    def __init__(self, nodes: Sequence[Node], level_names: tuple[str, ...]):
+        eligible = sorted((n for n in nodes if n.schedulable and n.ready), key=lambda n: n.name)
+        self.nodes = eligible
+        self.index = {node.name: i for i, node in enumerate(eligible)}
+        self.total_gpu = sum(node.allocatable.get(GPU, 0) for node in eligible)
+        self.level_names = level_names
+        self.levels: list[tuple[str, list[tuple], dict[tuple, list[int]]]] = []
+        for depth, name in enumerate(level_names):
+            node_domain = [Cluster._domain_key(node, depth) for node in eligible]
+            members: dict[tuple, list[int]] = {}
+            for index, domain in enumerate(node_domain):
+                members.setdefault(domain, []).append(index)
+            self.levels.append((name, node_domain, members))
+        # filter key -> per-node acceptance (None: all accept); depends only on the nodes
+        self.filters: dict[tuple, list[bool] | None] = {}
+
+
+_static_cache: list = [None, None, None]  # nodes sequence, level names, _Static
+
+
+def _static(nodes: Sequence[Node], level_names: tuple[str, ...]) -> _Static:
+    """The static cluster view, reused while decide() is handed the same (immutable) node tuple,
+    as a simulator or controller does between node changes; rebuilt otherwise."""
+    cached_nodes, cached_levels, static = _static_cache
+    if cached_nodes is nodes and cached_levels == level_names and isinstance(nodes, tuple):
+        return static
+    static = _Static(nodes, level_names)
+    _static_cache[:] = [nodes, level_names, static]
+    return static
+
+
+class Cluster:
+    """Free capacity of the schedulable, ready nodes during one decide() call."""
+
+    def __init__(self, nodes: Sequence[Node], used: Mapping[str, dict[str, int]], level_names: Sequence[str]):
+        static = _static(nodes, tuple(level_names))
+        eligible = self.nodes = static.nodes
+        self.index = static.index
+        self.free: list[dict[str, int]] = []
+        for node in eligible:
+            free = dict(node.allocatable)
+            node_used = used.get(node.name)
+            if node_used is not None:
+                for name, amount in node_used.items():
+                    free[name] = free.get(name, 0) - amount
+            self.free.append(free)
+        self.free_gpu = [free.get(GPU, 0) for free in self.free]
+        self.total_free_gpu = sum(self.free_gpu)
+        self.gpu_histogram: dict[int, int] = {}  # free GPUs -> number of nodes
+        for free_gpu in self.free_gpu:
+            self.gpu_histogram[free_gpu] = self.gpu_histogram.get(free_gpu, 0) + 1
+        self.total_gpu = static.total_gpu
+        self.reserved_start = [math.inf] * len(eligible)  # earliest reservation start per node
+        # node -> reserved (start, end, resources): amounts held for a reserved gang in its window
+        self.windows: dict[int, list[tuple[float, float, Resources]]] = {}
+        self.level_names = static.level_names
+        self.levels = [
+            _Level(name, node_domain, self.free_gpu, members) for name, node_domain, members in static.levels
+        ]
+        self._filters = static.filters
+
+    @staticmethod
+    def _domain_key(node: Node, depth: int) -> tuple:
+        path = node.topology
+        # A node without a label at this depth forms its own domain there.
+        return path[: depth + 1] if len(path) > depth else (*path, "node:" + node.name)
+
+    def copy(self) -> Cluster:
+        """Independent copy of the mutable capacity state (shares the immutable node data)."""
+        clone = object.__new__(Cluster)
+        clone.__dict__.update(self.__dict__)
+        clone.free = [dict(free) for free in self.free]
+        clone.free_gpu = list(self.free_gpu)
+        clone.gpu_histogram = dict(self.gpu_histogram)
+        clone.reserved_start = list(self.reserved_start)
+        clone.windows = {index: list(windows) for index, windows in self.windows.items()}
+        clone.levels = []
+        for level in self.levels:
+            copied = object.__new__(_Level)
+            copied.name = level.name
+            copied.node_domain = level.node_domain
+            copied.members = level.members
+            copied.domain_free = dict(level.domain_free)
+            copied.buckets = {value: set(domains) for value, domains in level.buckets.items()}
+            copied.values = list(level.values)
+            clone.levels.append(copied)
+        return clone
+
+    def allowed_nodes(self, gang: Gang, profile: GangProfile) -> list[bool] | None:
+        """Per-node acceptance for the gang's filters; None when every node accepts."""
+        key = profile.filter_key
+        if key not in self._filters:
+            accepted = [node_accepts(node, gang) for node in self.nodes]
+            self._filters[key] = None if all(accepted) else accepted
+        return self._filters[key]
+
+    def adjust(self, node_index: int, requests: Resources, sign: int) -> None:
+        """Take (sign=-1) or give back (sign=+1) ``requests`` on one node."""
+        free = self.free[node_index]
+        for name, amount in requests.items():
+            free[name] = free.get(name, 0) + sign * amount
+        gpu = requests.get(GPU, 0)
+        if gpu:
+            histogram = self.gpu_histogram
+            old = self.free_gpu[node_index]
+            histogram[old] -= 1
+            histogram[old + sign * gpu] = histogram.get(old + sign * gpu, 0) + 1
+            self.free_gpu[node_index] = old + sign * gpu
+            self.total_free_gpu += sign * gpu
+            for level in self.levels:
+                level.change(node_index, sign * gpu)
+
+    def reserve(self, holds: Mapping[int, Resources], start: float, end: float) -> None:
+        """Hold ``holds[node]`` resources on each node for [start, end): a later placement whose run
+        window overlaps that one may use only what is free now beyond the held amounts (free now is
+        never more than what will be free at ``start``, so the reserved gang still fits then)."""
+        for index, resources in holds.items():
+            self.reserved_start[index] = min(start, self.reserved_start[index])
+            self.windows.setdefault(index, []).append((start, end, dict(resources)))
+
+    def reservation_ends(self) -> set[float]:
+        return {end for windows in self.windows.values() for _, end, _ in windows}
+
+    def _held(self, index: int, start: float, end: float) -> dict[str, int] | None:
+        """Resources held on the node by reservations whose window overlaps [start, end)."""
+        held: dict[str, int] | None = None
+        for held_start, held_end, resources in self.windows[index]:
+            if start < held_end and held_start < end:
+                if held is None:
+                    held = {}
+                for name, amount in resources.items():
+                    held[name] = held.get(name, 0) + amount
+        return held
+
+    def could_fit(self, profile: GangProfile) -> bool:
+        """Cheap necessary condition: enough free GPUs, and enough nodes with room for each pod size."""
+        if profile.required_gpu > self.total_free_gpu:
+            return False
+        for shape in profile.required_shapes:
+            if shape.gpu:
+                slots = sum(
+                    n * (free // shape.gpu) for free, n in self.gpu_histogram.items() if free >= shape.gpu
+                )
+                if slots < len(shape.member_names):
+                    return False
+        return True
+
+    def place(
+        self,
+        profile: GangProfile,
+        allowed: list[bool] | None,
+        window: tuple[float, float],
+        finest_level: int,
+        widest_level: int,
+    ) -> Assignment | None:
+        """Find nodes for the gang without changing state.
+
+        Levels are tried from ``finest_level`` down to ``widest_level`` (index into the topology
+        levels; -1 means the whole cluster). A node is usable only when the gang's run ``window``
+        (start, end) overlaps none of the node's reservations.
+        """
+        need = profile.required_gpu
+        if not self.could_fit(profile) or (
+            widest_level >= 0 and self.levels[widest_level].best_free() < need
+        ):
+            return None
+        for depth in range(finest_level, widest_level - 1, -1):
+            if depth < 0:
+                return self._place_in(range(len(self.nodes)), profile, allowed, window)
+            level = self.levels[depth]
+            for domain in level.best_fit(need):
+                placed = self._place_in(level.members[domain], profile, allowed, window)
+                if placed is not None:
+                    return placed
+        return None
+
+    def _place_in(
+        self,
+        node_indexes: Iterable[int],
+        profile: GangProfile,
+        allowed: list[bool] | None,
+        window: tuple[float, float],
+    ) -> Assignment | None:
+        taken: dict[int, dict[str, int]] = {}
+        assignment: Assignment = []
+        for shape in profile.required_shapes:
+            if not self._fill(shape, node_indexes, allowed, window, taken, assignment, required=True):
+                return None
+        for shape in profile.optional_shapes:
+            self._fill(shape, node_indexes, allowed, window, taken, assignment, required=False)
+        return assignment
+
+    def _fill(
+        self,
+        shape: Shape,
+        node_indexes: Iterable[int],
+        allowed: list[bool] | None,
+        window: tuple[float, float],
+        taken: dict[int, dict[str, int]],
+        assignment: Assignment,
+        required: bool,
+    ) -> bool:
+        """Best-fit: put members on the nodes with the fewest free GPUs that still hold them."""
+        gpu, others, names = shape.gpu, shape.others, shape.member_names
+        free_gpu, free, reserved_start = self.free_gpu, self.free, self.reserved_start
+        start, end = window
+        candidates = []
+        for index in node_indexes:
+            if allowed is not None and not allowed[index]:
+                continue
+            held = self._held(index, start, end) if reserved_start[index] < end else None
+            already = taken.get(index)
+            node_gpu = free_gpu[index] - (already.get(GPU, 0) if already else 0)
+            room_gpu = node_gpu - (held.get(GPU, 0) if held else 0)
+            fits = room_gpu // gpu if gpu else len(names)
+            if fits <= 0:
+                continue
+            node_free = free[index]
+            for name, amount in others:
+                room = node_free.get(name, 0) - (already.get(name, 0) if already else 0)
+                if held:
+                    room -= held.get(name, 0)
+                fits = min(fits, room // amount)
+                if fits <= 0:
+                    break
+            if fits > 0:
+                candidates.append((room_gpu, index, fits))
+        candidates.sort()
+        remaining = len(names)
+        position = 0
+        for _, index, fits in candidates:
+            count = min(fits, remaining)
+            used = taken.setdefault(index, {})
+            if gpu:
+                used[GPU] = used.get(GPU, 0) + gpu * count
+            for name, amount in others:
+                used[name] = used.get(name, 0) + amount * count
+            for member in names[position : position + count]:
+                assignment.append((member, index))
+            position += count
+            remaining -= count
+            if not remaining:
+                break
+        return remaining == 0 or not required

@@ -1,0 +1,92 @@
+"""Wording of the reasons shown for pending gangs and for decisions: short and actionable."""
+
+from __future__ import annotations
+
+import math
+
+from railforge.scheduler.model import CPU, GPU, MEMORY
+
+
+def duration(seconds: float) -> str:
+    """Human duration: 45s, 7m, 2h13m, 3d4h."""
+    if math.isinf(seconds):
+        return "never"
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes = seconds // 60
+    if minutes < 60:
+        return f"{minutes}m"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h{minutes:02d}m" if minutes else f"{hours}h"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours}h" if hours else f"{days}d"
+
+
+def amount(resource: str, value: int) -> str:
+    """A resource amount with its unit, e.g. '16 GPUs', '4 CPUs', '64Gi memory'."""
+    if resource == GPU:
+        return f"{value} GPU" + ("" if value == 1 else "s")
+    if resource == CPU:
+        return f"{value / 1000:g} CPUs" if value % 1000 == 0 or value >= 10_000 else f"{value}m CPU"
+    if resource == MEMORY:
+        return f"{value / 2**30:g}Gi memory"
+    return f"{value} {resource}"
+
+
+def at_limit(queue: str, resource: str, limit: int) -> str:
+    return f"queue {queue} is at its limit of {amount(resource, limit)}"
+
+
+def over_limit_alone(queue: str, resource: str, need: int, limit: int) -> str:
+    return f"needs {amount(resource, need)} but queue {queue} is limited to {amount(resource, limit)}"
+
+
+def within_domain(need: int, level: str, best: int) -> str:
+    return f"needs {amount(GPU, need)} within one {level}; the best {level} has {best} free"
+
+
+def cluster_short(resource: str, need: int, free: int) -> str:
+    return f"needs {amount(resource, need)}; the cluster has {free} free"
+
+
+def fragmented(need: int, largest_member: int, best_node: int) -> str:
+    return (
+        f"needs {amount(GPU, need)} in pods of up to {largest_member}; free GPUs are fragmented "
+        f"(the emptiest node has {best_node} free)"
+    )
+
+
+def no_matching_nodes(need: int, free: int) -> str:
+    return (
+        f"needs {amount(GPU, need)} on nodes matching its node selector, affinity and tolerations; "
+        f"those have {free} free"
+    )
+
+
+def reserved(start_in: float) -> str:
+    return f"reserved to start at +{duration(start_in)}; waiting for backfill"
+
+
+def behind_reservation(gang: str, start_in: float) -> str:
+    return (
+        f"blocked behind reservation of gang {gang} (starts at +{duration(start_in)}); "
+        "a shorter max runtime would let it backfill"
+    )
+
+
+def no_start_time() -> str:
+    return "cannot be reserved: running gangs without a max runtime hold the capacity it needs"
+
+
+def strict_order(gang: str) -> str:
+    return f"waiting behind gang {gang} (strict FIFO: nothing starts before the head of the queue)"
+
+
+def backoff(wait: float) -> str:
+    return f"restarting after a failure; backoff ends in {duration(wait)}"
+
+
+def schedule_timeout(timeout: float) -> str:
+    return f"not scheduled within its schedule timeout of {duration(timeout)}"

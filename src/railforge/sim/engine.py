@@ -1,0 +1,353 @@
+"""Discrete-event simulator that drives the scheduler core's ``decide()``.
+
+Events live in a heap ordered by (time, kind, sequence).  All events of one timestamp are applied
+first (completions and node repairs before failures before arrivals, so that capacity freed at
+``t`` is visible to the gangs arriving at ``t``), then ``decide()`` is called once if anything
+changed, and its decisions are applied in the order the core documents: evictions, restarts and
+failures (which release capacity), then binds.
+
+* A bound gang completes ``runtime`` seconds later (the trace's duration), regardless of its
+  estimate (estimates are never below the runtime, see ``estimates``).
+* An evicted (reclaimed) or restarted gang goes back to pending with its original submit time and
+  **loses all progress**: its next run takes the full runtime again.  Restarts carry the core's
+  ``not_before`` backoff; the simulator wakes the scheduler at that time.
+* Optional node failures: a Poisson process, ``failure_rate`` failures per node per day, each on a
+  uniformly chosen ready node, which comes back after ``repair_time`` seconds.  Gangs with a member
+  on the node get that member listed in ``failed_members`` and cannot complete; the core decides to
+  restart or fail them.
+* ``period`` > 0 models a scheduler that runs in cycles: events still happen at their own times
+  (for the accounting) but ``decide()`` only runs at multiples of ``period``, once for everything
+  that happened since the last cycle.  ``period`` = 0 (the default) decides at every event time.
+* While gangs are pending the scheduler is also woken every ``resync`` seconds (as a real scheduler
+  loop would), so time-based rules (aging, reclaim grace periods, timeouts) can fire between events.
+* Per-queue usage for fair share is decayed continuously with the config's half-life:
+  ``u(t+dt) = u(t) * 2^(-dt/h) + a * h/ln2 * (1 - 2^(-dt/h))`` for a constant allocation ``a`` GPUs.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+
+from railforge.scheduler.model import (
+    GPU,
+    Decisions,
+    Gang,
+    Node,
+    Queue,
+    RunningGang,
+    SchedulerConfig,
+    Snapshot,
+)
+from railforge.sim.metrics import JobOutcome, SimResult, maxmin_fair
+
+# event kinds, in the order they are applied within one timestamp
+COMPLETE, REPAIR, FAIL, ARRIVE, WAKE = range(5)
+
+
+@dataclass(frozen=True, slots=True)
+class SimJob:
+    gang: Gang
+    runtime: float
+    gpus: int
+
+
+def _gang_gpus(gang: Gang) -> int:
+    return sum(m.requests.get(GPU, 0) for m in gang.members)
+
+
+class Simulator:
+    def __init__(
+        self,
+        nodes: Iterable[Node],
+        queues: Iterable[Queue],
+        jobs: Iterable[SimJob],
+        config: SchedulerConfig,
+        decide: Callable[[Snapshot], Decisions] | None = None,
+        *,
+        fair_weights: dict[str, float] | None = None,
+        failure_rate: float = 0.0,
+        repair_time: float = 4 * 3600.0,
+        resync: float = 900.0,
+        period: float = 0.0,
+        seed: int = 1,
+        progress: Callable[[int], None] | None = None,
+        trace: str = "trace",
+        policy: str = "policy",
+        estimates: str = "exact",
+    ) -> None:
+        if decide is None:
+            from railforge.scheduler.core import decide as core_decide
+
+            decide = core_decide
+        self.decide = decide
+        self.config = config
+        self.nodes = {n.name: n for n in nodes}
+        self.node_tuple = tuple(self.nodes.values())
+        self.queues = tuple(queues)
+        self.total_gpus = sum(n.allocatable.get(GPU, 0) for n in self.node_tuple)
+        self.jobs = {j.gang.name: j for j in jobs}
+        self.weights = fair_weights or {q.name: float(q.quota.get(GPU, 0)) or 1.0 for q in self.queues}
+        self.failure_rate = failure_rate
+        self.repair_time = repair_time
+        self.resync = resync
+        self.period = period
+        self.rng = random.Random(seed)
+        self.progress = progress
+        self.meta = (trace, policy, estimates)
+
+        self.now = 0.0
+        self.heap: list[tuple[float, int, int, object]] = []
+        self.seq = 0
+        self.pending: dict[str, Gang] = {}
+        self.running: dict[str, RunningGang] = {}
+        self.run_token: dict[str, int] = {}
+        self.outcomes = {
+            name: JobOutcome(name, j.gang.queue, j.gpus, j.gang.submit_time, j.runtime)
+            for name, j in self.jobs.items()
+        }
+        qnames = {q.name for q in self.queues} | {j.gang.queue for j in self.jobs.values()}
+        self.alloc = dict.fromkeys(qnames, 0)  # GPUs held per queue
+        self.pend_gpus = dict.fromkeys(qnames, 0)
+        self.usage = dict.fromkeys(qnames, 0.0)
+        self.queue_alloc = dict.fromkeys(qnames, 0.0)
+        self.queue_fair = dict.fromkeys(qnames, 0.0)
+        self.fair_now: dict[str, float] = dict.fromkeys(qnames, 0.0)
+        self.series: list[tuple[float, int, int, int]] = []
+        self.remaining = len(self.jobs)
+        self.counters: dict[str, float] = {
+            "decide_calls": 0,
+            "decide_seconds": 0.0,
+            "binds": 0,
+            "backfills": 0,
+            "reclaims": 0,
+            "restarts": 0,
+            "failures": 0,
+            "node_failures": 0,
+        }
+        submits = [j.gang.submit_time for j in self.jobs.values()]
+        self.window = (min(submits, default=0.0), max(submits, default=0.0))
+        self.wake_at = math.inf
+
+    # -- events ------------------------------------------------------------------------------
+    def push(self, t: float, kind: int, payload: object) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (t, kind, self.seq, payload))
+
+    def _schedule_failure(self) -> None:
+        ready = sum(1 for n in self.node_tuple if n.ready)
+        if self.failure_rate > 0 and ready:
+            rate = self.failure_rate * len(self.node_tuple) / 86400.0
+            self.push(self.now + self.rng.expovariate(rate), FAIL, None)
+
+    # -- accounting between events ---------------------------------------------------------
+    def _advance(self, t: float) -> None:
+        dt = t - self.now
+        if dt <= 0:
+            return
+        h = self.config.fair_share_half_life
+        if h > 0:
+            f = 0.5 ** (dt / h)
+            k = h / math.log(2) * (1 - f)
+            for q, u in self.usage.items():
+                self.usage[q] = u * f + self.alloc[q] * k
+        else:
+            for q in self.usage:
+                self.usage[q] += self.alloc[q] * dt
+        w0, w1 = self.window
+        lo, hi = max(self.now, w0), min(t, w1)
+        if hi > lo:
+            span = hi - lo
+            for q, a in self.alloc.items():
+                if a:
+                    self.queue_alloc[q] += a * span
+            for q, f_share in self.fair_now.items():
+                if f_share:
+                    self.queue_fair[q] += f_share * span
+        self.now = t
+
+    def _refresh_fair(self) -> None:
+        demand = {q: self.alloc[q] + self.pend_gpus[q] for q in self.alloc}
+        self.fair_now = maxmin_fair(self.total_gpus, demand, self.weights)
+
+    # -- state changes ---------------------------------------------------------------------
+    def _add_pending(self, gang: Gang) -> None:
+        self.pending[gang.name] = gang
+        self.pend_gpus[gang.queue] += self.jobs[gang.name].gpus
+
+    def _release(self, name: str) -> RunningGang:
+        rg = self.running.pop(name)
+        self.alloc[rg.gang.queue] -= self.jobs[name].gpus
+        self.run_token[name] = self.run_token.get(name, 0) + 1
+        return rg
+
+    def _apply(self, d: Decisions) -> None:
+        now = self.now
+        for ev in d.evictions:
+            if ev.gang_name not in self.running:
+                continue
+            rg = self._release(ev.gang_name)
+            self.outcomes[ev.gang_name].evictions += 1
+            self.counters["reclaims"] += 1
+            self._add_pending(rg.gang)
+        for rs in d.restarts:
+            if rs.gang_name not in self.running:
+                continue
+            rg = self._release(rs.gang_name)
+            self.outcomes[rs.gang_name].restarts += 1
+            self.counters["restarts"] += 1
+            g = replace(rg.gang, restart_count=rg.gang.restart_count + 1, not_before=rs.not_before)
+            self._add_pending(g)
+            if rs.not_before > now:
+                self.push(rs.not_before, WAKE, None)
+        for fl in d.failures:
+            name = fl.gang_name
+            if name in self.running:
+                self._release(name)
+            elif name in self.pending:
+                g = self.pending.pop(name)
+                self.pend_gpus[g.queue] -= self.jobs[name].gpus
+            else:
+                continue
+            out = self.outcomes[name]
+            out.failed, out.end = True, now
+            self.counters["failures"] += 1
+            self.remaining -= 1
+        reserved_since = min(
+            (self.pending[r.gang_name].submit_time for r in d.reservations if r.gang_name in self.pending),
+            default=math.inf,
+        )
+        for b in d.binds:
+            gang = self.pending.pop(b.gang_name, None)
+            if gang is None:
+                continue
+            job = self.jobs[b.gang_name]
+            self.pend_gpus[gang.queue] -= job.gpus
+            self.alloc[gang.queue] += job.gpus
+            est = gang.max_runtime
+            self.running[gang.name] = RunningGang(
+                gang=gang,
+                placement=dict(b.placement),
+                start_time=now,
+                expected_end=now + est if est is not None else math.inf,
+                borrowed=b.borrowed,
+            )
+            out = self.outcomes[gang.name]
+            if out.first_start is None:
+                out.first_start = now
+            out.starts += 1
+            self.counters["binds"] += 1
+            if gang.submit_time > reserved_since:
+                self.counters["backfills"] += 1  # started past an older gang holding a reservation
+            self.push(now + job.runtime, COMPLETE, (gang.name, self.run_token.get(gang.name, 0)))
+        for key, value in d.stats.items():
+            if isinstance(value, int | float) and ("backfill" in key or "reclaim" in key):
+                self.counters[f"core.{key}"] = self.counters.get(f"core.{key}", 0) + value
+
+    def _handle(self, kind: int, payload) -> bool:
+        if kind == ARRIVE:
+            self._add_pending(payload)
+            return True
+        if kind == COMPLETE:
+            name, token = payload
+            rg = self.running.get(name)
+            if rg is None or self.run_token.get(name, 0) != token or rg.failed_members:
+                return False
+            self._release(name)
+            self.outcomes[name].end = self.now
+            self.remaining -= 1
+            return True
+        if kind == FAIL:
+            self._schedule_failure()
+            ready = [n for n in self.node_tuple if n.ready]
+            if not ready:
+                return False
+            node = self.rng.choice(ready)
+            self._set_node(replace(node, ready=False))
+            self.counters["node_failures"] += 1
+            self.push(self.now + self.repair_time, REPAIR, node.name)
+            for name, rg in list(self.running.items()):
+                dead = tuple(m for m, n in rg.placement.items() if n == node.name)
+                if dead:
+                    self.running[name] = replace(
+                        rg, failed_members=tuple(sorted({*rg.failed_members, *dead}))
+                    )
+            return True
+        if kind == REPAIR:
+            self._set_node(replace(self.nodes[payload], ready=True))
+            return True
+        return kind == WAKE
+
+    def _set_node(self, node: Node) -> None:
+        self.nodes[node.name] = node
+        self.node_tuple = tuple(self.nodes.values())
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(
+            now=self.now,
+            nodes=self.node_tuple,
+            queues=self.queues,
+            pending=tuple(self.pending.values()),
+            running=tuple(self.running.values()),
+            usage=dict(self.usage),
+            config=self.config,
+        )
+
+    # -- main loop -------------------------------------------------------------------------
+    def run(self) -> SimResult:
+        for job in self.jobs.values():
+            self.push(job.gang.submit_time, ARRIVE, job.gang)
+        if self.heap:
+            self.now = self.heap[0][0]
+        self._schedule_failure()
+        heap = self.heap
+        done_reported = 0
+        period = self.period
+        while self.remaining > 0:
+            t_ev = heap[0][0] if heap else math.inf
+            tick = bool(self.pending) and self.wake_at <= t_ev
+            t = self.wake_at if tick else t_ev
+            if t == math.inf:
+                break  # nothing will ever happen again: the rest stays unfinished
+            if period > 0:
+                t = math.ceil(t / period) * period
+            changed = tick
+            while heap and heap[0][0] <= t:
+                t_e, kind, _, payload = heapq.heappop(heap)
+                self._advance(t_e)
+                changed |= self._handle(kind, payload)
+            self._advance(t)
+            if changed:
+                t0 = time.perf_counter()
+                d = self.decide(self.snapshot())
+                self.counters["decide_seconds"] += time.perf_counter() - t0
+                self.counters["decide_calls"] += 1
+                self._apply(d)
+                self._refresh_fair()
+                self.series.append((t, sum(self.alloc.values()), len(self.pending), len(self.running)))
+                idle = not (d.binds or d.evictions or d.restarts or d.failures)
+                if idle and not heap and not self.running:
+                    break  # pending gangs that can never start (e.g. larger than the cluster)
+            self.wake_at = t + self.resync if self.pending and self.resync > 0 else math.inf
+            if self.progress is not None:
+                finished = len(self.jobs) - self.remaining
+                if finished != done_reported:
+                    self.progress(finished - done_reported)
+                    done_reported = finished
+        trace, policy, estimates = self.meta
+        return SimResult(
+            trace=trace,
+            policy=policy,
+            estimates=estimates,
+            total_gpus=self.total_gpus,
+            jobs=list(self.outcomes.values()),
+            window=self.window,
+            series=self.series,
+            queue_alloc=self.queue_alloc,
+            queue_fair=self.queue_fair,
+            counters=self.counters,
+        )

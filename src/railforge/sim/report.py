@@ -1,0 +1,270 @@
+"""Markdown + PNG reports over one or more simulation runs of the same trace."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+
+from railforge.sim.metrics import BUCKETS, SimResult, summarise
+
+HOUR = 3600.0
+DAY = 86400.0
+
+
+def label(res_or_summary) -> str:
+    if isinstance(res_or_summary, SimResult):
+        return f"{res_or_summary.policy} ({res_or_summary.estimates})"
+    return f"{res_or_summary['policy']} ({res_or_summary['estimates']})"
+
+
+def hours(x: float) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    h = x / HOUR
+    if h >= 100:
+        return f"{h:,.0f}"
+    if h >= 10:
+        return f"{h:.1f}"
+    return f"{h:.2f}"
+
+
+def binned(series, edges: np.ndarray, col: int = 1) -> np.ndarray:
+    """Time-weighted mean of a right-continuous step series inside each [edges[i], edges[i+1])."""
+    if not series:
+        return np.zeros(len(edges) - 1)
+    t = np.array([r[0] for r in series], dtype=float)
+    v = np.array([r[col] for r in series], dtype=float)
+    cum = np.concatenate(([0.0], np.cumsum(v[:-1] * np.diff(t))))
+
+    def integral(x: np.ndarray) -> np.ndarray:
+        idx = np.searchsorted(t, x, side="right") - 1
+        out = np.zeros_like(x)
+        ok = idx >= 0
+        out[ok] = cum[idx[ok]] + v[idx[ok]] * (x[ok] - t[idx[ok]])
+        return out
+
+    acc = integral(edges)
+    return np.diff(acc) / np.diff(edges)
+
+
+def _colours(n: int):
+    cmap = plt.get_cmap("tab10")
+    return [cmap(i % 10) for i in range(n)]
+
+
+def plot_jct_cdf(results: Sequence[SimResult], path: str, title: str) -> None:
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for res, c in zip(results, _colours(len(results)), strict=True):
+        jct = np.sort([j.jct for j in res.jobs if j.jct is not None]) / HOUR
+        if len(jct):
+            ax.plot(jct, np.arange(1, len(jct) + 1) / len(jct), label=label(res), color=c, lw=1.6)
+    ax.set_xscale("log")
+    ax.set_xlabel("job completion time (hours, log)")
+    ax.set_ylabel("fraction of jobs")
+    ax.set_title(f"{title}: JCT CDF")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_wait_by_bucket(summaries: Sequence[dict], path: str, title: str) -> None:
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=False)
+    width = 0.8 / max(1, len(summaries))
+    x = np.arange(len(BUCKETS))
+    for stat, ax in zip(("mean", "p99"), axes, strict=True):
+        for i, (s, c) in enumerate(zip(summaries, _colours(len(summaries)), strict=True)):
+            vals = [s["by_bucket"][b]["wait"][stat] / HOUR for b in BUCKETS]
+            vals = [0.0 if math.isnan(v) else v for v in vals]
+            ax.bar(x + (i - (len(summaries) - 1) / 2) * width, vals, width, label=label(s), color=c)
+        ax.set_xticks(x, [f"{b} GPU" for b in BUCKETS])
+        ax.set_yscale("symlog", linthresh=0.1)
+        ax.set_ylabel(f"{stat} queueing delay (hours)")
+        ax.grid(True, axis="y", alpha=0.3)
+    axes[0].set_title(f"{title}: mean wait by gang size")
+    axes[1].set_title("p99 wait by gang size")
+    axes[1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _edges(results: Sequence[SimResult], col_end: bool = True) -> np.ndarray:
+    end = max((r.series[-1][0] for r in results if r.series), default=1.0)
+    start = min((r.series[0][0] for r in results if r.series), default=0.0)
+    step = DAY if end - start > 4 * DAY else max((end - start) / 100, 1.0)
+    return np.arange(start, end + step, step)
+
+
+def plot_over_time(results: Sequence[SimResult], path: str, title: str, col: int, ylabel: str) -> None:
+    edges = _edges(results)
+    unit = DAY if edges[1] - edges[0] >= DAY else HOUR
+    fig, ax = plt.subplots(figsize=(9, 4))
+    for res, c in zip(results, _colours(len(results)), strict=True):
+        y = binned(res.series, edges, col)
+        if col == 1:
+            y = 100.0 * y / res.total_gpus
+        ax.step(edges[:-1] / unit, y, where="post", label=label(res), color=c, lw=1.2)
+    ax.set_xlabel("simulated time (days)" if unit == DAY else "simulated time (hours)")
+    ax.set_ylabel(ylabel)
+    if col == 2:
+        ax.set_yscale("symlog", linthresh=10)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_plots(results: Sequence[SimResult], summaries: Sequence[dict], out_dir: str, title: str):
+    os.makedirs(out_dir, exist_ok=True)
+    files = {
+        "jct_cdf": "jct_cdf.png",
+        "wait_by_bucket": "wait_by_bucket.png",
+        "utilization": "utilization.png",
+        "queue_depth": "queue_depth.png",
+    }
+    plot_jct_cdf(results, os.path.join(out_dir, files["jct_cdf"]), title)
+    plot_wait_by_bucket(summaries, os.path.join(out_dir, files["wait_by_bucket"]), title)
+    plot_over_time(
+        results,
+        os.path.join(out_dir, files["utilization"]),
+        f"{title}: GPU utilisation (daily mean)",
+        1,
+        "allocated GPUs (%)",
+    )
+    plot_over_time(
+        results,
+        os.path.join(out_dir, files["queue_depth"]),
+        f"{title}: pending gangs (daily mean)",
+        2,
+        "pending gangs",
+    )
+    return files
+
+
+TABLE_HEAD = (
+    "| policy (estimates) | mean JCT | median JCT | p95 JCT | p99 JCT | mean wait | p99 wait 1 | "
+    "p99 wait 2-8 | p99 wait 16+ | longest wait | util | makespan (d) | Jain | backfills | reclaims "
+    "| restarts |\n|---|" + "---:|" * 15
+)
+
+
+def table_rows(summaries: Sequence[dict]) -> str:
+    rows = []
+    for s in summaries:
+        c = s["counters"]
+        bb = s["by_bucket"]
+        rows.append(
+            "| "
+            + " | ".join(
+                [
+                    label(s),
+                    hours(s["jct"]["mean"]),
+                    hours(s["jct"]["median"]),
+                    hours(s["jct"]["p95"]),
+                    hours(s["jct"]["p99"]),
+                    hours(s["wait"]["mean"]),
+                    hours(bb["1"]["wait"]["p99"]),
+                    hours(bb["2-8"]["wait"]["p99"]),
+                    hours(bb["16+"]["wait"]["p99"]),
+                    hours(s["longest_wait"]),
+                    f"{100 * s['util']:.1f}%",
+                    f"{s['makespan'] / DAY:.1f}",
+                    "-" if math.isnan(s["jain"]) else f"{s['jain']:.3f}",
+                    f"{int(c.get('backfills', 0)):,}",
+                    f"{int(c.get('reclaims', 0)):,}",
+                    f"{int(c.get('restarts', 0)):,}",
+                ]
+            )
+            + " |"
+        )
+    return "\n".join(rows)
+
+
+def find(summaries: Sequence[dict], policy: str, estimates: str | None = None) -> dict | None:
+    for s in summaries:
+        if s["policy"] == policy and (estimates is None or s["estimates"] == estimates):
+            return s
+    return None
+
+
+def target_checks(summaries: Sequence[dict]) -> list[tuple[str, str, bool | None]]:
+    """The three quality targets, for every railforge run against the baselines (exact estimates)."""
+    out: list[tuple[str, str, bool | None]] = []
+    fifo = find(summaries, "strict_fifo", "exact") or find(summaries, "strict_fifo")
+    be = find(summaries, "best_effort_fifo", "exact") or find(summaries, "best_effort_fifo")
+    for s in summaries:
+        if s["policy"] != "railforge":
+            continue
+        tag = label(s)
+        if fifo:
+            r = s["jct"]["mean"] / fifo["jct"]["mean"]
+            out.append((f"{tag}: mean JCT <= 0.7 x strict FIFO", f"{r:.2f} x", r <= 0.7))
+            a = s["by_bucket"]["16+"]["wait"]["p99"]
+            b = fifo["by_bucket"]["16+"]["wait"]["p99"]
+            ok = None if math.isnan(a) or math.isnan(b) else a <= b
+            out.append((f"{tag}: p99 wait 16+ <= strict FIFO's", f"{hours(a)} h vs {hours(b)} h", ok))
+        if be:
+            d = 100 * (s["util"] - be["util"])
+            out.append((f"{tag}: utilisation within 2 points of best-effort", f"{d:+.1f} points", d >= -2))
+    return out
+
+
+def checks_md(checks) -> str:
+    mark = {True: "met", False: "**MISSED**", None: "n/a"}
+    lines = ["| target | value | |", "|---|---:|---|"]
+    lines += [f"| {n} | {v} | {mark[ok]} |" for n, v, ok in checks]
+    return "\n".join(lines)
+
+
+def trace_section(
+    title: str, results: Sequence[SimResult], summaries: Sequence[dict], plot_dir: str, rel: str, notes=""
+) -> str:
+    files = write_plots(results, summaries, plot_dir, title)
+    img = {k: f"{rel}/{v}" if rel else v for k, v in files.items()}
+    parts = [
+        f"## {title}",
+        "",
+        notes,
+        "",
+        "Times in hours unless marked.",
+        "",
+        TABLE_HEAD,
+        table_rows(summaries),
+        "",
+        checks_md(target_checks(summaries)),
+        "",
+        f"![JCT CDF]({img['jct_cdf']})",
+        f"![wait by size]({img['wait_by_bucket']})",
+        "",
+        f"![utilisation]({img['utilization']})",
+        f"![queue depth]({img['queue_depth']})",
+        "",
+    ]
+    return "\n".join(parts)
+
+
+def write_single_report(
+    out_dir: str, title: str, results: Sequence[SimResult], header: str = "", notes: str = ""
+) -> str:
+    """One trace, several policies: ``out_dir/report.md`` + PNGs + ``summary.json``."""
+    os.makedirs(out_dir, exist_ok=True)
+    summaries = [summarise(r) for r in results]
+    body = trace_section(title, results, summaries, out_dir, "", notes)
+    path = os.path.join(out_dir, "report.md")
+    with open(path, "w") as fh:
+        fh.write(f"# Simulation: {title}\n\n{header}\n\n{body}")
+    with open(os.path.join(out_dir, "summary.json"), "w") as fh:
+        json.dump(summaries, fh, indent=1, default=float)
+    return path

@@ -1,0 +1,167 @@
+"""Trace loaders: Philly (Pollux artifact), Microsoft ITP (ElasticFlow) and a generic CSV.
+
+Every loader returns a list of :class:`JobRecord` sorted by submit time, with submit times
+shifted so the first job arrives at t=0.  Times are seconds (floats).
+
+Generic CSV format (``csv:PATH``), header row required, extra columns ignored::
+
+    submit,duration,gpus,queue,priority,max_runtime
+    0,3600,8,research,,
+    30,600,1,prod,10,7200
+
+``submit`` and ``duration`` are seconds, ``gpus`` an integer >= 0, ``queue`` a name (empty means
+``default``), ``priority`` an optional integer (default 0) and ``max_runtime`` an optional user
+runtime estimate in seconds (used by the ``user`` estimate model instead of the synthetic one).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    job_id: str
+    submit: float
+    duration: float
+    gpus: int
+    queue: str = "default"
+    priority: int = 0
+    user_estimate: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    name: str
+    jobs: list[JobRecord]
+
+    @property
+    def span(self) -> float:
+        """Submission span in seconds (first to last arrival)."""
+        if not self.jobs:
+            return 0.0
+        return self.jobs[-1].submit - self.jobs[0].submit
+
+    @property
+    def gpu_time(self) -> float:
+        return sum(j.gpus * j.duration for j in self.jobs)
+
+    def queue_gpu_time(self) -> dict[str, float]:
+        out: dict[str, float] = defaultdict(float)
+        for j in self.jobs:
+            out[j.queue] += j.gpus * j.duration
+        return dict(sorted(out.items()))
+
+    @property
+    def max_gpus(self) -> int:
+        return max((j.gpus for j in self.jobs), default=0)
+
+
+def _normalise(name: str, jobs: list[JobRecord]) -> Trace:
+    jobs.sort(key=lambda j: (j.submit, j.job_id))
+    if jobs:
+        t0 = jobs[0].submit
+        jobs = [replace(j, submit=j.submit - t0) for j in jobs]
+    return Trace(name=name, jobs=jobs)
+
+
+def load_philly(path: str | os.PathLike[str]) -> Trace:
+    """Philly trace as shipped with the Pollux artifact: timestamp,duration,num_gpus,gpu_time,cluster.
+
+    The file is not sorted by timestamp; the 15 virtual clusters become queues.  Job ids are the
+    1-based row numbers (the file carries none).
+    """
+    jobs: list[JobRecord] = []
+    with open(path, newline="") as fh:
+        for i, row in enumerate(csv.DictReader(fh), start=1):
+            ts = datetime.fromisoformat(row["timestamp"]).replace(tzinfo=UTC).timestamp()
+            jobs.append(
+                JobRecord(
+                    job_id=f"philly-{i:05d}",
+                    submit=ts,
+                    duration=max(1.0, float(row["duration"])),
+                    gpus=int(row["num_gpus"]),
+                    queue=f"vc-{row['cluster']}",
+                )
+            )
+    return _normalise("philly", jobs)
+
+
+def load_itp(path: str | os.PathLike[str], name: str | None = None) -> Trace:
+    """ElasticFlow ITP raw trace: job_id,submission_time,duration,num_gpu.  One queue ``default``."""
+    jobs: list[JobRecord] = []
+    with open(path, newline="") as fh:
+        for row in csv.DictReader(fh):
+            jobs.append(
+                JobRecord(
+                    job_id=row["job_id"],
+                    submit=float(row["submission_time"]),
+                    duration=max(1.0, float(row["duration"])),
+                    gpus=int(row["num_gpu"]),
+                )
+            )
+    if name is None:
+        name = "itp-" + os.path.splitext(os.path.basename(os.fspath(path)))[0]
+    return _normalise(name, jobs)
+
+
+def _opt_num(value: str | None) -> float | None:
+    if value is None or value.strip() == "":
+        return None
+    return float(value)
+
+
+def load_generic_csv(path: str | os.PathLike[str]) -> Trace:
+    """Generic CSV (see the module docstring for the format)."""
+    jobs: list[JobRecord] = []
+    with open(path, newline="") as fh:
+        reader = csv.DictReader(fh)
+        missing = {"submit", "duration", "gpus"} - set(reader.fieldnames or ())
+        if missing:
+            raise ValueError(f"{path}: missing column(s) {', '.join(sorted(missing))}")
+        for i, row in enumerate(reader, start=1):
+            prio = _opt_num(row.get("priority"))
+            est = _opt_num(row.get("max_runtime"))
+            jobs.append(
+                JobRecord(
+                    job_id=(row.get("job_id") or "").strip() or f"job-{i:06d}",
+                    submit=float(row["submit"]),
+                    duration=max(1.0, float(row["duration"])),
+                    gpus=int(row["gpus"]),
+                    queue=(row.get("queue") or "").strip() or "default",
+                    priority=int(prio) if prio is not None else 0,
+                    user_estimate=est,
+                )
+            )
+    name = os.path.splitext(os.path.basename(os.fspath(path)))[0]
+    return _normalise(name, jobs)
+
+
+def load_trace(spec: str, traces_dir: str | os.PathLike[str] = "../shared/traces") -> Trace:
+    """Resolve ``philly``, ``itp:cluster01`` or ``csv:PATH``."""
+    if spec == "philly":
+        return load_philly(os.path.join(traces_dir, "philly-pollux", "philly.csv"))
+    if spec.startswith("itp:"):
+        cluster = spec.split(":", 1)[1]
+        return load_itp(os.path.join(traces_dir, "elasticflow-itp", "raw", f"{cluster}.csv"))
+    if spec.startswith("csv:"):
+        return load_generic_csv(spec.split(":", 1)[1])
+    raise ValueError(f"unknown trace {spec!r}: use philly, itp:clusterNN or csv:PATH")
+
+
+def size_for_load(trace: Trace, target_load: float = 0.84, gpus_per_node: int = 8) -> int:
+    """Nodes needed so that the trace's offered load is about ``target_load``.
+
+    GPUs = GPU-time / submission span / target_load, rounded up to whole nodes (so the load is at most
+    the target); never fewer nodes than the largest job needs (otherwise it could never run).
+    """
+    if not trace.jobs or trace.span <= 0:
+        return max(1, math.ceil(trace.max_gpus / gpus_per_node))
+    gpus = trace.gpu_time / trace.span / target_load
+    nodes = max(1, math.ceil(gpus / gpus_per_node - 1e-9))
+    return max(nodes, math.ceil(trace.max_gpus / gpus_per_node))

@@ -1,0 +1,315 @@
+from sched_helpers import gang, nodes, running
+
+from railforge.scheduler import (
+    GPU,
+    Member,
+    Node,
+    NodeSelectorRequirement,
+    Queue,
+    SchedulerConfig,
+    Snapshot,
+    Taint,
+    Toleration,
+    TopologyConstraint,
+    decide,
+    topology_from_labels,
+)
+from railforge.scheduler.reasons import duration
+
+
+def snap(node_list, pending=(), run=(), queues=(), now=100.0, config=None, usage=None):
+    return Snapshot(
+        now,
+        tuple(node_list),
+        tuple(queues),
+        tuple(pending),
+        tuple(run),
+        usage or {},
+        config or SchedulerConfig(),
+    )
+
+
+def bound(decisions):
+    return {b.gang_name: b.placement for b in decisions.binds}
+
+
+# -- placement -------------------------------------------------------------------------------
+
+
+def test_topology_from_labels_stops_at_missing_key():
+    labels = {"railforge.io/spine": "s1", "railforge.io/leaf": "l2"}
+    assert topology_from_labels(labels) == ("s1", "l2")
+
+
+def test_gang_prefers_one_nvlink_domain_then_one_leaf():
+    cluster = nodes(8)  # nvl domains of 2 nodes, leaves of 4
+    busy = running(gang("busy", 1, 8), ["n00"])
+    d = decide(snap(cluster, [gang("pair", 2, 8), gang("quad", 4, 8, submit=1)], [busy]))
+    placements = bound(d)
+    pair_nodes = sorted(placements["pair"].values())
+    assert pair_nodes in (["n02", "n03"], ["n04", "n05"], ["n06", "n07"])
+    quad_leaves = {int(n[1:]) // 4 for n in placements["quad"].values()}
+    assert len(quad_leaves) == 1
+
+
+def test_best_fit_fills_partly_used_node_first():
+    cluster = nodes(4)
+    busy = running(gang("busy", 1, 6), ["n02"])
+    d = decide(snap(cluster, [gang("small", 1, 2)], [busy]))
+    assert bound(d)["small"] == {"small-0": "n02"}
+
+
+def test_required_topology_is_strict_and_reason_names_best_domain():
+    cluster = nodes(8)
+    busy = running(gang("busy", 1, 4), ["n00"])
+    wide = gang("wide", 5, 8, topology=TopologyConstraint("leaf", required=True))
+    d = decide(snap(cluster, [wide], [busy], config=SchedulerConfig(backfill="none")))
+    assert d.binds == []
+    assert d.reasons["wide"] == "needs 40 GPUs within one leaf; the best leaf has 32 free"
+
+
+def test_all_or_nothing_with_unready_cordoned_and_tainted_nodes():
+    cluster = [
+        Node("a", {GPU: 8, "cpu": 8000}),
+        Node("b", {GPU: 8, "cpu": 8000}, ready=False),
+        Node("c", {GPU: 8, "cpu": 8000}, schedulable=False),
+        Node("d", {GPU: 8, "cpu": 8000}, taints=(Taint("dedicated", "infra"),)),
+    ]
+    d = decide(snap(cluster, [gang("g", 2, 8)], config=SchedulerConfig(backfill="none")))
+    assert d.binds == []
+    tolerant = gang("t", 2, 8, tolerations=(Toleration("dedicated", "Equal", "infra", "NoSchedule"),))
+    d = decide(snap(cluster, [tolerant]))
+    assert sorted(bound(d)["t"].values()) == ["a", "d"]
+
+
+def test_node_selector_and_affinity():
+    cluster = [
+        Node("a", {GPU: 8, "cpu": 8000}, labels={"gpu": "h100", "zone": "x"}),
+        Node("b", {GPU: 8, "cpu": 8000}, labels={"gpu": "a100", "zone": "x"}),
+        Node("c", {GPU: 8, "cpu": 8000}, labels={"gpu": "h100"}),
+    ]
+    selected = gang(
+        "s", 1, 8, node_selector={"gpu": "h100"}, affinity=(NodeSelectorRequirement("zone", "Exists"),)
+    )
+    excluded = gang("x", 1, 8, submit=1, affinity=(NodeSelectorRequirement("gpu", "NotIn", ("h100",)),))
+    d = decide(snap(cluster, [selected, excluded]))
+    assert bound(d) == {"s": {"s-0": "a"}, "x": {"x-0": "b"}}
+
+
+def test_heterogeneous_members_and_every_resource_respected():
+    cluster = [Node("a", {GPU: 8, "cpu": 4000, "rdma/rail0": 1}), Node("b", {GPU: 8, "cpu": 64000})]
+    launcher = Member("launcher", {"cpu": 8000})
+    workers = tuple(Member(f"w{i}", {GPU: 8, "cpu": 2000, "rdma/rail0": 1}) for i in range(1))
+    g = gang("mpi", 0, 8)
+    mpi = type(g)("mpi", "a", (launcher, *workers), max_runtime=60)
+    d = decide(snap(cluster, [mpi]))
+    assert bound(d)["mpi"] == {"w0": "a", "launcher": "b"}
+
+
+# -- admission and order ---------------------------------------------------------------------
+
+
+def test_queue_limit_blocks_and_reason():
+    queues = [Queue("vision", limit={GPU: 8, "cpu": 8000})]
+    run = running(gang("r", 1, 8, queue="vision"), ["n00"])
+    d = decide(snap(nodes(4), [gang("g", 1, 8, queue="vision")], [run], queues))
+    assert d.binds == []
+    assert d.reasons["g"] == "queue vision is at its limit of 8 GPUs"
+
+
+def test_parent_limit_applies_to_children():
+    queues = [Queue("org", limit={GPU: 12}), Queue("team", parent="org")]
+    d = decide(
+        snap(nodes(4), [gang("a", 1, 8, queue="team"), gang("b", 1, 8, queue="team", submit=1)], (), queues)
+    )
+    assert list(bound(d)) == ["a"]
+    assert d.reasons["b"] == "queue org is at its limit of 12 GPUs"
+
+
+def test_borrowing_is_marked():
+    queues = [Queue("a", quota={GPU: 8, "cpu": 8000})]
+    d = decide(snap(nodes(4), [gang("in", 1, 8), gang("out", 1, 8, submit=1)], (), queues))
+    assert [(b.gang_name, b.borrowed) for b in d.binds] == [("in", False), ("out", True)]
+
+
+def test_fair_order_serves_queue_furthest_below_share():
+    cluster = nodes(2)
+    run = running(gang("r", 1, 8, queue="rich"), ["n00"])
+    pending = [gang("rich2", 1, 8, queue="rich", submit=0), gang("poor1", 1, 8, queue="poor", submit=5)]
+    d = decide(snap(cluster, pending, [run], config=SchedulerConfig(backfill="none")))
+    assert list(bound(d)) == ["poor1"]
+
+
+def test_priority_then_age_within_queue_and_aging_bound():
+    cluster = nodes(1)
+    config = SchedulerConfig(backfill="none", aging_bound=1000)
+    young_high = gang("high", 1, 8, submit=50, priority=5)
+    old_low = gang("low", 1, 8, submit=10)
+    d = decide(snap(cluster, [old_low, young_high], now=100, config=config))
+    assert list(bound(d)) == ["high"]
+    d = decide(snap(cluster, [old_low, young_high], now=1020, config=config))
+    assert list(bound(d)) == ["low"]  # waited past the aging bound
+
+
+def test_usage_history_lowers_priority_of_heavy_user():
+    config = SchedulerConfig(backfill="none")
+    pending = [gang("heavy", 1, 8, queue="heavy"), gang("light", 1, 8, queue="light", submit=1)]
+    d = decide(snap(nodes(1), pending, usage={"heavy": 1e9, "light": 0.0}, config=config))
+    assert list(bound(d)) == ["light"]
+
+
+def test_strict_fifo_blocks_everything_behind_head():
+    config = SchedulerConfig.preset("strict_fifo")
+    d = decide(snap(nodes(2), [gang("big", 3, 8), gang("small", 1, 8, submit=1)], config=config))
+    assert d.binds == []
+    assert d.reasons["small"].startswith("waiting behind gang big")
+    best_effort = SchedulerConfig.preset("best_effort_fifo")
+    d = decide(snap(nodes(2), [gang("big", 3, 8), gang("small", 1, 8, submit=1)], config=best_effort))
+    assert list(bound(d)) == ["small"] and d.reservations == []
+
+
+def test_sjf_oracle_orders_by_true_runtime():
+    config = SchedulerConfig.preset("sjf_oracle")
+    pending = [gang("long", 1, 8, oracle_runtime=500), gang("short", 1, 8, submit=9, oracle_runtime=5)]
+    assert list(bound(decide(snap(nodes(1), pending, config=config)))) == ["short"]
+
+
+# -- backfill --------------------------------------------------------------------------------
+
+
+def test_easy_reservation_and_backfill_rules():
+    cluster = nodes(4)
+    run = running(gang("r", 2, 8, runtime=7200), ["n00", "n01"], start=0)
+    big = gang("big", 4, 8, submit=1)
+    fits_before = gang("short", 1, 8, submit=2, runtime=3000)
+    too_long = gang("long", 1, 8, submit=3, runtime=90000)
+    d = decide(snap(cluster, [big, fits_before, too_long], [run], now=100))
+    assert [(r.gang_name, r.start) for r in d.reservations] == [("big", 7200)]
+    assert list(bound(d)) == ["short"]
+    assert d.reasons["big"] == "reserved to start at +1h58m; waiting for backfill"
+    assert d.reasons["long"].startswith("blocked behind reservation of gang big (starts at +1h58m)")
+
+
+def test_backfill_outside_reserved_nodes_may_run_long():
+    cluster = nodes(4)
+    run = running(gang("r", 2, 8, runtime=7200), ["n00", "n01"])
+    big = gang("big", 3, 8, submit=1)
+    other = gang("other", 1, 8, submit=2, runtime=1e6)
+    d = decide(snap(cluster, [big, other], [run]))
+    reserved = set(d.reservations[0].nodes)
+    assert len(reserved) == 3
+    assert set(bound(d)["other"].values()).isdisjoint(reserved)
+
+
+def test_reservation_holds_only_what_the_gang_needs():
+    # Two 8-GPU nodes; n00 has 1 GPU free until 7200 and n01 is full until 3600. The blocked 2-GPU
+    # head gang is reserved 2 GPUs and the CPU it asks for on n01, not the whole node.
+    cluster = nodes(2)
+    run = [
+        running(gang("r0", 1, 7, runtime=7200), ["n00"]),
+        running(gang("r1", 1, 8, runtime=3600), ["n01"]),
+    ]
+    head = gang("head", 1, 2, submit=1)
+    long = gang("long", 1, 4, submit=2, runtime=1e6)
+    later = gang("later", 1, 4, submit=3, runtime=1e6)
+    d = decide(snap(cluster, [head, long, later], run, config=SchedulerConfig(order="fifo")))
+    (reservation,) = d.reservations
+    assert (reservation.gang_name, reservation.nodes, reservation.start) == ("head", ("n01",), 3600)
+    assert reservation.held == (("n01", (("cpu", 1000), (GPU, 2))),)
+    assert list(bound(d)) == []  # nothing is free now on n01; n00 has 1 GPU
+
+
+def test_backfill_beside_a_partial_reservation():
+    cluster = nodes(2)
+    run = [
+        running(gang("r0", 1, 4, runtime=7200), ["n00"]),  # n00: 4 GPUs free now
+        running(gang("r1", 1, 8, runtime=3600), ["n01"]),
+    ]
+    head = gang("head", 1, 8, submit=1)  # needs a whole node: n01 at 3600
+    small = gang("small", 1, 2, submit=2, runtime=1e6)
+    d = decide(snap(cluster, [head, small], run))
+    assert [(r.gang_name, r.nodes) for r in d.reservations] == [("head", ("n01",))]
+    assert bound(d)["small"] == {"small-0": "n00"}
+    big_head = gang("head", 1, 6, submit=1)  # fits on n00 at 7200 or n01 at 3600: n01 is reserved 6
+    d = decide(snap(cluster, [big_head, small], run))
+    assert [(r.gang_name, r.nodes, r.start) for r in d.reservations] == [("head", ("n01",), 3600)]
+    assert list(bound(d)) == ["small"]
+
+
+def test_conservative_reserves_first_k_blocked_gangs():
+    cluster = nodes(4)
+    run = running(gang("r", 4, 8, runtime=1000), ["n00", "n01", "n02", "n03"])
+    pending = [gang("a", 4, 8, submit=1, runtime=500), gang("b", 2, 8, submit=2), gang("c", 1, 8, submit=3)]
+    config = SchedulerConfig(backfill="conservative", reservation_depth=2)
+    d = decide(snap(cluster, pending, [run], now=0, config=config))
+    assert [(r.gang_name, r.start) for r in d.reservations] == [("a", 1000), ("b", 1500)]
+    easy = decide(snap(cluster, pending, [run], now=0))
+    assert [r.gang_name for r in easy.reservations] == ["a"]
+
+
+# -- reclaim and failures --------------------------------------------------------------------
+
+
+def test_reclaim_evicts_whole_borrowed_gangs_lowest_priority_least_progress_first():
+    queues = [Queue("owner", quota={GPU: 16}), Queue("borrower")]
+    old = running(gang("old", 1, 8, queue="borrower"), ["n00"], start=0, borrowed=True)
+    new = running(gang("new", 1, 8, queue="borrower"), ["n01"], start=5000, borrowed=True)
+    fresh = running(gang("fresh", 1, 8, queue="borrower"), ["n02"], start=9900, borrowed=True)
+    pending = [gang("claim", 1, 8, queue="owner")]
+    d = decide(snap(nodes(3), pending, [old, new, fresh], queues, now=10000))
+    assert [e.gang_name for e in d.evictions] == ["new"]  # fresh is under the minimum runtime
+    assert bound(d)["claim"] == {"claim-0": "n01"}
+    assert d.evictions[0].reason == "reclaimed by queue owner (within its quota) for gang claim"
+
+
+def test_no_reclaim_for_borrowing_gang():
+    queues = [Queue("borrower")]
+    victim = running(gang("v", 1, 8, queue="borrower"), ["n00"], borrowed=True)
+    d = decide(snap(nodes(1), [gang("g", 1, 8, queue="other")], [victim], queues, now=10000))
+    assert d.evictions == []
+
+
+def test_member_failure_restarts_whole_gang_with_backoff():
+    failed = running(gang("g", 2, 8, restart_count=2), ["n00", "n01"], failed_members=("g-1",))
+    d = decide(snap(nodes(2), (), [failed], now=1000))
+    assert [(r.gang_name, r.not_before) for r in d.restarts] == [("g", 1000 + 120)]
+    assert "member g-1 failed" in d.restarts[0].reason
+
+
+def test_node_loss_fails_gang_by_policy_and_frees_capacity():
+    cluster = [Node("n00", {GPU: 8, "cpu": 8000}, ready=False), Node("n01", {GPU: 8, "cpu": 8000})]
+    lost = running(gang("g", 2, 8), ["n00", "n01"])
+    d = decide(snap(cluster, [gang("next", 1, 8)], [lost], config=SchedulerConfig(failure_policy="fail")))
+    assert [f.gang_name for f in d.failures] == ["g"]
+    assert "node n00" in d.failures[0].reason
+    assert bound(d) == {"next": {"next-0": "n01"}}
+
+
+def test_max_restarts_turns_restart_into_failure():
+    failed = running(gang("g", 1, 8, restart_count=3), ["n00"], failed_members=("g-0",))
+    d = decide(snap(nodes(1), (), [failed], config=SchedulerConfig(max_restarts=3)))
+    assert [f.gang_name for f in d.failures] == ["g"]
+
+
+def test_backoff_and_schedule_timeout():
+    waiting = gang("w", 1, 8, not_before=400)
+    late = gang("late", 1, 8, submit=0, schedule_timeout=50)
+    d = decide(snap(nodes(1), [waiting, late], now=100))
+    assert d.binds == []
+    assert d.reasons["w"] == "restarting after a failure; backoff ends in 5m"
+    assert [(f.gang_name, f.reason) for f in d.failures] == [
+        ("late", "not scheduled within its schedule timeout of 50s")
+    ]
+
+
+def test_reason_when_cluster_is_short_and_duration_format():
+    d = decide(snap(nodes(2), [gang("g", 3, 8, runtime=None)], config=SchedulerConfig(backfill="none")))
+    assert d.reasons["g"] == "needs 24 GPUs; the cluster has 16 free"
+    assert duration(7980) == "2h13m" and duration(45) == "45s" and duration(90000) == "1d1h"
+
+
+def test_same_input_same_output():
+    cluster = nodes(8)
+    pending = [gang(f"g{i}", 1 + i % 3, 4 + 4 * (i % 2), queue="ab"[i % 2], submit=i) for i in range(12)]
+    first = decide(snap(cluster, pending))
+    assert decide(snap(cluster, list(reversed(pending)))) == first

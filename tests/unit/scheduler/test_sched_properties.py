@@ -1,0 +1,228 @@
+"""Property-based checks of decide() on random clusters, queues and gangs.
+
+The default run draws a few examples per property; ``pytest -m slow`` draws 2,500 per property.
+"""
+
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from railforge.scheduler import (
+    GPU,
+    Gang,
+    Member,
+    Node,
+    Queue,
+    RunningGang,
+    SchedulerConfig,
+    Snapshot,
+    TopologyConstraint,
+    decide,
+)
+from railforge.scheduler.fairshare import QueueTree
+
+QUEUES = ("org", "a", "b", "c")
+CONFIGS = (
+    SchedulerConfig(),
+    SchedulerConfig(backfill="conservative", reservation_depth=3),
+    SchedulerConfig.preset("strict_fifo"),
+    SchedulerConfig.preset("best_effort_fifo"),
+    SchedulerConfig.preset("sjf_oracle"),
+)
+FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SLOW = settings(max_examples=2500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def random_gang(rng: random.Random, name: str, now: float) -> Gang:
+    pods = rng.randint(1, 4)
+    gpus = rng.choice((0, 1, 2, 4, 8))
+    members = tuple(
+        Member(f"{name}-{j}", {GPU: gpus, "cpu": rng.choice((500, 4000, 16000))}) for j in range(pods)
+    )
+    if rng.random() < 0.3:
+        members = (Member(f"{name}-launcher", {"cpu": 1000}), *members)
+    return Gang(
+        name,
+        rng.choice(QUEUES[1:]),
+        members,
+        min_member=rng.choice((None, None, len(members) - 1 or None)),
+        priority=rng.randint(0, 2),
+        submit_time=now - rng.uniform(0, 5000),
+        max_runtime=rng.choice((None, 600.0, 1800.0, 7200.0)),
+        topology=rng.choice((None, TopologyConstraint("leaf"), TopologyConstraint("nvlink", required=False))),
+    )
+
+
+@st.composite
+def snapshots(draw) -> Snapshot:
+    rng = random.Random(draw(st.integers(0, 2**32)))
+    now = 10_000.0
+    nodes = tuple(
+        Node(
+            f"n{i}",
+            {GPU: rng.choice((4, 8)), "cpu": 32_000},
+            schedulable=rng.random() > 0.1,
+            ready=rng.random() > 0.1,
+            topology=("s0", f"l{i // 3}", f"v{i // 2}"),
+        )
+        for i in range(rng.randint(1, 9))
+    )
+    queues = (
+        Queue("org", limit={GPU: rng.choice((16, 32, 1000))}),
+        Queue("a", parent="org", quota={GPU: rng.choice((0, 8, 16))}, limit={GPU: rng.choice((8, 24, 1000))}),
+        Queue("b", parent="org", quota={GPU: rng.choice((0, 8))}, over_quota_weight=2.0),
+        Queue("c", quota={GPU: 4}, default_max_runtime=3600.0),
+    )
+    free = {node.name: dict(node.allocatable) for node in nodes}
+    running = []
+    for k in range(rng.randint(0, 6)):
+        gang = random_gang(rng, f"r{k}", now)
+        placement = {}
+        for member in gang.members:
+            fits = [
+                n for n in sorted(free) if all(free[n].get(r, 0) >= v for r, v in member.requests.items())
+            ]
+            if not fits:
+                break
+            node = rng.choice(fits)
+            placement[member.name] = node
+            for r, v in member.requests.items():
+                free[node][r] -= v
+        if len(placement) == len(gang.members):
+            start = now - rng.uniform(0, 3000)
+            end = start + gang.max_runtime if gang.max_runtime else float("inf")
+            failed = (gang.members[0].name,) if rng.random() < 0.1 else ()
+            running.append(RunningGang(gang, placement, start, end, rng.random() < 0.5, failed))
+        else:
+            for member_name, node in placement.items():
+                requests = next(m.requests for m in gang.members if m.name == member_name)
+                for r, v in requests.items():
+                    free[node][r] += v
+    pending = tuple(random_gang(rng, f"p{k}", now) for k in range(rng.randint(0, 10)))
+    return Snapshot(now, nodes, queues, pending, tuple(running), {"a": 1e5}, rng.choice(CONFIGS))
+
+
+def after(snap: Snapshot, decisions) -> tuple[dict, dict, dict]:
+    """Node usage, queue usage and (gang -> (node, requests, end)) once the decisions apply."""
+    gone = {e.gang_name for e in decisions.evictions} | {r.gang_name for r in decisions.restarts}
+    gone |= {f.gang_name for f in decisions.failures}
+    pending = {g.name: g for g in snap.pending}
+    tree = QueueTree(snap.queues)
+    node_use: dict[str, dict[str, int]] = {}
+    queue_use: dict[str, dict[str, int]] = {}
+    pods: dict[str, list[tuple[str, dict, float]]] = {}
+
+    def add(gang: Gang, placement: dict, end: float) -> None:
+        requests = {m.name: m.requests for m in gang.members}
+        for member, node in placement.items():
+            pods.setdefault(gang.name, []).append((node, requests[member], end))
+            for r, v in requests[member].items():
+                node_use.setdefault(node, {}).setdefault(r, 0)
+                node_use[node][r] += v
+                for queue in tree.path(gang.queue):
+                    queue_use.setdefault(queue, {}).setdefault(r, 0)
+                    queue_use[queue][r] += v
+
+    for run in snap.running:
+        if run.gang.name not in gone:
+            add(run.gang, dict(run.placement), run.expected_end)
+    for bind in decisions.binds:
+        gang = pending[bind.gang_name]
+        runtime = gang.max_runtime
+        if runtime is None:
+            runtime = tree.get(gang.queue).default_max_runtime or float("inf")
+        add(gang, bind.placement, snap.now + runtime)
+    return node_use, queue_use, pods
+
+
+def check_capacity_and_whole_gangs(snap: Snapshot) -> None:
+    decisions = decide(snap)
+    node_use, _, _ = after(snap, decisions)
+    nodes = {n.name: n for n in snap.nodes}
+    for name, use in node_use.items():
+        for resource, amount in use.items():
+            assert amount <= nodes[name].allocatable.get(resource, 0), (name, resource)
+    pending = {g.name: g for g in snap.pending}
+    for bind in decisions.binds:
+        gang = pending[bind.gang_name]
+        assert all(nodes[n].ready and nodes[n].schedulable for n in bind.placement.values())
+        required = {m.name for m in gang.members[: gang.required_members]}
+        assert required <= set(bind.placement)
+        assert set(bind.placement) <= {m.name for m in gang.members}
+    assert len({b.gang_name for b in decisions.binds}) == len(decisions.binds)
+
+
+def check_limits(snap: Snapshot) -> None:
+    decisions = decide(snap)
+    _, before, _ = after(snap, type(decisions)())  # nothing applied: the starting usage
+    _, now_use, _ = after(snap, decisions)
+    for queue in snap.queues:
+        for resource, limit in queue.limit.items():
+            used = now_use.get(queue.name, {}).get(resource, 0)
+            grew = used > before.get(queue.name, {}).get(resource, 0)
+            assert not grew or used <= limit, (queue.name, used, limit)
+
+
+def check_reservations_hold(snap: Snapshot) -> None:
+    """With exact runtimes, every reserved gang can still start at its reserved time: on each of its
+    nodes, what it holds fits beside every pod still running then (including the binds of this call),
+    and what it holds covers its required members."""
+    decisions = decide(snap)
+    _, _, pods = after(snap, decisions)
+    pending = {g.name: g for g in snap.pending}
+    nodes = {n.name: n for n in snap.nodes}
+    for reservation in decisions.reservations:
+        gang = pending[reservation.gang_name]
+        held = {node: dict(amounts) for node, amounts in reservation.held}
+        assert set(held) == set(reservation.nodes), reservation
+        for name in reservation.nodes:
+            free = dict(nodes[name].allocatable)
+            for gang_pods in pods.values():
+                for node, requests, end in gang_pods:
+                    if node == name and end > reservation.start:
+                        for resource, amount in requests.items():
+                            free[resource] = free.get(resource, 0) - amount
+            for resource, amount in held[name].items():
+                free[resource] = free.get(resource, 0) - amount
+            assert all(amount >= 0 for amount in free.values()), (reservation, name, free)
+        total: dict[str, int] = {}
+        for amounts in held.values():
+            for resource, amount in amounts.items():
+                total[resource] = total.get(resource, 0) + amount
+        for member in gang.members[: gang.required_members]:
+            for resource, amount in member.requests.items():
+                total[resource] = total.get(resource, 0) - amount
+        assert all(amount >= 0 for amount in total.values()), (reservation, total)
+
+
+def check_deterministic(snap: Snapshot) -> None:
+    shuffled = Snapshot(
+        snap.now,
+        tuple(reversed(snap.nodes)),
+        tuple(reversed(snap.queues)),
+        tuple(reversed(snap.pending)),
+        tuple(reversed(snap.running)),
+        snap.usage,
+        snap.config,
+    )
+    assert decide(snap) == decide(snap) == decide(shuffled)
+
+
+PROPERTIES = (check_capacity_and_whole_gangs, check_limits, check_reservations_hold, check_deterministic)
+
+
+@pytest.mark.parametrize("check", PROPERTIES, ids=lambda f: f.__name__)
+@FAST
+@given(snap=snapshots())
+def test_property(check, snap):
+    check(snap)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("check", PROPERTIES, ids=lambda f: f.__name__)
+@SLOW
+@given(snap=snapshots())
+def test_property_many_cases(check, snap):
+    check(snap)

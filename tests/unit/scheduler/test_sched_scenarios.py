@@ -1,0 +1,44 @@
+"""The seed scenarios: backfill around a big head gang, weighted sharing, reclaiming a borrower."""
+
+from sched_helpers import gang, nodes, running
+
+from railforge.scheduler import GPU, Queue, SchedulerConfig, Snapshot, decide
+
+
+def test_big_gang_at_head_small_jobs_backfill_around_it():
+    cluster = nodes(8)
+    busy = [running(gang(f"r{i}", 1, 8, runtime=4000 + 1000 * i), [f"n{i:02d}"]) for i in range(6)]
+    big = gang("big", 8, 8, submit=1, runtime=10_000)
+    smalls = [gang(f"s{i}", 1, 8, submit=2 + i, runtime=rt) for i, rt in enumerate((3000, 50_000))]
+    d = decide(Snapshot(0.0, tuple(cluster), (), (big, *smalls), tuple(busy)))
+    assert [(r.gang_name, r.start) for r in d.reservations] == [("big", 9000)]
+    assert [b.gang_name for b in d.binds] == ["s0"]  # ends before the reservation starts
+    assert d.reasons["s1"].startswith("blocked behind reservation of gang big")
+
+
+def test_two_teams_share_by_weight():
+    queues = (Queue("vision", over_quota_weight=1.0), Queue("speech", over_quota_weight=3.0))
+    pending = [gang(f"v{i}", 1, 8, queue="vision", submit=i) for i in range(8)]
+    pending += [gang(f"s{i}", 1, 8, queue="speech", submit=i) for i in range(8)]
+    config = SchedulerConfig(backfill="none", fair_share_half_life=0)
+    d = decide(Snapshot(0.0, tuple(nodes(8)), queues, tuple(pending), (), {}, config))
+    started = [b.gang_name[0] for b in d.binds]
+    assert started.count("s") == 6 and started.count("v") == 2
+
+
+def test_borrower_is_reclaimed_for_queue_below_quota():
+    queues = (Queue("owner", quota={GPU: 32}), Queue("borrower"))
+    borrowed = [
+        running(
+            gang(f"b{i}", 2, 8, queue="borrower", priority=i),
+            [f"n{2 * i:02d}", f"n{2 * i + 1:02d}"],
+            start=100.0 * i,
+            borrowed=True,
+        )
+        for i in range(4)
+    ]
+    claim = gang("claim", 2, 8, queue="owner")
+    d = decide(Snapshot(5000.0, tuple(nodes(8)), queues, (claim,), tuple(borrowed)))
+    assert [e.gang_name for e in d.evictions] == ["b0"]  # lowest priority
+    assert sorted(d.binds[0].placement.values()) == ["n00", "n01"]
+    assert not d.binds[0].borrowed

@@ -1,0 +1,163 @@
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from railforge.cli import main
+from railforge.sim.metrics import (
+    JobOutcome,
+    SimResult,
+    jain_index,
+    maxmin_fair,
+    size_bucket,
+    summarise,
+    time_weighted_mean,
+)
+from railforge.sim.report import binned, write_single_report
+
+
+def tiny_result(policy="p") -> SimResult:
+    jobs = [
+        # submit, runtime, start, end: JCT 100, 140, 30 and 300 (one eviction lost 50 s)
+        JobOutcome("a", "q1", 1, 0, 100, first_start=0, end=100, starts=1),
+        JobOutcome("b", "q1", 4, 10, 50, first_start=100, end=150, starts=1),
+        JobOutcome("c", "q2", 16, 20, 30, first_start=20, end=50, starts=1),
+        JobOutcome("d", "q2", 8, 0, 200, first_start=0, end=300, starts=2, evictions=1),
+    ]
+    series = [(0, 9, 2, 2), (20, 25, 1, 3), (100, 12, 0, 2), (300, 0, 0, 0)]
+    return SimResult(
+        "tiny",
+        policy,
+        "exact",
+        32,
+        jobs,
+        (0, 20),
+        series,
+        queue_alloc={"q1": 100.0, "q2": 200.0},
+        queue_fair={"q1": 100.0, "q2": 100.0},
+        counters={"backfills": 2, "reclaims": 1},
+    )
+
+
+def test_summary_hand_computed():
+    s = summarise(tiny_result())
+    assert s["jct"]["mean"] == pytest.approx((100 + 140 + 30 + 300) / 4)
+    assert s["jct"]["median"] == pytest.approx((100 + 140) / 2)
+    assert s["jct"]["max"] == 300
+    # waits: 0, 90, 0, 100 (d: 300 - 0 - 200)
+    assert s["wait"]["mean"] == pytest.approx(190 / 4)
+    assert s["longest_wait"] == 100 and s["longest_wait_job"] == "d"
+    assert s["by_bucket"]["1"]["jct"]["mean"] == 100
+    assert s["by_bucket"]["2-8"]["wait"]["mean"] == pytest.approx(95)
+    assert s["by_bucket"]["16+"]["jct"]["p99"] == 30
+    assert s["makespan"] == 300
+    # window [0, 20]: the exact per-queue integrals, 300 GPU-s of 32 x 20
+    assert s["util"] == pytest.approx(300 / 640)
+    assert s["util_makespan"] == pytest.approx((9 * 20 + 25 * 80 + 12 * 200) / 300 / 32)
+    assert s["queue_ratio"] == {"q1": 1.0, "q2": 2.0}
+    assert s["jain"] == pytest.approx(9 / (2 * 5))
+    assert s["counters"]["reclaims"] == 1
+
+
+def test_helpers():
+    assert [size_bucket(g) for g in (1, 2, 8, 12, 16, 128)] == ["1", "2-8", "2-8", "16+", "16+", "16+"]
+    assert jain_index([1, 1, 1]) == pytest.approx(1.0)
+    assert jain_index([1, 0]) == pytest.approx(0.5)
+    assert math.isnan(jain_index([]))
+    series = [(0, 4, 0, 0), (10, 8, 0, 0)]
+    assert time_weighted_mean(series, 0, 20) == pytest.approx(6)
+    assert time_weighted_mean(series, 5, 15) == pytest.approx(6)
+    assert list(binned(series, np.array([0.0, 10.0, 20.0]))) == [4, 8]
+    # 10 GPUs, equal weights: b wants only 2, a and c split the rest
+    fair = maxmin_fair(10, {"a": 9, "b": 2, "c": 9, "d": 0}, {"a": 1, "b": 1, "c": 1, "d": 1})
+    assert fair == pytest.approx({"a": 4, "b": 2, "c": 4, "d": 0})
+    assert maxmin_fair(12, {"a": 100, "b": 100}, {"a": 1, "b": 2}) == pytest.approx({"a": 4, "b": 8})
+
+
+def test_single_report_writes_markdown_and_pngs(tmp_path):
+    results = [tiny_result("strict_fifo"), tiny_result("railforge"), tiny_result("best_effort_fifo")]
+    path = write_single_report(str(tmp_path), "tiny", results, "header", "notes")
+    with open(path) as fh:
+        text = fh.read()
+    assert "| railforge (exact) |" in text and "mean JCT <= 0.7 x strict FIFO" in text
+    for png in ("jct_cdf.png", "wait_by_bucket.png", "utilization.png", "queue_depth.png"):
+        assert (tmp_path / png).stat().st_size > 5000
+        assert f"]({png})" in text
+    assert json.loads((tmp_path / "summary.json").read_text())[0]["policy"] == "strict_fifo"
+
+
+def test_cli_simulate_end_to_end(tmp_path, traces_dir):
+    out = tmp_path / "r"
+    rc = main(
+        [
+            "simulate",
+            "--trace",
+            "itp:cluster01",
+            "--traces-dir",
+            str(traces_dir),
+            "--max-jobs",
+            "120",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
+    assert rc == 0
+    text = (out / "report.md").read_text()
+    rows = ("railforge (exact)", "railforge (user)", "strict_fifo (n/a)", "best_effort_fifo", "sjf_oracle")
+    for row in rows:
+        assert row in text
+    assert len(list(out.glob("*.png"))) == 4
+
+
+def test_cli_report_end_to_end(tmp_path, traces_dir):
+    doc = tmp_path / "docs" / "simulation-results.md"
+    rc = main(
+        [
+            "simulate-report",
+            "--traces",
+            f"philly,csv:{traces_dir / 'generic.csv'}",
+            "--traces-dir",
+            str(traces_dir),
+            "--policies",
+            "railforge,strict_fifo,best_effort_fifo",
+            "--estimates",
+            "exact",
+            "--max-jobs",
+            "150",
+            "--failures",
+            "0.5",
+            "--doc",
+            str(doc),
+            "--cache",
+            str(tmp_path / "cache"),
+            "--no-progress",
+        ]
+    )
+    assert rc == 0
+    text = doc.read_text()
+    assert len(list((tmp_path / "cache").glob("*.pickle"))) == 6  # 2 traces x 3 policies
+    assert text.startswith("# Simulation results")
+    assert "python -m railforge.cli simulate-report --traces philly," in text
+    assert "--failures 0.5" in text
+    assert (tmp_path / "docs" / "simulation-results" / "philly" / "jct_cdf.png").exists()
+    assert "](simulation-results/generic/queue_depth.png)" in text
+
+
+def test_cli_rejects_unknown_policy(traces_dir):
+    with pytest.raises(ValueError):
+        main(["simulate", "--trace", "philly", "--traces-dir", str(traces_dir), "--policies", "lottery"])
+
+
+def test_cli_report_cached_only_lists_missing_runs(tmp_path, traces_dir):
+    doc = tmp_path / "doc.md"
+    base = ["simulate-report", "--traces", "philly", "--traces-dir", str(traces_dir), "--max-jobs", "60"]
+    base += ["--estimates", "exact", "--cache", str(tmp_path / "c"), "--doc", str(doc), "--no-progress"]
+    assert main([*base, "--policies", "strict_fifo"]) == 0
+    assert main([*base, "--policies", "strict_fifo,best_effort_fifo", "--cached-only"]) == 0
+    text = doc.read_text()
+    assert "| strict_fifo (n/a) |" in text
+    assert "missing here:** best_effort_fifo (n/a)" in text
