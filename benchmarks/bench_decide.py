@@ -143,9 +143,7 @@ def philly_snapshot(seed: int = 11) -> Snapshot:
         gone = {e.gang_name for e in decisions.evictions}
         by_name = {g.name: g for g in snap.pending}
         started = tuple(
-            RunningGang(
-                by_name[b.gang_name], b.placement, now, now + by_name[b.gang_name].max_runtime, b.borrowed
-            )
+            RunningGang(by_name[b.gang_name], b.placement, now, now + by_name[b.gang_name].max_runtime, b.borrowed)
             for b in decisions.binds
         )
         bound = {b.gang_name for b in decisions.binds}
@@ -202,9 +200,7 @@ def main() -> None:
         [(n, n * 5, 2000) for n in (250, 500, 1000, 2000, 5000)],
         3,
     )
-    table(
-        "Cost against pending gangs (1,000 nodes)", [(1000, 5000, g) for g in (250, 500, 1000, 2000, 4000)], 3
-    )
+    table("Cost against pending gangs (1,000 nodes)", [(1000, 5000, g) for g in (250, 500, 1000, 2000, 4000)], 3)
 
 
 if __name__ == "__main__":

@@ -52,9 +52,7 @@ def main() -> None:
         f"{total - decide_s:.1f} | {1000 * decide_s / max(calls, 1):.2f} | "
         f"{1e6 * (total - decide_s) / max(calls, 1):.0f} |"
     )
-    verdict = (
-        "met" if not args.max_jobs and total <= 120 else "n/a (truncated)" if args.max_jobs else "MISSED"
-    )
+    verdict = "met" if not args.max_jobs and total <= 120 else "n/a (truncated)" if args.max_jobs else "MISSED"
     print(f"\nTarget (whole trace <= 120 s): {verdict}")
 
 

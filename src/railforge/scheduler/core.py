@@ -193,9 +193,7 @@ class _Pass:
         rest = gangs
         if config.aging_bound is not None:
             cutoff = self.now - config.aging_bound
-            aged = sorted(
-                (g for g in gangs if g.submit_time <= cutoff), key=lambda g: (g.submit_time, g.name)
-            )
+            aged = sorted((g for g in gangs if g.submit_time <= cutoff), key=lambda g: (g.submit_time, g.name))
             rest = [g for g in gangs if g.submit_time > cutoff]
         if config.order == "fifo":
             rest = sorted(rest, key=lambda g: (-g.priority, g.submit_time, g.name))
@@ -351,10 +349,7 @@ class _Pass:
                 if self.min_charge_gpu > 0 and self.queue_full(queue):
                     continue  # every gang of the queue borrows, so none reclaims
                 own_path = self.tree.path(queue)
-                if (
-                    free + sum(gpu for victim_queue, gpu in victims if victim_queue not in own_path)
-                    >= self.min_gpu
-                ):
+                if free + sum(gpu for victim_queue, gpu in victims if victim_queue not in own_path) >= self.min_gpu:
                     result = False
                     break
         self.frozen_check = (self.version, result)
@@ -364,10 +359,7 @@ class _Pass:
         """True when the queue or an ancestor already holds its GPU quota, so every gang of the queue
         that charges a GPU would borrow."""
         usage = self.usage
-        for name in self.tree.path(queue):
-            if usage.gpus(name) >= self.tree.get(name).quota.get(GPU, 0):
-                return True
-        return False
+        return any(usage.gpus(name) >= self.tree.get(name).quota.get(GPU, 0) for name in self.tree.path(queue))
 
     def frozen_reason(self, gang: Gang) -> None:
         """The reason of a gang left untried by a stopped pass: what try_start would record."""
@@ -487,9 +479,7 @@ class _Pass:
         self.borrow_cache[key] = (self.version, result)
         return result
 
-    def bind(
-        self, gang: Gang, profile: GangProfile, assignment: Assignment, end: float, borrowed: bool
-    ) -> None:
+    def bind(self, gang: Gang, profile: GangProfile, assignment: Assignment, end: float, borrowed: bool) -> None:
         cluster = self.cluster
         placement = {}
         charge: dict[str, int] = {}
@@ -503,9 +493,7 @@ class _Pass:
         self.version += 1
         self.decisions.binds.append(Bind(gang.name, placement, borrowed))
 
-    def capacity_reason(
-        self, gang: Gang, profile: GangProfile, allowed: list[bool] | None, widest: int
-    ) -> str:
+    def capacity_reason(self, gang: Gang, profile: GangProfile, allowed: list[bool] | None, widest: int) -> str:
         cluster = self.cluster
         need = profile.required_gpu
         if widest >= 0:

@@ -104,9 +104,7 @@ def water_fill(
     active = [n for n in names if demand[n] > share[n] and weight.get(n, 1.0) > 0]
     while remaining > 1e-9 and active:
         total_weight = sum(weight.get(n, 1.0) for n in active)
-        saturated = [
-            n for n in active if demand[n] - share[n] <= remaining * weight.get(n, 1.0) / total_weight
-        ]
+        saturated = [n for n in active if demand[n] - share[n] <= remaining * weight.get(n, 1.0) / total_weight]
         if not saturated:
             for n in active:
                 share[n] += remaining * weight.get(n, 1.0) / total_weight

@@ -316,9 +316,7 @@ class Cluster:
             return False
         for shape in profile.required_shapes:
             if shape.gpu:
-                slots = sum(
-                    n * (free // shape.gpu) for free, n in self.gpu_histogram.items() if free >= shape.gpu
-                )
+                slots = sum(n * (free // shape.gpu) for free, n in self.gpu_histogram.items() if free >= shape.gpu)
                 if slots < len(shape.member_names):
                     return False
         return True
@@ -338,9 +336,7 @@ class Cluster:
         (start, end) overlaps none of the node's reservations.
         """
         need = profile.required_gpu
-        if not self.could_fit(profile) or (
-            widest_level >= 0 and self.levels[widest_level].best_free() < need
-        ):
+        if not self.could_fit(profile) or (widest_level >= 0 and self.levels[widest_level].best_free() < need):
             return None
         for depth in range(finest_level, widest_level - 1, -1):
             if depth < 0:

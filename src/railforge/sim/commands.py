@@ -28,9 +28,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repair-hours", type=float, default=4.0, help="node repair time after a failure")
     p.add_argument("--seed", type=int, default=1, help="seed for node failures")
     p.add_argument("--period", type=float, default=0.0, help="scheduling cycle in s (0: at every event)")
-    p.add_argument(
-        "--resync", type=float, default=900.0, help="wake the scheduler every S s while gangs wait"
-    )
+    p.add_argument("--resync", type=float, default=900.0, help="wake the scheduler every S s while gangs wait")
     p.add_argument("--max-jobs", type=int, default=0, help="replay only the first N jobs (0: all)")
     p.add_argument("--jobs", "-j", type=int, default=1, help="simulations to run in parallel processes")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")

@@ -67,9 +67,7 @@ def overview(rows) -> str:
     return "\n".join(lines)
 
 
-def write_results_doc(
-    doc: str, plots_dir: str, sections, command: str, elapsed: float, notes_file: str = ""
-) -> str:
+def write_results_doc(doc: str, plots_dir: str, sections, command: str, elapsed: float, notes_file: str = "") -> str:
     """Write the doc; ``notes_file`` (hand-written Markdown, e.g. findings) is inlined after the
     targets table so that analysis survives regeneration."""
     doc_dir = os.path.dirname(doc)

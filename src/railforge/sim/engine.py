@@ -107,8 +107,7 @@ class Simulator:
         self.running: dict[str, RunningGang] = {}
         self.run_token: dict[str, int] = {}
         self.outcomes = {
-            name: JobOutcome(name, j.gang.queue, j.gpus, j.gang.submit_time, j.runtime)
-            for name, j in self.jobs.items()
+            name: JobOutcome(name, j.gang.queue, j.gpus, j.gang.submit_time, j.runtime) for name, j in self.jobs.items()
         }
         qnames = {q.name for q in self.queues} | {j.gang.queue for j in self.jobs.values()}
         self.alloc = dict.fromkeys(qnames, 0)  # GPUs held per queue
@@ -273,9 +272,7 @@ class Simulator:
             for name, rg in list(self.running.items()):
                 dead = tuple(m for m, n in rg.placement.items() if n == node.name)
                 if dead:
-                    self.running[name] = replace(
-                        rg, failed_members=tuple(sorted({*rg.failed_members, *dead}))
-                    )
+                    self.running[name] = replace(rg, failed_members=tuple(sorted({*rg.failed_members, *dead})))
             return True
         if kind == REPAIR:
             self._set_node(replace(self.nodes[payload], ready=True))

@@ -60,18 +60,13 @@ def sized_shape(trace: Trace, gpus_per_node: int = 8, target_load: float = 0.84,
     return ClusterShape(nodes=nodes, gpus_per_node=gpus_per_node, **kw)
 
 
-def simulate(
-    spec: RunSpec, trace: Trace | None = None, progress: Callable[[int], None] | None = None
-) -> SimResult:
+def simulate(spec: RunSpec, trace: Trace | None = None, progress: Callable[[int], None] | None = None) -> SimResult:
     if trace is None:
         trace = load_trace(spec.trace, spec.traces_dir)
     shape = spec.shape
     queues, weights = build_queues(trace, shape.total_gpus)
     model = "exact" if spec.estimates == NO_ESTIMATES else spec.estimates
-    jobs = [
-        SimJob(build_gang(j, model, shape.gpus_per_node), float(math.ceil(j.duration)), j.gpus)
-        for j in trace.jobs
-    ]
+    jobs = [SimJob(build_gang(j, model, shape.gpus_per_node), float(math.ceil(j.duration)), j.gpus) for j in trace.jobs]
     config = SchedulerConfig.preset(spec.policy, **spec.config_overrides)
     t0 = time.perf_counter()
     sim = Simulator(

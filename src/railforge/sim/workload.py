@@ -37,8 +37,7 @@ def members_for(gpus: int, per_node: int = 8) -> tuple[Member, ...]:
         return (Member("main", {CPU: 4000, MEMORY: 16 * GIB}),)
     parts = split_gpus(gpus, per_node)
     workers = tuple(
-        Member(f"worker-{i}", {GPU: g, CPU: CPU_PER_GPU * g, MEMORY: MEM_PER_GPU * g})
-        for i, g in enumerate(parts)
+        Member(f"worker-{i}", {GPU: g, CPU: CPU_PER_GPU * g, MEMORY: MEM_PER_GPU * g}) for i, g in enumerate(parts)
     )
     if len(parts) == 1:
         return workers

@@ -5,9 +5,7 @@ from __future__ import annotations
 from railforge.scheduler import GPU, Gang, Member, Node, RunningGang
 
 
-def nodes(
-    count: int, gpus: int = 8, per_leaf: int = 4, per_nvl: int = 2, prefix: str = "n", **kw
-) -> list[Node]:
+def nodes(count: int, gpus: int = 8, per_leaf: int = 4, per_nvl: int = 2, prefix: str = "n", **kw) -> list[Node]:
     return [
         Node(
             f"{prefix}{i:02d}",
@@ -19,9 +17,7 @@ def nodes(
     ]
 
 
-def gang(
-    name: str, pods: int, gpus: int, queue: str = "a", submit: float = 0.0, runtime: float = 3600.0, **kw
-):
+def gang(name: str, pods: int, gpus: int, queue: str = "a", submit: float = 0.0, runtime: float = 3600.0, **kw):
     members = tuple(Member(f"{name}-{j}", {GPU: gpus, "cpu": 1000}) for j in range(pods))
     return Gang(name, queue, members, submit_time=submit, max_runtime=runtime, **kw)
 

@@ -88,9 +88,7 @@ def test_node_selector_and_affinity():
         Node("b", {GPU: 8, "cpu": 8000}, labels={"gpu": "a100", "zone": "x"}),
         Node("c", {GPU: 8, "cpu": 8000}, labels={"gpu": "h100"}),
     ]
-    selected = gang(
-        "s", 1, 8, node_selector={"gpu": "h100"}, affinity=(NodeSelectorRequirement("zone", "Exists"),)
-    )
+    selected = gang("s", 1, 8, node_selector={"gpu": "h100"}, affinity=(NodeSelectorRequirement("zone", "Exists"),))
     excluded = gang("x", 1, 8, submit=1, affinity=(NodeSelectorRequirement("gpu", "NotIn", ("h100",)),))
     d = decide(snap(cluster, [selected, excluded]))
     assert bound(d) == {"s": {"s-0": "a"}, "x": {"x-0": "b"}}
@@ -119,9 +117,7 @@ def test_queue_limit_blocks_and_reason():
 
 def test_parent_limit_applies_to_children():
     queues = [Queue("org", limit={GPU: 12}), Queue("team", parent="org")]
-    d = decide(
-        snap(nodes(4), [gang("a", 1, 8, queue="team"), gang("b", 1, 8, queue="team", submit=1)], (), queues)
-    )
+    d = decide(snap(nodes(4), [gang("a", 1, 8, queue="team"), gang("b", 1, 8, queue="team", submit=1)], (), queues))
     assert list(bound(d)) == ["a"]
     assert d.reasons["b"] == "queue org is at its limit of 12 GPUs"
 

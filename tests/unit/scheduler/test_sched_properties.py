@@ -38,9 +38,7 @@ SLOW = settings(max_examples=2500, deadline=None, suppress_health_check=[HealthC
 def random_gang(rng: random.Random, name: str, now: float) -> Gang:
     pods = rng.randint(1, 4)
     gpus = rng.choice((0, 1, 2, 4, 8))
-    members = tuple(
-        Member(f"{name}-{j}", {GPU: gpus, "cpu": rng.choice((500, 4000, 16000))}) for j in range(pods)
-    )
+    members = tuple(Member(f"{name}-{j}", {GPU: gpus, "cpu": rng.choice((500, 4000, 16000))}) for j in range(pods))
     if rng.random() < 0.3:
         members = (Member(f"{name}-launcher", {"cpu": 1000}), *members)
     return Gang(
@@ -81,9 +79,7 @@ def snapshots(draw) -> Snapshot:
         gang = random_gang(rng, f"r{k}", now)
         placement = {}
         for member in gang.members:
-            fits = [
-                n for n in sorted(free) if all(free[n].get(r, 0) >= v for r, v in member.requests.items())
-            ]
+            fits = [n for n in sorted(free) if all(free[n].get(r, 0) >= v for r, v in member.requests.items())]
             if not fits:
                 break
             node = rng.choice(fits)
