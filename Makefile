@@ -39,3 +39,10 @@ lab:              ## local Podman containers as nodes, then playbooks/site.yml a
 
 lab-down:
 	scripts/lab.sh down
+
+sim:              ## replay Philly and every ITP trace through all policies -> docs/simulation-results.md (long)
+	railforge simulate-report --all --period 300 --jobs 2 --cache reports/sim-cache
+
+bench:            ## scheduler decide() timings and a replay of the first 10,000 Philly jobs
+	python benchmarks/bench_decide.py --quick
+	python benchmarks/bench_replay.py --max-jobs 10000
