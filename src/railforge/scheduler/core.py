@@ -361,24 +361,29 @@ class _Pass:
         usage = self.usage
         return any(usage.gpus(name) >= self.tree.get(name).quota.get(GPU, 0) for name in self.tree.path(queue))
 
-    def frozen_reason(self, gang: Gang) -> None:
-        """The reason of a gang left untried by a stopped pass: what try_start would record."""
-        profile = gang_profile(gang)
-        queue = gang.queue
+    def limit_reason(self, queue: str, profile: GangProfile) -> str | None:
+        """Why the queue's limits (or an ancestor's) keep this gang out; None when they do not.
+        Only queues with a limit somewhere on their path pay for the check."""
         limited = self.limited.get(queue)
         if limited is None:
             limited = self.limited[queue] = any(self.tree.get(name).limit for name in self.tree.path(queue))
-        if limited:
-            over = self.usage.over_limit(queue, profile.charge)
-            if over is not None:
-                name, resource, limit = over
-                if profile.charge[resource] > limit:
-                    self.decisions.reasons[gang.name] = reasons.over_limit_alone(
-                        name, resource, profile.charge[resource], limit
-                    )
-                else:
-                    self.decisions.reasons[gang.name] = reasons.at_limit(name, resource, limit)
-                return
+        if not limited:
+            return None
+        over = self.usage.over_limit(queue, profile.charge)
+        if over is None:
+            return None
+        name, resource, limit = over
+        if profile.charge[resource] > limit:
+            return reasons.over_limit_alone(name, resource, profile.charge[resource], limit)
+        return reasons.at_limit(name, resource, limit)
+
+    def frozen_reason(self, gang: Gang) -> None:
+        """The reason of a gang left untried by a stopped pass: what try_start would record."""
+        profile = gang_profile(gang)
+        limit_reason = self.limit_reason(gang.queue, profile)
+        if limit_reason is not None:
+            self.decisions.reasons[gang.name] = limit_reason
+            return
         key = profile.failure_key
         reason = self.frozen_reasons.get(key)
         if reason is None:
@@ -410,20 +415,10 @@ class _Pass:
         profile = gang_profile(gang)
         decisions = self.decisions
         queue = gang.queue
-        limited = self.limited.get(queue)
-        if limited is None:
-            limited = self.limited[queue] = any(self.tree.get(name).limit for name in self.tree.path(queue))
-        if limited:
-            over = self.usage.over_limit(queue, profile.charge)
-            if over is not None:
-                name, resource, limit = over
-                if profile.charge[resource] > limit:
-                    decisions.reasons[gang.name] = reasons.over_limit_alone(
-                        name, resource, profile.charge[resource], limit
-                    )
-                else:
-                    decisions.reasons[gang.name] = reasons.at_limit(name, resource, limit)
-                return True
+        limit_reason = self.limit_reason(queue, profile)
+        if limit_reason is not None:
+            decisions.reasons[gang.name] = limit_reason
+            return True
         cluster = self.cluster
         runtime = self.runtime(gang)
         end = self.now + runtime
