@@ -80,6 +80,11 @@ def placed_by_node(running: RunningGang) -> tuple[tuple[str, ...], list[tuple[st
     return result
 
 
+def quota_ratio(gpus: float, quota: float) -> float:
+    """GPUs held per GPU of quota; infinite for a queue without a GPU quota (it is owed nothing)."""
+    return gpus / quota if quota > 0 else math.inf
+
+
 def _queue_order_key(gang: Gang) -> tuple:
     """Order within a queue: priority, then age, then name (cached on the Gang)."""
     key = gang.__dict__.get("_queue_order")
@@ -113,8 +118,13 @@ class _Pass:
         self.reclaim_failures: dict[tuple, tuple[int, float]] = {}  # (shape, queue) -> (version, end)
         self.reclaimable: list[RunningGang] = []  # possible reclaim victims, in victim order
         self.frozen_check: tuple[int, bool] | None = None  # (version, frozen())
-        self.frozen_reasons: dict[tuple, str] = {}  # failure key -> reason once the pass stopped
         self.borrow_cache: dict[tuple, tuple[int, bool]] = {}  # (queue, charge) -> (version, borrows)
+        # Waiting gangs by failure key: their run-window ends, soonest first, and a cursor past the
+        # ones already tried; a key is "open" while one of its untried gangs might still be placed.
+        self.classes: dict[tuple, list[tuple[float, str]]] = {}
+        self.cursor: dict[tuple, int] = {}
+        self.open_classes: set[tuple] = set()
+        self.tried: set[str] = set()
 
     # -- running gangs -------------------------------------------------------------------------
 
@@ -203,6 +213,9 @@ class _Pass:
             return itertools.chain(aged, self.fair_order(rest, capacity))
         return aged + rest
 
+    def backfill_key(self, gang: Gang) -> tuple:
+        return (self.runtime(gang), _queue_order_key(gang))
+
     def oracle_runtime(self, gang: Gang) -> float:
         return gang.oracle_runtime if gang.oracle_runtime is not None else self.runtime(gang)
 
@@ -283,28 +296,51 @@ class _Pass:
         # remaining gang's reason depends only on the (frozen) state, not on its turn.
         min_gpu = min_charge_gpu = math.inf
         queues: set[str] = set()
+        classes = self.classes
         for gang in waiting:
             profile = gang_profile(gang)
+            ends = classes.get(profile.failure_key)
+            if ends is None:
+                ends = classes[profile.failure_key] = []
+            ends.append((self.now + self.runtime(gang), gang.name))
             if profile.required_gpu < min_gpu:
                 min_gpu = profile.required_gpu
             if profile.gpu < min_charge_gpu:
                 min_charge_gpu = profile.gpu
             queues.add(gang.queue)
-        min_gpu = self.min_gpu = 0 if min_gpu == math.inf else min_gpu
+        self.min_gpu = 0 if min_gpu == math.inf else min_gpu
         self.min_charge_gpu = 0 if min_charge_gpu == math.inf else min_charge_gpu
         self.waiting_queues = sorted(queues)
-        tried: set[str] = set()
-        stopped = False
-        for gang in self.order(waiting, cluster.total_gpu):
+        for ends in classes.values():
+            ends.sort()
+        self.cursor = dict.fromkeys(classes, 0)
+        self.open_classes = set(classes)
+        tried = self.tried
+        stopped = settled = False
+        gangs = iter(self.order(waiting, cluster.total_gpu))
+        reorder = self.depth > 0 and self.config.backfill_order == "shortest"
+        while (gang := next(gangs, None)) is not None:
             if head_blocker is not None and not skip_ahead:
                 stopped = True
                 break
-            if cluster.total_free_gpu < min_gpu and self.reservations_made >= self.depth and self.frozen():
-                stopped = True
-                break
+            if settled or self.settled():
+                settled = True
+                if skip_ahead:
+                    stopped = True
+                    break
+                # Strict order still names its head: the first gang blocked on capacity.
+                tried.add(gang.name)
+                if self.frozen_reason(gang):
+                    head_blocker = gang.name
+                continue
             tried.add(gang.name)
             if not self.try_start(gang):
                 head_blocker = head_blocker or gang.name
+            self.settle(gang_profile(gang).failure_key)
+            if reorder and self.reservations_made >= self.depth:
+                # Every reservation is made, so the rest can only backfill: shortest estimate first.
+                reorder = False
+                gangs = iter(sorted((g for g in waiting if g.name not in tried), key=self.backfill_key))
         if stopped:
             for gang in waiting:
                 if gang.name not in tried:
@@ -320,6 +356,34 @@ class _Pass:
             free_gpus=cluster.total_free_gpu,
         )
         return decisions
+
+    def settled(self) -> bool:
+        """True when no gang left untried can change the cluster: none can be placed, every
+        reservation is made and none can reclaim. The pass then stops; the rest only get reasons."""
+        return (
+            (self.cluster.total_free_gpu < self.min_gpu or not self.open_classes)
+            and self.reservations_made >= self.depth
+            and self.frozen()
+        )
+
+    def untried_end(self, key: tuple) -> float | None:
+        """The soonest run-window end among the class's gangs not tried yet; None when none is left."""
+        ends = self.classes[key]
+        position = self.cursor[key]
+        tried = self.tried
+        while position < len(ends) and ends[position][1] in tried:
+            position += 1
+        self.cursor[key] = position
+        return ends[position][0] if position < len(ends) else None
+
+    def settle(self, key: tuple) -> None:
+        """Close the class once none of its untried gangs can be placed: placement failed for a run
+        window no longer than theirs (capacity only shrinks until a reclaim reopens every class)."""
+        if key in self.open_classes:
+            cached = self.failure_cache.get(key)
+            end = self.untried_end(key)
+            if end is None or (cached is not None and cached[0] <= end):
+                self.open_classes.discard(key)
 
     def frozen(self) -> bool:
         """True when no gang still waiting can start or reclaim, given that none fits the free GPUs
@@ -377,20 +441,23 @@ class _Pass:
             return reasons.over_limit_alone(name, resource, profile.charge[resource], limit)
         return reasons.at_limit(name, resource, limit)
 
-    def frozen_reason(self, gang: Gang) -> None:
-        """The reason of a gang left untried by a stopped pass: what try_start would record."""
+    def frozen_reason(self, gang: Gang) -> bool:
+        """Record the reason of a gang left untried by a settled pass, what try_start would record;
+        True when the gang is blocked on capacity (not by its queue's limit)."""
         profile = gang_profile(gang)
         limit_reason = self.limit_reason(gang.queue, profile)
         if limit_reason is not None:
             self.decisions.reasons[gang.name] = limit_reason
-            return
+            return False
         key = profile.failure_key
-        reason = self.frozen_reasons.get(key)
-        if reason is None:
+        end = self.now + self.runtime(gang)
+        cached = self.failure_cache.get(key)
+        if cached is None or end < cached[0]:
             allowed = self.cluster.allowed_nodes(gang, profile)
             _, widest = self.levels_for(gang, profile)
-            reason = self.frozen_reasons[key] = self.capacity_reason(gang, profile, allowed, widest)
-        self.decisions.reasons[gang.name] = reason
+            cached = self.failure_cache[key] = (end, self.capacity_reason(gang, profile, allowed, widest))
+        self.decisions.reasons[gang.name] = cached[1]
+        return True
 
     def levels_for(self, gang: Gang, profile: GangProfile) -> tuple[int, int]:
         """(finest, widest) topology level indexes to try; -1 is the whole cluster."""
@@ -452,7 +519,14 @@ class _Pass:
             self.bind(gang, profile, assignment, end, borrowed)
             return True
         if fresh:
-            cached = (end, self.capacity_reason(gang, profile, allowed, widest))
+            # Probe the class's soonest-ending untried gang too: when even its shorter run window
+            # fails, every gang of the class fails, and the pass may stop before trying them.
+            failed_end = end
+            soonest = self.untried_end(key)
+            shorter = soonest is not None and soonest < end
+            if shorter and cluster.place(profile, allowed, (self.now, soonest), finest, widest) is None:
+                failed_end = soonest
+            cached = (failed_end, self.capacity_reason(gang, profile, allowed, widest))
             self.failure_cache[key] = cached
         decisions.reasons[gang.name] = cached[1]
         if self.reservations_made < self.depth:
@@ -519,9 +593,19 @@ class _Pass:
         widest: int,
     ) -> Assignment | None:
         """Evict whole borrowed gangs of other queues (lowest priority, least progress first) until
-        the gang fits; evict nothing when it would not fit even then."""
+        the gang fits; evict nothing when it would not fit even then.
+
+        A victim is taken only while its queue stays at least as well served as the claiming queue
+        will be (GPUs held / GPU quota, after both changes; a queue without a GPU quota is always
+        over it). Without that rule an eviction can push the victim's queue below its own quota, so
+        its gang reclaims in turn: a chain of evictions in which every victim loses its progress.
+        """
         own_path = set(self.tree.path(gang.queue))
+        usage = self.usage
+        claimed = quota_ratio(usage.gpus(gang.queue) + profile.gpu, self.tree.get(gang.queue).quota.get(GPU, 0))
         over_quota: dict[str, bool] = {}
+        left: dict[str, int] = {}  # victim queue -> GPUs it would hold after the victims so far
+        charge = self.running_charge
         victims = []
         for r in self.reclaimable:
             victim_queue = r.gang.queue
@@ -529,14 +613,17 @@ class _Pass:
                 continue
             over = over_quota.get(victim_queue)
             if over is None:
-                over = over_quota[victim_queue] = self.usage.over_quota(victim_queue)
-            if over:
+                over = over_quota[victim_queue] = usage.over_quota(victim_queue)
+            if not over:
+                continue
+            after = left.get(victim_queue, usage.gpus(victim_queue)) - charge[r.gang.name].get(GPU, 0)
+            if quota_ratio(after, self.tree.get(victim_queue).quota.get(GPU, 0)) >= claimed:
+                left[victim_queue] = after
                 victims.append(r)
         if not victims:
             return None
         cluster = self.cluster
         need = profile.required_gpu
-        charge = self.running_charge
         if cluster.total_free_gpu + sum(charge[r.gang.name].get(GPU, 0) for r in victims) < need:
             return None  # even evicting every victim would not free enough GPUs
         released: list[RunningGang] = []
@@ -561,7 +648,8 @@ class _Pass:
                     f"reclaimed by queue {gang.queue} (within its quota) for gang {gang.name}",
                 )
             )
-        self.failure_cache.clear()  # capacity grew
+        self.failure_cache.clear()  # capacity grew: every class with untried gangs may fit again
+        self.open_classes = {key for key in self.classes if self.untried_end(key) is not None}
         self.version += 1
         return assignment
 

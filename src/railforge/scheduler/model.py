@@ -185,6 +185,9 @@ class SchedulerConfig:
 
     backfill: BackfillMode = "easy"
     reservation_depth: int = 1  # gangs that get reservations under conservative backfill
+    # Order of the gangs tried after the last reservation (they can only backfill): "shortest"
+    # estimated runtime first, or the same "fair" order as before.
+    backfill_order: Literal["shortest", "fair"] = "shortest"
     order: OrderMode = "fair"
     skip_ahead: bool = True
     fair_share_half_life: float = 7 * 86400.0  # usage decay; the caller decays Snapshot.usage

@@ -127,6 +127,7 @@ class Simulator:
             "restarts": 0,
             "failures": 0,
             "node_failures": 0,
+            "lost_gpu_seconds": 0.0,  # GPU-time of runs cut short by evictions and restarts
         }
         submits = [j.gang.submit_time for j in self.jobs.values()]
         self.window = (min(submits, default=0.0), max(submits, default=0.0))
@@ -192,6 +193,7 @@ class Simulator:
             rg = self._release(ev.gang_name)
             self.outcomes[ev.gang_name].evictions += 1
             self.counters["reclaims"] += 1
+            self.counters["lost_gpu_seconds"] += self.jobs[ev.gang_name].gpus * (now - rg.start_time)
             self._add_pending(rg.gang)
         for rs in d.restarts:
             if rs.gang_name not in self.running:
@@ -199,6 +201,7 @@ class Simulator:
             rg = self._release(rs.gang_name)
             self.outcomes[rs.gang_name].restarts += 1
             self.counters["restarts"] += 1
+            self.counters["lost_gpu_seconds"] += self.jobs[rs.gang_name].gpus * (now - rg.start_time)
             g = replace(rg.gang, restart_count=rg.gang.restart_count + 1, not_before=rs.not_before)
             self._add_pending(g)
             if rs.not_before > now:

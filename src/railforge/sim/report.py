@@ -156,7 +156,7 @@ def write_plots(results: Sequence[SimResult], summaries: Sequence[dict], out_dir
 TABLE_HEAD = (
     "| policy (estimates) | mean JCT | median JCT | p95 JCT | p99 JCT | mean wait | p99 wait 1 | "
     "p99 wait 2-8 | p99 wait 16+ | longest wait | util | makespan (d) | Jain | backfills | reclaims "
-    "| restarts |\n|---|" + "---:|" * 15
+    "| restarts | lost GPU-h |\n|---|" + "---:|" * 16
 )
 
 
@@ -185,6 +185,7 @@ def table_rows(summaries: Sequence[dict]) -> str:
                     f"{int(c.get('backfills', 0)):,}",
                     f"{int(c.get('reclaims', 0)):,}",
                     f"{int(c.get('restarts', 0)):,}",
+                    f"{c.get('lost_gpu_seconds', 0) / 3600:,.0f}",
                 ]
             )
             + " |"

@@ -1,3 +1,4 @@
+import pytest
 from sched_helpers import gang, nodes, running
 
 from railforge.scheduler import (
@@ -309,3 +310,31 @@ def test_same_input_same_output():
     pending = [gang(f"g{i}", 1 + i % 3, 4 + 4 * (i % 2), queue="ab"[i % 2], submit=i) for i in range(12)]
     first = decide(snap(cluster, pending))
     assert decide(snap(cluster, list(reversed(pending)))) == first
+
+
+@pytest.mark.parametrize(("team_quota", "evicted"), [(8, ["t1"]), (12, [])])
+def test_reclaim_keeps_the_victim_queue_at_least_as_served_as_the_claimer(team_quota, evicted):
+    # "team" holds 16 GPUs in two borrowed gangs; "owner" (quota 8) holds none and claims 8, which
+    # puts it at 8/8 = 1.0 of its quota. Evicting one team gang leaves team at 8/quota: 1.0 with a
+    # quota of 8 (as served as the claimer: allowed), 0.67 with 12 (it would then be owed GPUs and
+    # reclaim in turn: refused, the claim waits).
+    queues = [Queue("owner", quota={GPU: 8}), Queue("team", quota={GPU: team_quota})]
+    held = [running(gang(f"t{i}", 1, 8, queue="team"), [f"n{i:02d}"], start=1000 * i, borrowed=True) for i in range(2)]
+    d = decide(snap(nodes(2), [gang("claim", 1, 8, queue="owner")], held, queues, now=10000))
+    assert [e.gang_name for e in d.evictions] == evicted  # least progress first
+    assert bool(d.binds) == bool(evicted)
+
+
+def test_backfill_tries_shortest_estimate_first_after_the_reservation():
+    cluster = nodes(2)
+    busy = running(gang("busy", 1, 8, runtime=5000), ["n00"])
+    head = gang("head", 2, 8, submit=0)  # needs both nodes: reserved at t=5000
+    long_small = gang("long", 1, 4, submit=1, runtime=4000)
+    short_small = gang("short", 1, 8, submit=2, runtime=1000)
+    d = decide(snap(cluster, [head, long_small, short_small], [busy], now=0))
+    assert [(r.gang_name, r.start) for r in d.reservations] == [("head", 5000)]
+    assert bound(d) == {"short": {"short-0": "n01"}}  # both fit before 5000; the shorter goes first
+    fair = decide(
+        snap(cluster, [head, long_small, short_small], [busy], now=0, config=SchedulerConfig(backfill_order="fair"))
+    )
+    assert bound(fair) == {"long": {"long-0": "n01"}}  # age order: the older gang takes the node

@@ -21,6 +21,7 @@ from railforge.scheduler import (
     TopologyConstraint,
     decide,
 )
+from railforge.scheduler.core import _Pass
 from railforge.scheduler.fairshare import QueueTree
 
 QUEUES = ("org", "a", "b", "c")
@@ -206,7 +207,30 @@ def check_deterministic(snap: Snapshot) -> None:
     assert decide(snap) == decide(snap) == decide(shuffled)
 
 
-PROPERTIES = (check_capacity_and_whole_gangs, check_limits, check_reservations_hold, check_deterministic)
+class _ExhaustivePass(_Pass):
+    """A pass that tries every waiting gang instead of stopping once nothing more can change."""
+
+    def settled(self) -> bool:
+        return False
+
+
+def check_early_stop_changes_nothing(snap: Snapshot) -> None:
+    """Stopping the pass early is only a shortcut: the same binds, evictions, reservations, and a
+    reason for every pending gang that did not start."""
+    fast, full = decide(snap), _ExhaustivePass(snap).run()
+    assert (fast.binds, fast.evictions, fast.reservations) == (full.binds, full.evictions, full.reservations)
+    started = {b.gang_name for b in fast.binds} | {f.gang_name for f in fast.failures}
+    assert set(fast.reasons) == {g.name for g in snap.pending} - started == set(full.reasons)
+    assert fast.reasons == full.reasons
+
+
+PROPERTIES = (
+    check_capacity_and_whole_gangs,
+    check_limits,
+    check_reservations_hold,
+    check_deterministic,
+    check_early_stop_changes_nothing,
+)
 
 
 @pytest.mark.parametrize("check", PROPERTIES, ids=lambda f: f.__name__)
