@@ -117,7 +117,7 @@ class _Pass:
         self.version = 0  # bumped whenever binds, evictions or reservations change the cluster
         self.reclaim_failures: dict[tuple, tuple[int, float]] = {}  # (shape, queue) -> (version, end)
         self.reclaimable: list[RunningGang] = []  # possible reclaim victims, in victim order
-        self.frozen_check: tuple[int, bool] | None = None  # (version, frozen())
+        self.frozen_check: tuple[tuple[int, int], bool] | None = None  # ((version, queues done), frozen())
         self.borrow_cache: dict[tuple, tuple[int, bool]] = {}  # (queue, charge) -> (version, borrows)
         # Waiting gangs by failure key: their run-window ends, soonest first, and a cursor past the
         # ones already tried; a key is "open" while one of its untried gangs might still be placed.
@@ -125,6 +125,9 @@ class _Pass:
         self.cursor: dict[tuple, int] = {}
         self.open_classes: set[tuple] = set()
         self.tried: set[str] = set()
+        # queue -> [gangs not tried yet, smallest required GPUs, smallest GPU charge] of its waiting gangs
+        self.waiting_queues: dict[str, list[int]] = {}
+        self.queues_done = 0  # waiting queues with every gang tried
 
     # -- running gangs -------------------------------------------------------------------------
 
@@ -294,8 +297,8 @@ class _Pass:
         skip_ahead = self.config.skip_ahead
         # The pass stops early once nothing that is left can change the cluster: then every
         # remaining gang's reason depends only on the (frozen) state, not on its turn.
-        min_gpu = min_charge_gpu = math.inf
-        queues: set[str] = set()
+        min_gpu = math.inf
+        queues = self.waiting_queues
         classes = self.classes
         for gang in waiting:
             profile = gang_profile(gang)
@@ -305,12 +308,14 @@ class _Pass:
             ends.append((self.now + self.runtime(gang), gang.name))
             if profile.required_gpu < min_gpu:
                 min_gpu = profile.required_gpu
-            if profile.gpu < min_charge_gpu:
-                min_charge_gpu = profile.gpu
-            queues.add(gang.queue)
+            counts = queues.get(gang.queue)
+            if counts is None:
+                queues[gang.queue] = [1, profile.required_gpu, profile.gpu]
+            else:
+                counts[0] += 1
+                counts[1] = min(counts[1], profile.required_gpu)
+                counts[2] = min(counts[2], profile.gpu)
         self.min_gpu = 0 if min_gpu == math.inf else min_gpu
-        self.min_charge_gpu = 0 if min_charge_gpu == math.inf else min_charge_gpu
-        self.waiting_queues = sorted(queues)
         for ends in classes.values():
             ends.sort()
         self.cursor = dict.fromkeys(classes, 0)
@@ -329,11 +334,11 @@ class _Pass:
                     stopped = True
                     break
                 # Strict order still names its head: the first gang blocked on capacity.
-                tried.add(gang.name)
+                self.mark_tried(gang)
                 if self.frozen_reason(gang):
                     head_blocker = gang.name
                 continue
-            tried.add(gang.name)
+            self.mark_tried(gang)
             if not self.try_start(gang):
                 head_blocker = head_blocker or gang.name
             self.settle(gang_profile(gang).failure_key)
@@ -366,6 +371,13 @@ class _Pass:
             and self.frozen()
         )
 
+    def mark_tried(self, gang: Gang) -> None:
+        self.tried.add(gang.name)
+        counts = self.waiting_queues[gang.queue]
+        counts[0] -= 1
+        if not counts[0]:
+            self.queues_done += 1
+
     def untried_end(self, key: tuple) -> float | None:
         """The soonest run-window end among the class's gangs not tried yet; None when none is left."""
         ends = self.classes[key]
@@ -386,37 +398,50 @@ class _Pass:
                 self.open_classes.discard(key)
 
     def frozen(self) -> bool:
-        """True when no gang still waiting can start or reclaim, given that none fits the free GPUs
-        (the caller checked) and no reservation is left to make: reclaim needs reclaimable GPUs
-        enough for the smallest gang, and a queue whose gangs are not all beyond quota (borrowing
-        gangs never reclaim)."""
+        """True when no gang still waiting can reclaim, given that none can be placed (the caller
+        checked) and no reservation is left to make. A waiting queue could reclaim only when it is
+        below its quota (borrowing gangs never reclaim) and the free GPUs plus what reclaim may take
+        from other queues cover the smallest gang; reclaim may take a queue's reclaimable gangs only
+        while the queue stays as well served as the claimer (see ``reclaim``), so at most
+        held - claimer's ratio x quota GPUs from it."""
         if not self.config.reclaim:
             return True
         checked = self.frozen_check
-        if checked is not None and checked[0] == self.version:
+        state = (self.version, self.queues_done)
+        if checked is not None and checked[0] == state:
             return checked[1]
         result = True
+        usage, tree = self.usage, self.tree
+        reclaimable: dict[str, int] = {}  # queue over its quota -> GPUs of its reclaimable gangs
         over_quota: dict[str, bool] = {}
-        victims: list[tuple[str, int]] = []  # (queue, GPUs) of gangs reclaim may evict now
         for running in self.reclaimable:
             queue = running.gang.queue
             if running.gang.name in self.evicted:
                 continue
             over = over_quota.get(queue)
             if over is None:
-                over = over_quota[queue] = self.usage.over_quota(queue)
+                over = over_quota[queue] = usage.over_quota(queue)
             if over:
-                victims.append((queue, self.running_charge[running.gang.name].get(GPU, 0)))
-        if victims:
+                reclaimable[queue] = reclaimable.get(queue, 0) + self.running_charge[running.gang.name].get(GPU, 0)
+        if reclaimable:
             free = self.cluster.total_free_gpu
-            for queue in self.waiting_queues:
-                if self.min_charge_gpu > 0 and self.queue_full(queue):
-                    continue  # every gang of the queue borrows, so none reclaims
-                own_path = self.tree.path(queue)
-                if free + sum(gpu for victim_queue, gpu in victims if victim_queue not in own_path) >= self.min_gpu:
+            for queue, (untried, need, charge) in self.waiting_queues.items():
+                if not untried or (charge > 0 and self.queue_full(queue)):
+                    continue  # tried already, or every gang of the queue borrows, so none reclaims
+                own_path = tree.path(queue)
+                claimed = quota_ratio(usage.gpus(queue) + charge, tree.get(queue).quota.get(GPU, 0))
+                takeable = free
+                for victim_queue, gpus in reclaimable.items():
+                    if victim_queue in own_path:
+                        continue
+                    quota = tree.get(victim_queue).quota.get(GPU, 0)
+                    if quota > 0 and claimed < math.inf:
+                        gpus = min(gpus, math.floor(usage.gpus(victim_queue) - claimed * quota + 1e-9))
+                    takeable += max(gpus, 0)
+                if takeable >= need:
                     result = False
                     break
-        self.frozen_check = (self.version, result)
+        self.frozen_check = (state, result)
         return result
 
     def queue_full(self, queue: str) -> bool:
