@@ -190,7 +190,9 @@ def test_fabric_manager_on_nvswitch_systems(host, hostvars):
     driver = host.package("nvidia-driver-cuda").version
     assert package.version == driver, "fabric manager must match the driver exactly"
     assert host.service("nvidia-fabricmanager").is_running
-    assert host.package("libnvidia-nscq").version == driver
+    branch = hostvars["nvidia_driver_branch"]
+    nscq = "libnvidia-nscq" if int(branch) >= 580 else f"libnvidia-nscq-{branch}"
+    assert host.package(nscq).version == driver
 
 
 def test_preinstalled_driver_left_alone(host, hostvars, gpu_count):
