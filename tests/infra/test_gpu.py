@@ -3,6 +3,7 @@ nvidia_dcgm, nvidia_fabricmanager). Expected values come from the inventory over
 output is parsed with railforge_hwparse, the parser the hardware facts use."""
 
 import re
+import shlex
 import sys
 import tomllib
 from pathlib import Path
@@ -190,7 +191,9 @@ def test_fabric_manager_on_nvswitch_systems(host, hostvars):
     driver = host.package("nvidia-driver-cuda").version
     assert package.version == driver, "fabric manager must match the driver exactly"
     assert host.service("nvidia-fabricmanager").is_running
-    assert host.package("libnvidia-nscq").version == driver
+    branch = hostvars["nvidia_driver_branch"]
+    nscq = "libnvidia-nscq" if int(branch) >= 580 else f"libnvidia-nscq-{branch}"
+    assert host.package(nscq).version == driver
 
 
 def test_preinstalled_driver_left_alone(host, hostvars, gpu_count):
@@ -200,3 +203,82 @@ def test_preinstalled_driver_left_alone(host, hostvars, gpu_count):
     assert host.package("nvidia-driver-cuda").version.startswith(wanted_prefix(hostvars))
     assert not host.file("/etc/modprobe.d/railforge-blacklist-nouveau.conf").exists
     assert not host.file("/etc/apt/sources.list.d/railforge-cuda.list").exists
+
+
+EXPORTER_UNIT = "/etc/systemd/system/railforge-dcgm-exporter.service"
+METRIC = re.compile(r"^(DCGM_FI_\w+)\{([^}]*)\}\s+(\S+)$")
+
+
+@pytest.fixture(scope="module")
+def exporter_metrics(host, hostvars) -> list[tuple[str, dict, float]]:
+    """The host dcgm-exporter's /metrics as (metric, labels, value), scraped on the node itself (retried while the
+    exporter starts)."""
+    if not hostvars["nvidia_dcgm_exporter_enabled"]:
+        pytest.skip("host dcgm-exporter not enabled on this host")
+    address = hostvars["nvidia_dcgm_exporter_listen_address"] or "127.0.0.1"
+    url = f"http://{f'[{address}]' if ':' in address else address}:{hostvars['nvidia_dcgm_exporter_port']}/metrics"
+    scrape = (
+        "import sys, time, urllib.request\n"
+        "for attempt in range(15):\n"
+        "    try:\n"
+        "        body = urllib.request.urlopen(sys.argv[1], timeout=10).read().decode()\n"
+        "    except OSError:\n"
+        "        time.sleep(2)\n"
+        "    else:\n"
+        "        print(body)\n"
+        "        sys.exit(0)\n"
+        "sys.exit(1)\n"
+    )
+    out = host.check_output(f"python3 -c {shlex.quote(scrape)} {url}")
+    metrics = []
+    for line in out.splitlines():
+        if match := METRIC.match(line):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', match.group(2)))
+            metrics.append((match.group(1), labels, float(match.group(3))))
+    return metrics
+
+
+def test_dcgm_exporter_unit_only_where_enabled(host, hostvars):
+    """No exporter unit of ours where it is off (one left by an earlier run is removed); a site's own unit stays."""
+    if hostvars["nvidia_dcgm_exporter_enabled"]:
+        pytest.skip("host dcgm-exporter enabled on this host")
+    assert not host.file(EXPORTER_UNIT).exists
+    assert not host.file("/etc/railforge/dcgm-exporter-collectors.csv").exists
+    if hostvars.get("test_site_exporter_unit"):
+        assert host.service(hostvars["test_site_exporter_unit"]).is_running
+
+
+def test_dcgm_exporter_runs_unprivileged(host, hostvars):
+    if not hostvars["nvidia_dcgm_exporter_enabled"]:
+        pytest.skip("host dcgm-exporter not enabled on this host")
+    service = host.service("railforge-dcgm-exporter")
+    assert service.is_enabled
+    assert service.is_running
+    pid = host.check_output("systemctl show -p MainPID --value railforge-dcgm-exporter")
+    assert host.file(f"/proc/{pid}").uid != 0, "the exporter runs as root"
+    settings = host.check_output(
+        "systemctl show -p NoNewPrivileges,ProtectSystem,CapabilityBoundingSet railforge-dcgm-exporter"
+    )
+    assert {"NoNewPrivileges=yes", "ProtectSystem=strict", "CapabilityBoundingSet="} <= set(settings.splitlines())
+    assert not host.service("nvidia-dcgm-exporter").is_running, "the packaged (root) exporter runs too"
+
+
+def test_dcgm_exporter_serves_the_configured_fields_for_every_gpu(host, hostvars, exporter_metrics, smi_rows):
+    """The unit's flags reach the binary: it listens where configured, serves exactly the fields of our CSV (not
+    the package's list), read from the host engine, for every GPU the driver lists."""
+    address = hostvars["nvidia_dcgm_exporter_listen_address"]
+    port = hostvars["nvidia_dcgm_exporter_port"]
+    assert host.socket(f"tcp://{address}:{port}" if address else f"tcp://{port}").is_listening
+    configured = {collector["field"] for collector in hostvars["nvidia_dcgm_exporter_collectors"]}
+    assert {name for name, _, _ in exporter_metrics} == configured
+    temperature_gpus = {labels["gpu"] for name, labels, _ in exporter_metrics if name == "DCGM_FI_DEV_GPU_TEMP"}
+    assert temperature_gpus == {str(row["index"]) for row in smi_rows}
+
+
+@pytest.mark.hardware
+@pytest.mark.usefixtures("needs_host_kernel")
+def test_dcgm_exporter_reports_the_expected_gpus(exporter_metrics, gpu_count):
+    """On a real node: a plausible temperature for as many GPUs as the inventory says the node has."""
+    temperatures = [value for name, _, value in exporter_metrics if name == "DCGM_FI_DEV_GPU_TEMP"]
+    assert len(temperatures) == gpu_count
+    assert all(0 < value < 110 for value in temperatures), temperatures

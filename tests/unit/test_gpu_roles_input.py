@@ -117,6 +117,26 @@ def test_host_without_gpu_is_skipped_with_one_line(tmp_path):
             "nvidia_dcgm_version: expected a DCGM 4 package version",
         ),
         ("nvidia_dcgm", {"nvidia_dcgm_cuda_major": 11}, "nvidia_dcgm_cuda_major"),
+        (
+            "nvidia_dcgm",
+            {"nvidia_dcgm_exporter_port": 94000},
+            "nvidia_dcgm_exporter_port: expected a TCP port 1-65535, got 94000",
+        ),
+        (
+            "nvidia_dcgm",
+            {"nvidia_dcgm_exporter_listen_address": "10.0.0.300:9400"},
+            "nvidia_dcgm_exporter_listen_address: expected an IPv4 or IPv6 address",
+        ),
+        (
+            "nvidia_dcgm",
+            {"nvidia_dcgm_exporter_hostengine": "localhost"},
+            "nvidia_dcgm_exporter_hostengine: expected HOST:PORT",
+        ),
+        (
+            "nvidia_dcgm",
+            {"nvidia_dcgm_exporter_collectors": [{"field": "GPU_TEMP", "type": "gauge", "help": "temperature"}]},
+            "nvidia_dcgm_exporter_collectors: 'GPU_TEMP' is not a DCGM field name",
+        ),
         ("nvidia_fabricmanager", {"nvidia_fabricmanager_enabled": "yes"}, "nvidia_fabricmanager_enabled"),
     ],
     ids=lambda value: value if isinstance(value, str) and " " not in value else None,
