@@ -5,7 +5,10 @@ free-capacity view and queue usage; (3) fail pending gangs past their schedule t
 the rest (aged gangs first, then by fair share, FIFO or oracle SJF); (5) for each gang: check its
 queue limits, place it all-or-nothing, reclaim borrowed capacity when it is within quota, or, when
 blocked, give it a reservation (EASY: the first blocked gang; conservative: the first K) that
-later gangs may not delay.
+later gangs may not delay. Once every reservation is made, the remaining gangs can only backfill
+and are tried shortest estimate first. The pass stops as soon as no untried gang could be placed
+or reclaim (gangs of one placement class that failed for a run window fail for every longer one);
+the rest get the reasons they would have got.
 """
 
 from __future__ import annotations
@@ -624,9 +627,12 @@ class _Pass:
         will be (GPUs held / GPU quota, after both changes; a queue without a GPU quota is always
         over it). Without that rule an eviction can push the victim's queue below its own quota, so
         its gang reclaims in turn: a chain of evictions in which every victim loses its progress.
+        The victims' lost work (GPUs x run time) is also bounded by ``reclaim_cost_limit``.
         """
         own_path = set(self.tree.path(gang.queue))
         usage = self.usage
+        cost_limit = self.config.reclaim_cost_limit
+        budget = math.inf if cost_limit is None else cost_limit * profile.gpu * (self.now - gang.submit_time)
         claimed = quota_ratio(usage.gpus(gang.queue) + profile.gpu, self.tree.get(gang.queue).quota.get(GPU, 0))
         over_quota: dict[str, bool] = {}
         left: dict[str, int] = {}  # victim queue -> GPUs it would hold after the victims so far
@@ -641,9 +647,12 @@ class _Pass:
                 over = over_quota[victim_queue] = usage.over_quota(victim_queue)
             if not over:
                 continue
-            after = left.get(victim_queue, usage.gpus(victim_queue)) - charge[r.gang.name].get(GPU, 0)
-            if quota_ratio(after, self.tree.get(victim_queue).quota.get(GPU, 0)) >= claimed:
+            gpus = charge[r.gang.name].get(GPU, 0)
+            after = left.get(victim_queue, usage.gpus(victim_queue)) - gpus
+            lost = gpus * (self.now - r.start_time)
+            if lost <= budget and quota_ratio(after, self.tree.get(victim_queue).quota.get(GPU, 0)) >= claimed:
                 left[victim_queue] = after
+                budget -= lost
                 victims.append(r)
         if not victims:
             return None
@@ -664,7 +673,18 @@ class _Pass:
             for victim in released:
                 self.release(victim, -1)
             return None
-        for victim in released:
+        # Victims were released in victim order, wherever they ran: spare every one the gang can
+        # do without, trying the ones that have run longest first.
+        needed: list[RunningGang] = []
+        for victim in reversed(released):
+            self.release(victim, -1)
+            spared = cluster.place(profile, allowed, (self.now, end), finest, widest)
+            if spared is None:
+                self.release(victim, +1)
+                needed.append(victim)
+            else:
+                assignment = spared
+        for victim in reversed(needed):
             self.evicted.add(victim.gang.name)
             self.usage.add(victim.gang.queue, self.running_charge[victim.gang.name], -1)
             self.decisions.evictions.append(

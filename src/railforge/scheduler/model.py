@@ -194,6 +194,10 @@ class SchedulerConfig:
     aging_bound: float | None = 3 * 86400.0  # gangs pending longer are served first, oldest first
     reclaim: bool = True
     min_runtime_before_reclaim: float = 600.0
+    # The work one claim may destroy: victims' GPUs x run time so far, at most this many times the
+    # claimer's GPUs x time waited. Every eviction loses its victim's progress, so a fresh claim may
+    # only take young borrowers and a long wait buys more. None: no bound.
+    reclaim_cost_limit: float | None = 1.0
     failure_policy: Literal["restart", "fail"] = "restart"
     restart_backoff_base: float = 30.0
     restart_backoff_max: float = 3600.0

@@ -338,3 +338,20 @@ def test_backfill_tries_shortest_estimate_first_after_the_reservation():
         snap(cluster, [head, long_small, short_small], [busy], now=0, config=SchedulerConfig(backfill_order="fair"))
     )
     assert bound(fair) == {"long": {"long-0": "n01"}}  # age order: the older gang takes the node
+
+
+@pytest.mark.parametrize(("submit", "evicted"), [(9000, []), (2000, ["b"])])
+def test_reclaim_destroys_at_most_the_work_the_claimer_waited_for(submit, evicted):
+    # The borrower has run 8 GPUs x 4000 s. A claim of 8 GPUs that has waited 1000 s may destroy
+    # 8,000 GPU-s of work: not enough, it waits. One that has waited 8000 s may.
+    queues = [Queue("owner", quota={GPU: 8}), Queue("borrower")]
+    victim = running(gang("b", 1, 8, queue="borrower"), ["n00"], start=6000, borrowed=True)
+    d = decide(snap(nodes(1), [gang("claim", 1, 8, queue="owner", submit=submit)], [victim], queues, now=10000))
+    assert [e.gang_name for e in d.evictions] == evicted
+    unbounded = SchedulerConfig(reclaim_cost_limit=None)
+    d = decide(
+        snap(
+            nodes(1), [gang("claim", 1, 8, queue="owner", submit=submit)], [victim], queues, now=10000, config=unbounded
+        )
+    )
+    assert [e.gang_name for e in d.evictions] == ["b"]
