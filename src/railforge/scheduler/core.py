@@ -118,9 +118,8 @@ class _Pass:
         self.first_reservation: Reservation | None = None
         self.limited: dict[str, bool] = {}  # queue -> some queue on its path has a limit
         self.version = 0  # bumped whenever binds, evictions or reservations change the cluster
-        self.reclaim_failures: dict[tuple, tuple[int, float]] = {}  # (shape, queue) -> (version, end)
+        self.blocked = 0  # gangs blocked on capacity so far; only the first ones may reclaim
         self.reclaimable: list[RunningGang] = []  # possible reclaim victims, in victim order
-        self.frozen_check: tuple[tuple[int, int], bool] | None = None  # ((version, queues done), frozen())
         self.borrow_cache: dict[tuple, tuple[int, bool]] = {}  # (queue, charge) -> (version, borrows)
         # Waiting gangs by failure key: their run-window ends, soonest first, and a cursor past the
         # ones already tried; a key is "open" while one of its untried gangs might still be placed.
@@ -128,9 +127,6 @@ class _Pass:
         self.cursor: dict[tuple, int] = {}
         self.open_classes: set[tuple] = set()
         self.tried: set[str] = set()
-        # queue -> [gangs not tried yet, smallest required GPUs, smallest GPU charge] of its waiting gangs
-        self.waiting_queues: dict[str, list[int]] = {}
-        self.queues_done = 0  # waiting queues with every gang tried
 
     # -- running gangs -------------------------------------------------------------------------
 
@@ -301,7 +297,6 @@ class _Pass:
         # The pass stops early once nothing that is left can change the cluster: then every
         # remaining gang's reason depends only on the (frozen) state, not on its turn.
         min_gpu = math.inf
-        queues = self.waiting_queues
         classes = self.classes
         for gang in waiting:
             profile = gang_profile(gang)
@@ -311,13 +306,6 @@ class _Pass:
             ends.append((self.now + self.runtime(gang), gang.name))
             if profile.required_gpu < min_gpu:
                 min_gpu = profile.required_gpu
-            counts = queues.get(gang.queue)
-            if counts is None:
-                queues[gang.queue] = [1, profile.required_gpu, profile.gpu]
-            else:
-                counts[0] += 1
-                counts[1] = min(counts[1], profile.required_gpu)
-                counts[2] = min(counts[2], profile.gpu)
         self.min_gpu = 0 if min_gpu == math.inf else min_gpu
         for ends in classes.values():
             ends.sort()
@@ -337,11 +325,11 @@ class _Pass:
                     stopped = True
                     break
                 # Strict order still names its head: the first gang blocked on capacity.
-                self.mark_tried(gang)
+                tried.add(gang.name)
                 if self.frozen_reason(gang):
                     head_blocker = gang.name
                 continue
-            self.mark_tried(gang)
+            tried.add(gang.name)
             if not self.try_start(gang):
                 head_blocker = head_blocker or gang.name
             self.settle(gang_profile(gang).failure_key)
@@ -374,13 +362,6 @@ class _Pass:
             and self.frozen()
         )
 
-    def mark_tried(self, gang: Gang) -> None:
-        self.tried.add(gang.name)
-        counts = self.waiting_queues[gang.queue]
-        counts[0] -= 1
-        if not counts[0]:
-            self.queues_done += 1
-
     def untried_end(self, key: tuple) -> float | None:
         """The soonest run-window end among the class's gangs not tried yet; None when none is left."""
         ends = self.classes[key]
@@ -401,57 +382,8 @@ class _Pass:
                 self.open_classes.discard(key)
 
     def frozen(self) -> bool:
-        """True when no gang still waiting can reclaim, given that none can be placed (the caller
-        checked) and no reservation is left to make. A waiting queue could reclaim only when it is
-        below its quota (borrowing gangs never reclaim) and the free GPUs plus what reclaim may take
-        from other queues cover the smallest gang; reclaim may take a queue's reclaimable gangs only
-        while the queue stays as well served as the claimer (see ``reclaim``), so at most
-        held - claimer's ratio x quota GPUs from it."""
-        if not self.config.reclaim:
-            return True
-        checked = self.frozen_check
-        state = (self.version, self.queues_done)
-        if checked is not None and checked[0] == state:
-            return checked[1]
-        result = True
-        usage, tree = self.usage, self.tree
-        reclaimable: dict[str, int] = {}  # queue over its quota -> GPUs of its reclaimable gangs
-        over_quota: dict[str, bool] = {}
-        for running in self.reclaimable:
-            queue = running.gang.queue
-            if running.gang.name in self.evicted:
-                continue
-            over = over_quota.get(queue)
-            if over is None:
-                over = over_quota[queue] = usage.over_quota(queue)
-            if over:
-                reclaimable[queue] = reclaimable.get(queue, 0) + self.running_charge[running.gang.name].get(GPU, 0)
-        if reclaimable:
-            free = self.cluster.total_free_gpu
-            for queue, (untried, need, charge) in self.waiting_queues.items():
-                if not untried or (charge > 0 and self.queue_full(queue)):
-                    continue  # tried already, or every gang of the queue borrows, so none reclaims
-                own_path = tree.path(queue)
-                claimed = quota_ratio(usage.gpus(queue) + charge, tree.get(queue).quota.get(GPU, 0))
-                takeable = free
-                for victim_queue, gpus in reclaimable.items():
-                    if victim_queue in own_path:
-                        continue
-                    quota = tree.get(victim_queue).quota.get(GPU, 0)
-                    if quota > 0 and claimed < math.inf:
-                        gpus = min(gpus, math.floor(usage.gpus(victim_queue) - claimed * quota + 1e-9))
-                    takeable += max(gpus, 0)
-                if takeable >= need:
-                    result = False
-                    break
-        self.frozen_check = (state, result)
-        return result
-
-    def queue_full(self, queue: str) -> bool:
-        """True when the queue or an ancestor already holds its GPU quota, so every gang of the queue
-        that charges a GPU would borrow."""
-        usage = self.usage
-        return any(usage.gpus(name) >= self.tree.get(name).quota.get(GPU, 0) for name in self.tree.path(queue))
+        """True when no gang still waiting can reclaim: only the first blocked gangs may."""
+        return not (self.config.reclaim and self.reclaimable) or self.blocked >= max(self.depth, 1)
 
     def limit_reason(self, queue: str, profile: GangProfile) -> str | None:
         """Why the queue's limits (or an ancestor's) keep this gang out; None when they do not.
@@ -503,9 +435,9 @@ class _Pass:
 
         Cheap checks come first: the queue limit only for queues that have one on their path, then
         the per-shape failure cache (placement cannot succeed for a gang whose shape already failed
-        with a run window no longer than this one, since capacity only shrinks between reclaims),
-        and reclaim only while some borrowed gang could be a victim and the same shape of the same
-        queue has not already failed to reclaim in the same cluster state.
+        with a run window no longer than this one, since capacity only shrinks between reclaims).
+        Only the gangs at the head of the line (the first blocked ones: those that get the
+        reservations, or the first one without backfill) may reclaim, when within quota.
         """
         profile = gang_profile(gang)
         decisions = self.decisions
@@ -529,18 +461,16 @@ class _Pass:
         if fresh:
             assignment = cluster.place(profile, allowed, (self.now, end), finest, widest)
         borrowed: bool | None = None
-        if assignment is None and self.config.reclaim and self.reclaimable:
-            reclaim_key = (key, queue)
-            failed = self.reclaim_failures.get(reclaim_key)
-            if (failed is None or failed[0] != self.version or end < failed[1]) and not (
-                borrowed := self.borrows(queue, profile)
-            ):
-                if not fresh:
-                    allowed = cluster.allowed_nodes(gang, profile)
-                    finest, widest = self.levels_for(gang, profile)
-                assignment = self.reclaim(gang, profile, allowed, end, finest, widest)
-                if assignment is None:
-                    self.reclaim_failures[reclaim_key] = (self.version, end)
+        head = self.blocked < max(self.depth, 1)
+        expected: tuple[float, dict[int, dict[str, int]]] | None = None
+        if head and not fresh:
+            allowed = cluster.allowed_nodes(gang, profile)
+            finest, widest = self.levels_for(gang, profile)
+        reclaims = assignment is None and head and self.config.reclaim and self.reclaimable
+        if reclaims and not (borrowed := self.borrows(queue, profile)):
+            expected = self.earliest_start(profile, allowed, runtime, finest, widest)
+            wait = math.inf if expected is None else expected[0] - self.now
+            assignment = self.reclaim(gang, profile, allowed, end, finest, widest, wait)
         if assignment is not None:
             if borrowed is None:
                 borrowed = self.borrows(queue, profile)
@@ -557,12 +487,12 @@ class _Pass:
             cached = (failed_end, self.capacity_reason(gang, profile, allowed, widest))
             self.failure_cache[key] = cached
         decisions.reasons[gang.name] = cached[1]
+        self.blocked += 1
         if self.reservations_made < self.depth:
-            if not fresh:
-                allowed = cluster.allowed_nodes(gang, profile)
-                finest, widest = self.levels_for(gang, profile)
             self.reservations_made += 1
-            self.reserve(gang, profile, allowed, runtime, finest, widest)
+            if expected is None:
+                expected = self.earliest_start(profile, allowed, runtime, finest, widest)
+            self.reserve(gang, profile, runtime, expected)
         return False
 
     def borrows(self, queue: str, profile: GangProfile) -> bool:
@@ -619,6 +549,7 @@ class _Pass:
         end: float,
         finest: int,
         widest: int,
+        wait: float,
     ) -> Assignment | None:
         """Evict whole borrowed gangs of other queues (lowest priority, least progress first) until
         the gang fits; evict nothing when it would not fit even then.
@@ -627,12 +558,13 @@ class _Pass:
         will be (GPUs held / GPU quota, after both changes; a queue without a GPU quota is always
         over it). Without that rule an eviction can push the victim's queue below its own quota, so
         its gang reclaims in turn: a chain of evictions in which every victim loses its progress.
-        The victims' lost work (GPUs x run time) is also bounded by ``reclaim_cost_limit``.
+        The victims' lost work (their GPUs x run time) is bounded by what the claim saves, the
+        claimer's GPUs x ``wait`` (until it would start otherwise), times ``reclaim_cost_limit``.
         """
         own_path = set(self.tree.path(gang.queue))
         usage = self.usage
         cost_limit = self.config.reclaim_cost_limit
-        budget = math.inf if cost_limit is None else cost_limit * profile.gpu * (self.now - gang.submit_time)
+        budget = math.inf if cost_limit is None else cost_limit * profile.gpu * wait
         claimed = quota_ratio(usage.gpus(gang.queue) + profile.gpu, self.tree.get(gang.queue).quota.get(GPU, 0))
         over_quota: dict[str, bool] = {}
         left: dict[str, int] = {}  # victim queue -> GPUs it would hold after the victims so far
@@ -720,16 +652,16 @@ class _Pass:
         items.sort(key=lambda item: (item[0], item[1]))
         return items
 
-    def reserve(
+    def earliest_start(
         self,
-        gang: Gang,
         profile: GangProfile,
         allowed: list[bool] | None,
         runtime: float,
         finest: int,
         widest: int,
-    ) -> None:
-        """Find the earliest time the gang fits as running gangs end, and hold those nodes."""
+    ) -> tuple[float, dict[int, dict[str, int]]] | None:
+        """The earliest time the gang fits as running gangs end, with what it would hold on each
+        node then; None when no such time is known (something runs without an end)."""
         future = self.cluster.copy()
         items = self.releases()
         # Candidate start times: whenever running gangs end or earlier reservations expire.
@@ -748,17 +680,29 @@ class _Pass:
                 holds: dict[int, dict[str, int]] = {}
                 for member, node_index in assignment:
                     add_resources(holds.setdefault(node_index, {}), profile.member_requests[member])
-                indexes = sorted(holds)
-                self.cluster.reserve(holds, start, start + runtime)
-                self.version += 1
-                names = tuple(self.cluster.nodes[i].name for i in indexes)
-                held = tuple(
-                    (self.cluster.nodes[i].name, tuple(sorted((k, v) for k, v in holds[i].items() if v)))
-                    for i in indexes
-                )
-                reservation = Reservation(gang.name, names, start, held)
-                self.decisions.reservations.append(reservation)
-                self.first_reservation = self.first_reservation or reservation
-                self.decisions.reasons[gang.name] = reasons.reserved(start - self.now)
-                return
-        self.decisions.reasons[gang.name] = reasons.no_start_time()
+                return start, holds
+        return None
+
+    def reserve(
+        self,
+        gang: Gang,
+        profile: GangProfile,
+        runtime: float,
+        expected: tuple[float, dict[int, dict[str, int]]] | None,
+    ) -> None:
+        """Hold what the gang needs from its earliest start (``earliest_start``) for its run."""
+        if expected is None:
+            self.decisions.reasons[gang.name] = reasons.no_start_time()
+            return
+        start, holds = expected
+        indexes = sorted(holds)
+        self.cluster.reserve(holds, start, start + runtime)
+        self.version += 1
+        names = tuple(self.cluster.nodes[i].name for i in indexes)
+        held = tuple(
+            (self.cluster.nodes[i].name, tuple(sorted((k, v) for k, v in holds[i].items() if v))) for i in indexes
+        )
+        reservation = Reservation(gang.name, names, start, held)
+        self.decisions.reservations.append(reservation)
+        self.first_reservation = self.first_reservation or reservation
+        self.decisions.reasons[gang.name] = reasons.reserved(start - self.now)

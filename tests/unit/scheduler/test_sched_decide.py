@@ -17,6 +17,8 @@ from railforge.scheduler import (
 )
 from railforge.scheduler.reasons import duration
 
+DAY = 86400.0
+
 
 def snap(node_list, pending=(), run=(), queues=(), now=100.0, config=None, usage=None):
     return Snapshot(
@@ -249,9 +251,9 @@ def test_conservative_reserves_first_k_blocked_gangs():
 
 def test_reclaim_evicts_whole_borrowed_gangs_lowest_priority_least_progress_first():
     queues = [Queue("owner", quota={GPU: 16}), Queue("borrower")]
-    old = running(gang("old", 1, 8, queue="borrower"), ["n00"], start=0, borrowed=True)
-    new = running(gang("new", 1, 8, queue="borrower"), ["n01"], start=5000, borrowed=True)
-    fresh = running(gang("fresh", 1, 8, queue="borrower"), ["n02"], start=9900, borrowed=True)
+    old = running(gang("old", 1, 8, queue="borrower", runtime=DAY), ["n00"], start=0, borrowed=True)
+    new = running(gang("new", 1, 8, queue="borrower", runtime=DAY), ["n01"], start=5000, borrowed=True)
+    fresh = running(gang("fresh", 1, 8, queue="borrower", runtime=DAY), ["n02"], start=9900, borrowed=True)
     pending = [gang("claim", 1, 8, queue="owner")]
     d = decide(snap(nodes(3), pending, [old, new, fresh], queues, now=10000))
     assert [e.gang_name for e in d.evictions] == ["new"]  # fresh is under the minimum runtime
@@ -319,7 +321,10 @@ def test_reclaim_keeps_the_victim_queue_at_least_as_served_as_the_claimer(team_q
     # quota of 8 (as served as the claimer: allowed), 0.67 with 12 (it would then be owed GPUs and
     # reclaim in turn: refused, the claim waits).
     queues = [Queue("owner", quota={GPU: 8}), Queue("team", quota={GPU: team_quota})]
-    held = [running(gang(f"t{i}", 1, 8, queue="team"), [f"n{i:02d}"], start=1000 * i, borrowed=True) for i in range(2)]
+    held = [
+        running(gang(f"t{i}", 1, 8, queue="team", runtime=DAY), [f"n{i:02d}"], start=1000 * i, borrowed=True)
+        for i in range(2)
+    ]
     d = decide(snap(nodes(2), [gang("claim", 1, 8, queue="owner")], held, queues, now=10000))
     assert [e.gang_name for e in d.evictions] == evicted  # least progress first
     assert bool(d.binds) == bool(evicted)
@@ -340,18 +345,16 @@ def test_backfill_tries_shortest_estimate_first_after_the_reservation():
     assert bound(fair) == {"long": {"long-0": "n01"}}  # age order: the older gang takes the node
 
 
-@pytest.mark.parametrize(("submit", "evicted"), [(9000, []), (2000, ["b"])])
-def test_reclaim_destroys_at_most_the_work_the_claimer_waited_for(submit, evicted):
-    # The borrower has run 8 GPUs x 4000 s. A claim of 8 GPUs that has waited 1000 s may destroy
-    # 8,000 GPU-s of work: not enough, it waits. One that has waited 8000 s may.
+@pytest.mark.parametrize(("runtime", "evicted"), [(7000, []), (20_000, ["b"])])
+def test_reclaim_destroys_at_most_the_work_it_saves(runtime, evicted):
+    # The borrower has run 8 GPUs x 4000 s. Without reclaim the claim (8 GPUs) starts when the
+    # borrower ends: after 3000 s when its run is 7000 s long (saves less than it destroys: waits),
+    # after 16,000 s when it is 20,000 s long (evicts).
     queues = [Queue("owner", quota={GPU: 8}), Queue("borrower")]
-    victim = running(gang("b", 1, 8, queue="borrower"), ["n00"], start=6000, borrowed=True)
-    d = decide(snap(nodes(1), [gang("claim", 1, 8, queue="owner", submit=submit)], [victim], queues, now=10000))
+    victim = running(gang("b", 1, 8, queue="borrower", runtime=runtime), ["n00"], start=6000, borrowed=True)
+    claim = gang("claim", 1, 8, queue="owner", submit=9000)
+    d = decide(snap(nodes(1), [claim], [victim], queues, now=10000))
     assert [e.gang_name for e in d.evictions] == evicted
     unbounded = SchedulerConfig(reclaim_cost_limit=None)
-    d = decide(
-        snap(
-            nodes(1), [gang("claim", 1, 8, queue="owner", submit=submit)], [victim], queues, now=10000, config=unbounded
-        )
-    )
+    d = decide(snap(nodes(1), [claim], [victim], queues, now=10000, config=unbounded))
     assert [e.gang_name for e in d.evictions] == ["b"]

@@ -30,7 +30,7 @@ def test_borrower_is_reclaimed_for_queue_below_quota():
     queues = (Queue("owner", quota={GPU: 32}), Queue("borrower"))
     borrowed = [
         running(
-            gang(f"b{i}", 2, 8, queue="borrower", priority=i),
+            gang(f"b{i}", 2, 8, queue="borrower", priority=i, runtime=86400.0),
             [f"n{2 * i:02d}", f"n{2 * i + 1:02d}"],
             start=100.0 * i,
             borrowed=True,
