@@ -43,6 +43,6 @@ lab-down:
 sim:              ## replay Philly and every ITP trace through all policies -> docs/simulation-results.md (long)
 	railforge simulate-report --all --period 300 --jobs 2 --cache reports/sim-cache
 
-bench:            ## scheduler decide() timings and a replay of the first 10,000 Philly jobs
+bench:            ## scheduler decide() timings and the whole Philly replay on a 5-minute cycle
 	python benchmarks/bench_decide.py --quick
-	python benchmarks/bench_replay.py --max-jobs 10000
+	python benchmarks/bench_replay.py --period 300
