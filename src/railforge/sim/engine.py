@@ -185,23 +185,27 @@ class Simulator:
         self.run_token[name] = self.run_token.get(name, 0) + 1
         return rg
 
+    def _interrupt(self, name: str) -> RunningGang:
+        """Release a gang whose run is cut short (evicted or restarted); its progress is lost."""
+        rg = self._release(name)
+        self.counters["lost_gpu_seconds"] += self.jobs[name].gpus * (self.now - rg.start_time)
+        return rg
+
     def _apply(self, d: Decisions) -> None:
         now = self.now
         for ev in d.evictions:
             if ev.gang_name not in self.running:
                 continue
-            rg = self._release(ev.gang_name)
+            rg = self._interrupt(ev.gang_name)
             self.outcomes[ev.gang_name].evictions += 1
             self.counters["reclaims"] += 1
-            self.counters["lost_gpu_seconds"] += self.jobs[ev.gang_name].gpus * (now - rg.start_time)
             self._add_pending(rg.gang)
         for rs in d.restarts:
             if rs.gang_name not in self.running:
                 continue
-            rg = self._release(rs.gang_name)
+            rg = self._interrupt(rs.gang_name)
             self.outcomes[rs.gang_name].restarts += 1
             self.counters["restarts"] += 1
-            self.counters["lost_gpu_seconds"] += self.jobs[rs.gang_name].gpus * (now - rg.start_time)
             g = replace(rg.gang, restart_count=rg.gang.restart_count + 1, not_before=rs.not_before)
             self._add_pending(g)
             if rs.not_before > now:
