@@ -160,7 +160,7 @@ def median_ms(snap: Snapshot, repeat: int) -> tuple[float, int, int]:
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
-        decide(snap)
+        len(decide(snap).reasons)  # an adapter reads every reason: count their deferred part
         times.append((time.perf_counter() - start) * 1000)
     pods = sum(len(g.members) for g in snap.pending)
     return statistics.median(times), pods, len(decisions.binds)

@@ -13,6 +13,7 @@ the rest get the reasons they would have got.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import math
@@ -88,6 +89,18 @@ def quota_ratio(gpus: float, quota: float) -> float:
     return gpus / quota if quota > 0 else math.inf
 
 
+def _class_entry(gang: Gang, runtime: float) -> tuple[float, tuple, Gang]:
+    """(run time, queue order, gang): a gang's entry in its placement class (cached on the Gang
+    for its own ``max_runtime``; a queue default is looked up per pass)."""
+    if gang.max_runtime is None:
+        return (runtime, _queue_order_key(gang), gang)
+    entry = gang.__dict__.get("_class_entry")
+    if entry is None:
+        entry = (runtime, _queue_order_key(gang), gang)
+        object.__setattr__(gang, "_class_entry", entry)
+    return entry
+
+
 def _queue_order_key(gang: Gang) -> tuple:
     """Order within a queue: priority, then age, then name (cached on the Gang)."""
     key = gang.__dict__.get("_queue_order")
@@ -112,7 +125,7 @@ class _Pass:
         self.running_charge: dict[str, dict[str, int]] = {}
         self.evicted: set[str] = set()
         self.bound_releases: list[tuple[float, int, dict]] = []
-        self.failure_cache: dict[tuple, tuple[float, str]] = {}
+        self.failure_cache: dict[int, tuple[float, str]] = {}  # failure key -> (run time, reason)
         self.reservations_made = 0
         self.depth = {"none": 0, "easy": 1}.get(self.config.backfill, self.config.reservation_depth)
         self.first_reservation: Reservation | None = None
@@ -121,11 +134,12 @@ class _Pass:
         self.blocked = 0  # gangs blocked on capacity so far; only the first ones may reclaim
         self.reclaimable: list[RunningGang] = []  # possible reclaim victims, in victim order
         self.borrow_cache: dict[tuple, tuple[int, bool]] = {}  # (queue, charge) -> (version, borrows)
-        # Waiting gangs by failure key: their run-window ends, soonest first, and a cursor past the
-        # ones already tried; a key is "open" while one of its untried gangs might still be placed.
-        self.classes: dict[tuple, list[tuple[float, str]]] = {}
-        self.cursor: dict[tuple, int] = {}
-        self.open_classes: set[tuple] = set()
+        # Waiting gangs by failure key as (run time, queue order, gang), shortest first (the backfill
+        # order), and a cursor past the ones already tried; a key is "open" while one of its untried
+        # gangs might still be placed.
+        self.classes: dict[int, list[tuple[float, tuple, Gang]]] = {}
+        self.cursor: dict[int, int] = {}
+        self.open_classes: set[int] = set()
         self.tried: set[str] = set()
 
     # -- running gangs -------------------------------------------------------------------------
@@ -203,7 +217,7 @@ class _Pass:
         config = self.config
         aged: list[Gang] = []
         rest = gangs
-        if config.aging_bound is not None:
+        if config.aging_bound is not None and self.oldest_submit <= self.now - config.aging_bound:
             cutoff = self.now - config.aging_bound
             aged = sorted((g for g in gangs if g.submit_time <= cutoff), key=lambda g: (g.submit_time, g.name))
             rest = [g for g in gangs if g.submit_time > cutoff]
@@ -214,9 +228,6 @@ class _Pass:
         else:
             return itertools.chain(aged, self.fair_order(rest, capacity))
         return aged + rest
-
-    def backfill_key(self, gang: Gang) -> tuple:
-        return (self.runtime(gang), _queue_order_key(gang))
 
     def oracle_runtime(self, gang: Gang) -> float:
         return gang.oracle_runtime if gang.oracle_runtime is not None else self.runtime(gang)
@@ -247,10 +258,8 @@ class _Pass:
         heap = []
         constants: dict[str, tuple[float, float, float, int]] = {}
         allocated: dict[str, float] = {}
-        gpus: dict[str, list[int]] = {}
         for queue, queued in by_queue.items():
             queued.sort(key=_queue_order_key)
-            gpus[queue] = [gang_profile(g).gpu for g in queued]
             if half_life <= 0 or queue not in usage:
                 scale, offset = 1.0, 0.0
             else:
@@ -266,8 +275,9 @@ class _Pass:
         while heap:
             _, queue, position = heap[0]
             queued = by_queue[queue]
-            yield queued[position]
-            held = allocated[queue] = allocated[queue] + gpus[queue][position]
+            gang = queued[position]
+            yield gang
+            held = allocated[queue] = allocated[queue] + gang_profile(gang).gpu
             position += 1
             if position < len(queued):
                 scale, offset, share, priority = constants[queue]
@@ -296,19 +306,23 @@ class _Pass:
         skip_ahead = self.config.skip_ahead
         # The pass stops early once nothing that is left can change the cluster: then every
         # remaining gang's reason depends only on the (frozen) state, not on its turn.
-        min_gpu = math.inf
+        min_gpu = oldest = math.inf
         classes = self.classes
         for gang in waiting:
             profile = gang_profile(gang)
-            ends = classes.get(profile.failure_key)
-            if ends is None:
-                ends = classes[profile.failure_key] = []
-            ends.append((self.now + self.runtime(gang), gang.name))
+            members = classes.get(profile.failure_key)
+            if members is None:
+                members = classes[profile.failure_key] = []
+            runtime = gang.max_runtime
+            members.append(_class_entry(gang, self.runtime(gang) if runtime is None else runtime))
             if profile.required_gpu < min_gpu:
                 min_gpu = profile.required_gpu
+            if gang.submit_time < oldest:
+                oldest = gang.submit_time
         self.min_gpu = 0 if min_gpu == math.inf else min_gpu
-        for ends in classes.values():
-            ends.sort()
+        self.oldest_submit = oldest
+        for members in classes.values():
+            members.sort()
         self.cursor = dict.fromkeys(classes, 0)
         self.open_classes = set(classes)
         tried = self.tried
@@ -336,14 +350,9 @@ class _Pass:
             if reorder and self.reservations_made >= self.depth:
                 # Every reservation is made, so the rest can only backfill: shortest estimate first.
                 reorder = False
-                gangs = iter(sorted((g for g in waiting if g.name not in tried), key=self.backfill_key))
+                gangs = (gang for *_, gang in heapq.merge(*classes.values()) if gang.name not in tried)
         if stopped:
-            for gang in waiting:
-                if gang.name not in tried:
-                    if head_blocker is not None and not skip_ahead:
-                        decisions.reasons[gang.name] = reasons.strict_order(head_blocker)
-                    else:
-                        self.frozen_reason(gang)
+            decisions.reasons.defer(functools.partial(self.explain_untried, waiting, head_blocker))
         decisions.stats.update(
             pending=len(self.snapshot.pending),
             bound=len(decisions.binds),
@@ -352,6 +361,17 @@ class _Pass:
             free_gpus=cluster.total_free_gpu,
         )
         return decisions
+
+    def explain_untried(self, waiting: list[Gang], head_blocker: str | None) -> None:
+        """The reasons of the gangs a stopped pass did not try."""
+        strict = head_blocker is not None and not self.config.skip_ahead
+        tried = self.tried
+        for gang in waiting:
+            if gang.name not in tried:
+                if strict:
+                    self.decisions.reasons[gang.name] = reasons.strict_order(head_blocker)
+                else:
+                    self.frozen_reason(gang)
 
     def settled(self) -> bool:
         """True when no gang left untried can change the cluster: none can be placed, every
@@ -362,23 +382,23 @@ class _Pass:
             and self.frozen()
         )
 
-    def untried_end(self, key: tuple) -> float | None:
-        """The soonest run-window end among the class's gangs not tried yet; None when none is left."""
-        ends = self.classes[key]
+    def untried_runtime(self, key: int) -> float | None:
+        """The shortest run time among the class's gangs not tried yet; None when none is left."""
+        members = self.classes[key]
         position = self.cursor[key]
         tried = self.tried
-        while position < len(ends) and ends[position][1] in tried:
+        while position < len(members) and members[position][2].name in tried:
             position += 1
         self.cursor[key] = position
-        return ends[position][0] if position < len(ends) else None
+        return members[position][0] if position < len(members) else None
 
-    def settle(self, key: tuple) -> None:
+    def settle(self, key: int) -> None:
         """Close the class once none of its untried gangs can be placed: placement failed for a run
         window no longer than theirs (capacity only shrinks until a reclaim reopens every class)."""
         if key in self.open_classes:
             cached = self.failure_cache.get(key)
-            end = self.untried_end(key)
-            if end is None or (cached is not None and cached[0] <= end):
+            runtime = self.untried_runtime(key)
+            if runtime is None or (cached is not None and cached[0] <= runtime):
                 self.open_classes.discard(key)
 
     def frozen(self) -> bool:
@@ -410,12 +430,12 @@ class _Pass:
             self.decisions.reasons[gang.name] = limit_reason
             return False
         key = profile.failure_key
-        end = self.now + self.runtime(gang)
+        runtime = self.runtime(gang)
         cached = self.failure_cache.get(key)
-        if cached is None or end < cached[0]:
+        if cached is None or runtime < cached[0]:
             allowed = self.cluster.allowed_nodes(gang, profile)
             _, widest = self.levels_for(gang, profile)
-            cached = self.failure_cache[key] = (end, self.capacity_reason(gang, profile, allowed, widest))
+            cached = self.failure_cache[key] = (runtime, self.capacity_reason(gang, profile, allowed, widest))
         self.decisions.reasons[gang.name] = cached[1]
         return True
 
@@ -451,7 +471,7 @@ class _Pass:
         end = self.now + runtime
         key = profile.failure_key
         cached = self.failure_cache.get(key)
-        fresh = cached is None or end < cached[0]
+        fresh = cached is None or runtime < cached[0]
         allowed: list[bool] | None = None
         finest = widest = -1
         if fresh:
@@ -477,14 +497,17 @@ class _Pass:
             self.bind(gang, profile, assignment, end, borrowed)
             return True
         if fresh:
-            # Probe the class's soonest-ending untried gang too: when even its shorter run window
-            # fails, every gang of the class fails, and the pass may stop before trying them.
-            failed_end = end
-            soonest = self.untried_end(key)
-            shorter = soonest is not None and soonest < end
-            if shorter and cluster.place(profile, allowed, (self.now, soonest), finest, widest) is None:
-                failed_end = soonest
-            cached = (failed_end, self.capacity_reason(gang, profile, allowed, widest))
+            # Probe the class's shortest untried gang too: when even its shorter run window fails,
+            # every gang of the class fails, and the pass may stop before trying them.
+            failed = runtime
+            shortest = self.untried_runtime(key)
+            if (
+                shortest is not None
+                and shortest < runtime
+                and cluster.place(profile, allowed, (self.now, self.now + shortest), finest, widest) is None
+            ):
+                failed = shortest
+            cached = (failed, self.capacity_reason(gang, profile, allowed, widest))
             self.failure_cache[key] = cached
         decisions.reasons[gang.name] = cached[1]
         self.blocked += 1
@@ -626,7 +649,7 @@ class _Pass:
                 )
             )
         self.failure_cache.clear()  # capacity grew: every class with untried gangs may fit again
-        self.open_classes = {key for key in self.classes if self.untried_end(key) is not None}
+        self.open_classes = {key for key in self.classes if self.untried_runtime(key) is not None}
         self.version += 1
         return assignment
 

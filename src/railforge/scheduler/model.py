@@ -11,7 +11,7 @@ release capacity), then binds; binds may use capacity that the evictions of the 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -272,6 +272,45 @@ class Reservation:
     held: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
 
 
+class Reasons(MutableMapping[str, str]):
+    """Pending gang -> why it did not start.
+
+    A pass that stops early leaves the reasons of its untried gangs to a callback (``defer``):
+    they depend only on the pass's final state, so they are worked out on the first read, and a
+    caller that never reads them (the simulator) never pays for them."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, str] = {}
+        self._deferred: Callable[[], None] | None = None
+
+    def defer(self, fill: Callable[[], None]) -> None:
+        self._deferred = fill
+
+    def _resolved(self) -> dict[str, str]:
+        fill, self._deferred = self._deferred, None
+        if fill is not None:
+            fill()
+        return self._known
+
+    def __getitem__(self, gang: str) -> str:
+        return self._resolved()[gang]
+
+    def __setitem__(self, gang: str, reason: str) -> None:
+        self._known[gang] = reason
+
+    def __delitem__(self, gang: str) -> None:
+        del self._resolved()[gang]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._resolved())
+
+    def __len__(self) -> int:
+        return len(self._resolved())
+
+    def __repr__(self) -> str:
+        return f"Reasons({self._resolved()!r})"
+
+
 @dataclass
 class Decisions:
     binds: list[Bind] = field(default_factory=list)
@@ -279,7 +318,7 @@ class Decisions:
     restarts: list[Restart] = field(default_factory=list)
     failures: list[Fail] = field(default_factory=list)
     reservations: list[Reservation] = field(default_factory=list)
-    reasons: dict[str, str] = field(default_factory=dict)  # pending gang -> why it did not start
+    reasons: Reasons = field(default_factory=Reasons)
     stats: dict[str, float] = field(default_factory=dict)
 
 

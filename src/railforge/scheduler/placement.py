@@ -8,6 +8,7 @@ domain can. Node indexes follow node-name order, so every scan is deterministic.
 
 from __future__ import annotations
 
+import itertools
 import math
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Mapping, Sequence
@@ -41,9 +42,20 @@ class GangProfile:
     required_gpu: int  # GPUs of the required members (quick-rejection bound)
     required_shapes: tuple[Shape, ...]  # largest first
     optional_shapes: tuple[Shape, ...]
-    filter_key: tuple  # node-filter signature: equal keys accept the same nodes
-    failure_key: tuple  # equal keys with the same filter fail to place in the same state
+    filter_key: int  # node-filter signature (``key_id``): equal keys accept the same nodes
+    failure_key: int  # placement-needs signature (``key_id``): equal keys fail to place in the same state
     charge_key: tuple = ()  # the charge as sorted (resource, amount) pairs
+
+
+_KEY_IDS: dict[tuple, int] = {}
+_NEXT_KEY_ID = itertools.count()
+
+
+def key_id(key: tuple) -> int:
+    """A small int standing for a structural key; equal keys get the same one. The keys nest
+    tuples and frozen dataclasses, which Python re-hashes on every dict lookup: in passes over
+    thousands of gangs that hashing cost more than the placement work."""
+    return _KEY_IDS.setdefault(key, next(_NEXT_KEY_ID))
 
 
 def _shapes(members: Iterable) -> tuple[Shape, ...]:
@@ -69,17 +81,14 @@ def gang_profile(gang: Gang) -> GangProfile:
     required_gpu = sum(s.gpu * len(s.member_names) for s in required_shapes)
     if gang.min_resources is not None:
         required_gpu = max(required_gpu, gang.min_resources.get(GPU, 0))
-    filter_key = (
-        tuple(sorted(gang.node_selector.items())),
-        tuple(sorted(gang.affinity, key=repr)),
-        tuple(sorted(gang.tolerations, key=repr)),
+    filter_key = key_id(
+        (
+            tuple(sorted(gang.node_selector.items())),
+            tuple(sorted(gang.affinity, key=repr)),
+            tuple(sorted(gang.tolerations, key=repr)),
+        )
     )
-    failure_key = (
-        filter_key,
-        gang.topology,
-        tuple(s.signature for s in required_shapes),
-        required_gpu,
-    )
+    failure_key = key_id((filter_key, gang.topology, tuple(s.signature for s in required_shapes), required_gpu))
     profile = GangProfile(
         charge=charge,
         member_requests={m.name: m.requests for m in gang.members},
