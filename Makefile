@@ -41,8 +41,8 @@ lab-down:
 	scripts/lab.sh down
 
 sim:              ## replay Philly and every ITP trace through all policies -> docs/simulation-results.md (long)
-	railforge simulate-report --all --period 300 --jobs 2 --cache reports/sim-cache
+	railforge simulate-report --all --period 60 --jobs 2 --cache reports/sim-cache
 
-bench:            ## scheduler decide() timings and the whole Philly replay on a 5-minute cycle
+bench:            ## scheduler decide() timings and the whole Philly replay on a 1-minute cycle
 	python benchmarks/bench_decide.py --quick
-	python benchmarks/bench_replay.py --period 300
+	python benchmarks/bench_replay.py --period 60

@@ -17,6 +17,7 @@ import functools
 import heapq
 import itertools
 import math
+import operator
 from collections.abc import Iterable, Iterator
 
 from railforge.scheduler import reasons
@@ -38,6 +39,7 @@ from railforge.scheduler.model import (
 from railforge.scheduler.placement import Assignment, Cluster, GangProfile, gang_profile
 
 LN2 = math.log(2)
+_AGE_ORDER = operator.attrgetter("submit_time", "name")
 
 
 def decide(snapshot: Snapshot) -> Decisions:
@@ -87,18 +89,6 @@ def placed_by_node(running: RunningGang) -> tuple[tuple[str, ...], list[tuple[st
 def quota_ratio(gpus: float, quota: float) -> float:
     """GPUs held per GPU of quota; infinite for a queue without a GPU quota (it is owed nothing)."""
     return gpus / quota if quota > 0 else math.inf
-
-
-def _class_entry(gang: Gang, runtime: float) -> tuple[float, tuple, Gang]:
-    """(run time, queue order, gang): a gang's entry in its placement class (cached on the Gang
-    for its own ``max_runtime``; a queue default is looked up per pass)."""
-    if gang.max_runtime is None:
-        return (runtime, _queue_order_key(gang), gang)
-    entry = gang.__dict__.get("_class_entry")
-    if entry is None:
-        entry = (runtime, _queue_order_key(gang), gang)
-        object.__setattr__(gang, "_class_entry", entry)
-    return entry
 
 
 def _queue_order_key(gang: Gang) -> tuple:
@@ -211,6 +201,18 @@ class _Pass:
         default = self.tree.get(gang.queue).default_max_runtime
         return math.inf if default is None else default
 
+    def class_record(self, gang: Gang) -> tuple[int, int, tuple[float, tuple, Gang]]:
+        """(failure key, required GPUs, class entry) of a waiting gang; the entry, (run time, queue
+        order, gang), sorts a class shortest first. Cached on the Gang when it has its own
+        ``max_runtime`` (a queue default is looked up on every pass)."""
+        record = gang.__dict__.get("_class_record")
+        if record is None:
+            profile = gang_profile(gang)
+            record = (profile.failure_key, profile.required_gpu, (self.runtime(gang), _queue_order_key(gang), gang))
+            if gang.max_runtime is not None:
+                object.__setattr__(gang, "_class_record", record)
+        return record
+
     def order(self, gangs: list[Gang], capacity: int) -> Iterable[Gang]:
         """Gangs in service order; the fair order is produced lazily, so a pass that stops early
         (see ``run``) does not pay for ordering the gangs it never tries."""
@@ -219,10 +221,12 @@ class _Pass:
         rest = gangs
         if config.aging_bound is not None and self.oldest_submit <= self.now - config.aging_bound:
             cutoff = self.now - config.aging_bound
-            aged = sorted((g for g in gangs if g.submit_time <= cutoff), key=lambda g: (g.submit_time, g.name))
-            rest = [g for g in gangs if g.submit_time > cutoff]
+            rest = []
+            for gang in gangs:
+                (aged if gang.submit_time <= cutoff else rest).append(gang)
+            aged.sort(key=_AGE_ORDER)
         if config.order == "fifo":
-            rest = sorted(rest, key=lambda g: (-g.priority, g.submit_time, g.name))
+            rest = sorted(rest, key=_queue_order_key)
         elif config.order == "sjf_oracle":
             rest = sorted(rest, key=lambda g: (self.oracle_runtime(g), g.submit_time, g.name))
         else:
@@ -309,14 +313,13 @@ class _Pass:
         min_gpu = oldest = math.inf
         classes = self.classes
         for gang in waiting:
-            profile = gang_profile(gang)
-            members = classes.get(profile.failure_key)
+            key, required_gpu, entry = self.class_record(gang)
+            members = classes.get(key)
             if members is None:
-                members = classes[profile.failure_key] = []
-            runtime = gang.max_runtime
-            members.append(_class_entry(gang, self.runtime(gang) if runtime is None else runtime))
-            if profile.required_gpu < min_gpu:
-                min_gpu = profile.required_gpu
+                members = classes[key] = []
+            members.append(entry)
+            if required_gpu < min_gpu:
+                min_gpu = required_gpu
             if gang.submit_time < oldest:
                 oldest = gang.submit_time
         self.min_gpu = 0 if min_gpu == math.inf else min_gpu
