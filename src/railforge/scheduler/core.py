@@ -8,7 +8,7 @@ blocked, give it a reservation (EASY: the first blocked gang; conservative: the 
 later gangs may not delay. Once every reservation is made, the remaining gangs can only backfill
 and are tried shortest estimate first. The pass stops as soon as no untried gang could be placed
 or reclaim (gangs of one placement class that failed for a run window fail for every longer one);
-the rest get the reasons they would have got.
+the rest get the reasons they would have got, worked out when first read (``Reasons``).
 """
 
 from __future__ import annotations
