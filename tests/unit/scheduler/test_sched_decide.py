@@ -358,3 +358,16 @@ def test_reclaim_destroys_at_most_the_work_it_saves(runtime, evicted):
     unbounded = SchedulerConfig(reclaim_cost_limit=None)
     d = decide(snap(nodes(1), [claim], [victim], queues, now=10000, config=unbounded))
     assert [e.gang_name for e in d.evictions] == ["b"]
+
+
+def test_reasons_of_untried_gangs_are_worked_out_when_read():
+    """A full cluster settles the pass after the head: the other gangs are never tried, yet each
+    gets its reason on the first read, and the mapping behaves like a dict."""
+    cluster = nodes(2)
+    run = [running(gang(f"r{i}", 1, 8, runtime=7200), [f"n0{i}"]) for i in range(2)]
+    pending = [gang("head", 2, 8, submit=1)] + [gang(f"w{i}", 1, 8, submit=2 + i) for i in range(5)]
+    d = decide(snap(cluster, pending, run))
+    assert d.binds == [] and [r.gang_name for r in d.reservations] == ["head"]
+    assert len(d.reasons) == 6 and set(d.reasons) == {g.name for g in pending}
+    assert all(d.reasons[f"w{i}"] == "needs 8 GPUs; the cluster has 0 free" for i in range(5))
+    assert d.reasons == dict(d.reasons) and "w4" in d.reasons
