@@ -131,6 +131,7 @@ class _Pass:
         self.cursor: dict[int, int] = {}
         self.open_classes: set[int] = set()
         self.tried: set[str] = set()
+        self.declined: str | None = None  # why the last reclaim() took nothing; see reclaim()
 
     # -- running gangs -------------------------------------------------------------------------
 
@@ -486,6 +487,7 @@ class _Pass:
         borrowed: bool | None = None
         head = self.blocked < max(self.depth, 1)
         expected: tuple[float, dict[int, dict[str, int]]] | None = None
+        declined: str | None = None
         if head and not fresh:
             allowed = cluster.allowed_nodes(gang, profile)
             finest, widest = self.levels_for(gang, profile)
@@ -494,6 +496,7 @@ class _Pass:
             expected = self.earliest_start(profile, allowed, runtime, finest, widest)
             wait = math.inf if expected is None else expected[0] - self.now
             assignment = self.reclaim(gang, profile, allowed, end, finest, widest, wait)
+            declined = self.declined
         if assignment is not None:
             if borrowed is None:
                 borrowed = self.borrows(queue, profile)
@@ -519,6 +522,8 @@ class _Pass:
             if expected is None:
                 expected = self.earliest_start(profile, allowed, runtime, finest, widest)
             self.reserve(gang, profile, runtime, expected)
+        if declined is not None:
+            decisions.reasons[gang.name] = reasons.reclaim_declined(decisions.reasons[gang.name], declined)
         return False
 
     def borrows(self, queue: str, profile: GangProfile) -> bool:
@@ -596,6 +601,7 @@ class _Pass:
         left: dict[str, int] = {}  # victim queue -> GPUs it would hold after the victims so far
         charge = self.running_charge
         victims = []
+        too_costly = better_served = False  # some borrower was spared for the cost bound / ratio rule
         for r in self.reclaimable:
             victim_queue = r.gang.queue
             if r.gang.name in self.evicted or victim_queue in own_path:
@@ -608,10 +614,16 @@ class _Pass:
             gpus = charge[r.gang.name].get(GPU, 0)
             after = left.get(victim_queue, usage.gpus(victim_queue)) - gpus
             lost = gpus * (self.now - r.start_time)
-            if lost <= budget and quota_ratio(after, self.tree.get(victim_queue).quota.get(GPU, 0)) >= claimed:
+            if lost > budget:
+                too_costly = True
+            elif quota_ratio(after, self.tree.get(victim_queue).quota.get(GPU, 0)) < claimed:
+                better_served = True
+            else:
                 left[victim_queue] = after
                 budget -= lost
                 victims.append(r)
+        # Why a claim that fails was declined, should it fail (None: there was nothing to reclaim).
+        self.declined = "cost" if too_costly else "served" if better_served else "room" if victims else None
         if not victims:
             return None
         cluster = self.cluster

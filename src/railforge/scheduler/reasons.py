@@ -76,6 +76,17 @@ def behind_reservation(gang: str, start_in: float) -> str:
     )
 
 
+RECLAIM_DECLINED = {
+    "cost": "evicting the borrowers would destroy more work than the wait it saves",
+    "served": "the borrowing queues would end up less served (held / quota) than this one",
+    "room": "evicting the borrowers that may be taken would not make room",
+}
+
+
+def reclaim_declined(reason: str, why: str) -> str:
+    return f"{reason}; not reclaiming: {RECLAIM_DECLINED[why]}"
+
+
 def no_start_time() -> str:
     return "cannot be reserved: running gangs without a max runtime hold the capacity it needs"
 

@@ -328,6 +328,10 @@ def test_reclaim_keeps_the_victim_queue_at_least_as_served_as_the_claimer(team_q
     d = decide(snap(nodes(2), [gang("claim", 1, 8, queue="owner")], held, queues, now=10000))
     assert [e.gang_name for e in d.evictions] == evicted  # least progress first
     assert bool(d.binds) == bool(evicted)
+    if not evicted:
+        assert d.reasons["claim"].endswith(
+            "; not reclaiming: the borrowing queues would end up less served (held / quota) than this one"
+        )
 
 
 def test_backfill_tries_shortest_estimate_first_after_the_reservation():
@@ -355,6 +359,11 @@ def test_reclaim_destroys_at_most_the_work_it_saves(runtime, evicted):
     claim = gang("claim", 1, 8, queue="owner", submit=9000)
     d = decide(snap(nodes(1), [claim], [victim], queues, now=10000))
     assert [e.gang_name for e in d.evictions] == evicted
+    if not evicted:
+        assert d.reasons["claim"] == (
+            "reserved to start at +50m; waiting for backfill; not reclaiming: "
+            "evicting the borrowers would destroy more work than the wait it saves"
+        )
     unbounded = SchedulerConfig(reclaim_cost_limit=None)
     d = decide(snap(nodes(1), [claim], [victim], queues, now=10000, config=unbounded))
     assert [e.gang_name for e in d.evictions] == ["b"]
