@@ -131,7 +131,6 @@ class _Pass:
         self.cursor: dict[int, int] = {}
         self.open_classes: set[int] = set()
         self.tried: set[str] = set()
-        self.declined: str | None = None  # why the last reclaim() took nothing; see reclaim()
 
     # -- running gangs -------------------------------------------------------------------------
 
@@ -220,8 +219,8 @@ class _Pass:
         config = self.config
         aged: list[Gang] = []
         rest = gangs
-        if config.aging_bound is not None and self.oldest_submit <= self.now - config.aging_bound:
-            cutoff = self.now - config.aging_bound
+        cutoff = -math.inf if config.aging_bound is None else self.now - config.aging_bound
+        if self.oldest_submit <= cutoff:
             rest = []
             for gang in gangs:
                 (aged if gang.submit_time <= cutoff else rest).append(gang)
@@ -495,8 +494,7 @@ class _Pass:
         if reclaims and not (borrowed := self.borrows(queue, profile)):
             expected = self.earliest_start(profile, allowed, runtime, finest, widest)
             wait = math.inf if expected is None else expected[0] - self.now
-            assignment = self.reclaim(gang, profile, allowed, end, finest, widest, wait)
-            declined = self.declined
+            assignment, declined = self.reclaim(gang, profile, allowed, end, finest, widest, wait)
         if assignment is not None:
             if borrowed is None:
                 borrowed = self.borrows(queue, profile)
@@ -581,9 +579,11 @@ class _Pass:
         finest: int,
         widest: int,
         wait: float,
-    ) -> Assignment | None:
+    ) -> tuple[Assignment | None, str | None]:
         """Evict whole borrowed gangs of other queues (lowest priority, least progress first) until
-        the gang fits; evict nothing when it would not fit even then.
+        the gang fits; evict nothing when it would not fit even then. Returns the assignment, or
+        None and why the claim was declined (a ``reasons.RECLAIM_DECLINED`` key; None when there
+        was nothing to reclaim).
 
         A victim is taken only while its queue stays at least as well served as the claiming queue
         will be (GPUs held / GPU quota, after both changes; a queue without a GPU quota is always
@@ -622,14 +622,13 @@ class _Pass:
                 left[victim_queue] = after
                 budget -= lost
                 victims.append(r)
-        # Why a claim that fails was declined, should it fail (None: there was nothing to reclaim).
-        self.declined = "cost" if too_costly else "served" if better_served else "room" if victims else None
+        declined = "cost" if too_costly else "served" if better_served else "room" if victims else None
         if not victims:
-            return None
+            return None, declined
         cluster = self.cluster
         need = profile.required_gpu
         if cluster.total_free_gpu + sum(charge[r.gang.name].get(GPU, 0) for r in victims) < need:
-            return None  # even evicting every victim would not free enough GPUs
+            return None, declined  # even evicting every victim would not free enough GPUs
         released: list[RunningGang] = []
         assignment = None
         for victim in victims:
@@ -642,7 +641,7 @@ class _Pass:
         if assignment is None:
             for victim in released:
                 self.release(victim, -1)
-            return None
+            return None, declined
         # Victims were released in victim order, wherever they ran: spare every one the gang can
         # do without, trying the ones that have run longest first.
         needed: list[RunningGang] = []
@@ -666,7 +665,7 @@ class _Pass:
         self.failure_cache.clear()  # capacity grew: every class with untried gangs may fit again
         self.open_classes = {key for key in self.classes if self.untried_runtime(key) is not None}
         self.version += 1
-        return assignment
+        return assignment, None
 
     def release(self, running: RunningGang, sign: int) -> None:
         cluster = self.cluster
