@@ -699,7 +699,7 @@ class _Pass:
     ) -> tuple[float, dict[int, dict[str, int]]] | None:
         """The earliest time the gang fits as running gangs end, with what it would hold on each
         node then; None when no such time is known (something runs without an end)."""
-        future = self.cluster.copy()
+        future = self.cluster.future()
         items = self.releases()
         # Candidate start times: whenever running gangs end or earlier reservations expire.
         times = sorted({when for when, _, _ in items} | self.cluster.reservation_ends())

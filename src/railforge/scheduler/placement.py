@@ -121,7 +121,7 @@ def node_accepts(node: Node, gang: Gang) -> bool:
 class _Level:
     """Domains of one topology level with their free GPUs, bucketed for best-fit search."""
 
-    __slots__ = ("buckets", "domain_free", "members", "name", "node_domain", "values")
+    __slots__ = ("buckets", "domain_free", "members", "name", "node_domain", "now_free", "values")
 
     def __init__(
         self,
@@ -137,6 +137,7 @@ class _Level:
             for index, domain in enumerate(node_domain):
                 members.setdefault(domain, []).append(index)
         self.members: dict[tuple, list[int]] = members
+        self.now_free: dict[tuple, int] | None = None  # see Cluster.future
         self.domain_free: dict[tuple, int] = {}
         self.buckets: dict[int, set[tuple]] = {}
         buckets = self.buckets
@@ -169,12 +170,17 @@ class _Level:
             insort(self.values, new)
 
     def best_fit(self, need: int) -> Iterable[tuple]:
-        """Domains with at least ``need`` free GPUs, tightest first."""
+        """Domains with at least ``need`` free GPUs, tightest first; among equally tight ones, the
+        busiest now first when this is a future view (``Cluster.future``)."""
         values = self.values
+        now_free = self.now_free
         for value in values[bisect_left(values, need) :]:
             bucket = self.buckets.get(value)
             if bucket:
-                yield from sorted(bucket)
+                if now_free is None or len(bucket) == 1:
+                    yield from sorted(bucket)
+                else:
+                    yield from sorted(bucket, key=lambda domain: (now_free[domain], domain))
 
     def best_free(self) -> int:
         return self.values[-1] if self.values else 0
@@ -237,6 +243,7 @@ class Cluster:
         for free_gpu in self.free_gpu:
             self.gpu_histogram[free_gpu] = self.gpu_histogram.get(free_gpu, 0) + 1
         self.total_gpu = static.total_gpu
+        self.now_free_gpu: list[int] | None = None  # see future()
         self.reserved_start = [math.inf] * len(eligible)  # earliest reservation start per node
         # node -> reserved (start, end, resources): amounts held for a reserved gang in its window
         self.windows: dict[int, list[tuple[float, float, Resources]]] = {}
@@ -251,6 +258,16 @@ class Cluster:
         path = node.topology
         # A node without a label at this depth forms its own domain there.
         return path[: depth + 1] if len(path) > depth else (*path, "node:" + node.name)
+
+    def future(self) -> Cluster:
+        """A copy in which to replay expected releases and find a reservation's nodes. Among nodes
+        (and domains) that fit equally tightly then, it picks the ones busiest now: holding nodes
+        that are idle now would keep them from backfill until the reserved start."""
+        clone = self.copy()
+        clone.now_free_gpu = self.free_gpu
+        for level, copied in zip(self.levels, clone.levels, strict=True):
+            copied.now_free = level.domain_free
+        return clone
 
     def copy(self) -> Cluster:
         """Independent copy of the mutable capacity state (shares the immutable node data)."""
@@ -270,6 +287,7 @@ class Cluster:
             copied.domain_free = dict(level.domain_free)
             copied.buckets = {value: set(domains) for value, domains in level.buckets.items()}
             copied.values = list(level.values)
+            copied.now_free = level.now_free
             clone.levels.append(copied)
         return clone
 
@@ -385,7 +403,7 @@ class Cluster:
     ) -> bool:
         """Best-fit: put members on the nodes with the fewest free GPUs that still hold them."""
         gpu, others, names = shape.gpu, shape.others, shape.member_names
-        free_gpu, free, reserved_start = self.free_gpu, self.free, self.reserved_start
+        free_gpu, free, reserved_start, now_free = self.free_gpu, self.free, self.reserved_start, self.now_free_gpu
         start, end = window
         candidates = []
         for index in node_indexes:
@@ -407,11 +425,11 @@ class Cluster:
                 if fits <= 0:
                     break
             if fits > 0:
-                candidates.append((room_gpu, index, fits))
+                candidates.append((room_gpu, now_free[index] if now_free else 0, index, fits))
         candidates.sort()
         remaining = len(names)
         position = 0
-        for _, index, fits in candidates:
+        for _, _, index, fits in candidates:
             count = min(fits, remaining)
             used = taken.setdefault(index, {})
             if gpu:

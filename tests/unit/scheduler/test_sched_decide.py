@@ -235,6 +235,27 @@ def test_backfill_beside_a_partial_reservation():
     assert list(bound(d)) == ["small"]
 
 
+def test_reservation_holds_nodes_busy_now_over_idle_ones_that_free_no_later():
+    # n00 has 4 GPUs free now, n01 none; both are free at 3600. The head is reserved on n01, so
+    # the long 4-GPU gang can use n00's idle GPUs now (holding n00 would idle them until 3600).
+    run = [
+        running(gang("r0", 1, 4, runtime=3600), ["n00"]),
+        running(gang("r1", 1, 8, runtime=3600), ["n01"]),
+    ]
+    head = gang("head", 1, 8, submit=1)
+    long = gang("long", 1, 4, submit=2, runtime=1e6)
+    d = decide(snap(nodes(2, per_nvl=1), [head, long], run))
+    assert [(r.gang_name, r.nodes, r.start) for r in d.reservations] == [("head", ("n01",), 3600)]
+    assert bound(d)["long"] == {"long-0": "n00"}
+    # Within one domain: a two-node head is reserved the two busy nodes, not the idle n00.
+    run = [running(gang("r1", 1, 8, runtime=3600), ["n01"]), running(gang("r2", 1, 8, runtime=3600), ["n02"])]
+    head = gang("head", 2, 8, submit=1)
+    long = gang("long", 1, 8, submit=2, runtime=1e6)
+    d = decide(snap(nodes(3, per_nvl=1), [head, long], run))
+    assert [(r.gang_name, r.nodes, r.start) for r in d.reservations] == [("head", ("n01", "n02"), 3600)]
+    assert bound(d)["long"] == {"long-0": "n00"}
+
+
 def test_conservative_reserves_first_k_blocked_gangs():
     cluster = nodes(4)
     run = running(gang("r", 4, 8, runtime=1000), ["n00", "n01", "n02", "n03"])
