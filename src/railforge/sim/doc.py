@@ -26,7 +26,7 @@ SETUP = """\
 * **Gangs**: up to 8 GPUs is one member; larger jobs are ceil(GPUs/8) workers (GPUs split evenly)
   plus a GPU-less MPI launcher, all required, preferring one leaf.
 * **Queues**: Philly's 15 virtual clusters, quotas proportional to their GPU-time share (largest
-  remainder, summing to the cluster); ITP: one queue.
+  remainder, summing to the cluster), over-quota weight 1 each; ITP: one queue.
 * **Runtime estimates** (`max_runtime`, read only by backfilling policies, so the FIFO and SJF
   baselines run once, marked `n/a`): `exact` = the true runtime; `user` = a seeded model: with
   probability 0.2 the user asks for the queue limit (7 days), otherwise runtime x U with U
@@ -39,8 +39,9 @@ SETUP = """\
 * **Metrics**: JCT = end - submit; wait (queueing delay) = JCT - runtime (includes runs lost to
   evictions/restarts).  Size buckets by GPUs: 1, 2-8, 16+ (= more than 8, i.e. multi-node).
   Utilisation = time-weighted allocated GPUs / cluster GPUs over the arrival window (first to
-  last submission).  Jain index over queues of (GPU-seconds received / weighted max-min fair
-  GPU-seconds given their demand); `-` with a single queue.  Backfills = gangs started past an
+  last submission).  Jain index over queues of (GPU-seconds received / fair-share GPU-seconds),
+  the fair share being the scheduler's own water-filling (quota first, the rest by over-quota
+  weight) of the queues' demand, recomputed after every pass; `-` with a single queue.  Backfills = gangs started past an
   older gang that held a reservation; reclaims = evictions of borrowed gangs; restarts = gangs
   restarted after a node failure.  Times in hours.
 """

@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
+from railforge.scheduler.fairshare import QueueTree, fair_shares
 from railforge.scheduler.model import (
     GPU,
     Decisions,
@@ -43,7 +44,7 @@ from railforge.scheduler.model import (
     SchedulerConfig,
     Snapshot,
 )
-from railforge.sim.metrics import JobOutcome, SimResult, maxmin_fair
+from railforge.sim.metrics import JobOutcome, SimResult
 
 # event kinds, in the order they are applied within one timestamp
 COMPLETE, REPAIR, FAIL, ARRIVE, WAKE = range(5)
@@ -69,7 +70,6 @@ class Simulator:
         config: SchedulerConfig,
         decide: Callable[[Snapshot], Decisions] | None = None,
         *,
-        fair_weights: dict[str, float] | None = None,
         failure_rate: float = 0.0,
         repair_time: float = 4 * 3600.0,
         resync: float = 900.0,
@@ -91,7 +91,7 @@ class Simulator:
         self.queues = tuple(queues)
         self.total_gpus = sum(n.allocatable.get(GPU, 0) for n in self.node_tuple)
         self.jobs = {j.gang.name: j for j in jobs}
-        self.weights = fair_weights or {q.name: float(q.quota.get(GPU, 0)) or 1.0 for q in self.queues}
+        self.queue_tree = QueueTree(self.queues)
         self.failure_rate = failure_rate
         self.repair_time = repair_time
         self.resync = resync
@@ -172,7 +172,8 @@ class Simulator:
 
     def _refresh_fair(self) -> None:
         demand = {q: self.alloc[q] + self.pend_gpus[q] for q in self.alloc}
-        self.fair_now = maxmin_fair(self.total_gpus, demand, self.weights)
+        shares = fair_shares(self.queue_tree, demand, self.total_gpus)
+        self.fair_now = {q: shares.get(q, 0.0) for q in demand}
 
     # -- state changes ---------------------------------------------------------------------
     def _add_pending(self, gang: Gang) -> None:

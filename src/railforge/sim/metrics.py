@@ -13,9 +13,11 @@ Definitions (all times in seconds of simulated time):
   lost to restarts.  ``util_makespan`` is the same over first arrival to last completion, from the
   state series (sampled after every ``decide()``, so with a scheduling period it runs slightly
   high: a completion shows up at the next cycle).
-* Per-queue share: GPU-seconds a queue received vs the GPU-seconds its weighted max-min fair share
-  entitled it to (computed at every interval from its demand, with weights = quotas) over the arrival
-  window; the Jain index is taken over those ratios of all queues with a non-zero entitlement.
+* Per-queue share: GPU-seconds a queue received vs the GPU-seconds its fair share entitled it to over
+  the arrival window. The fair share is the scheduler's own (``fairshare.fair_shares``: each queue
+  min(demand, quota), the rest by over-quota weight), recomputed from the queues' demand after every
+  scheduling pass. The Jain index is taken over those ratios of all queues with a non-zero
+  entitlement.
 """
 
 from __future__ import annotations
@@ -108,26 +110,6 @@ def jain_index(values: list[float]) -> float:
     s = sum(values)
     sq = sum(v * v for v in values)
     return (s * s) / (len(values) * sq) if sq > 0 else math.nan
-
-
-def maxmin_fair(total: float, demand: dict[str, float], weight: dict[str, float]) -> dict[str, float]:
-    """Weighted max-min fair split of ``total`` among queues with positive demand (water-filling)."""
-    active = {q: d for q, d in demand.items() if d > 0}
-    out = dict.fromkeys(demand, 0.0)
-    left = float(total)
-    while active and left > 1e-9:
-        wsum = sum(max(weight.get(q, 0.0), 1e-9) for q in active)
-        unit = left / wsum
-        capped = {q: d for q, d in active.items() if d <= unit * max(weight.get(q, 0.0), 1e-9)}
-        if not capped:
-            for q in active:
-                out[q] += unit * max(weight.get(q, 0.0), 1e-9)
-            break
-        for q, d in capped.items():
-            out[q] += d
-            left -= d
-            del active[q]
-    return out
 
 
 def _window_util(res: SimResult) -> float:

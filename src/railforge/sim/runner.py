@@ -83,7 +83,7 @@ def simulate(spec: RunSpec, trace: Trace | None = None, progress: Callable[[int]
     if trace is None:
         trace = load_trace(spec.trace, spec.traces_dir)
     shape = spec.shape
-    queues, weights = build_queues(trace, shape.total_gpus)
+    queues = build_queues(trace, shape.total_gpus)
     model = "exact" if spec.estimates == NO_ESTIMATES else spec.estimates
     jobs = [SimJob(build_gang(j, model, shape.gpus_per_node), float(math.ceil(j.duration)), j.gpus) for j in trace.jobs]
     config = SchedulerConfig.preset(spec.policy, **spec.config_overrides)
@@ -93,7 +93,6 @@ def simulate(spec: RunSpec, trace: Trace | None = None, progress: Callable[[int]
         queues,
         jobs,
         config,
-        fair_weights=weights,
         failure_rate=spec.failure_rate,
         repair_time=spec.repair_time,
         resync=spec.resync,

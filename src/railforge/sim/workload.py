@@ -70,10 +70,8 @@ def largest_remainder(shares: dict[str, float], total: int) -> dict[str, int]:
     return out
 
 
-def build_queues(trace: Trace, total_gpus: int) -> tuple[list[Queue], dict[str, float]]:
-    """Queues with GPU quotas, plus the fair-share weights (the exact GPU-time shares)."""
+def build_queues(trace: Trace, total_gpus: int) -> list[Queue]:
+    """Queues with GPU quotas proportional to their GPU-time shares (over-quota weight 1 each)."""
     share = trace.queue_gpu_time() or {"default": 1.0}
     quotas = largest_remainder(share, total_gpus)
-    s = sum(share.values()) or 1.0
-    queues = [Queue(name=q, quota={GPU: quotas[q]}, default_max_runtime=LIMIT) for q in share]
-    return queues, {q: v / s for q, v in share.items()}
+    return [Queue(name=q, quota={GPU: quotas[q]}, default_max_runtime=LIMIT) for q in share]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from railforge.scheduler.model import Bind, Decisions, Restart, SchedulerConfig
+from railforge.scheduler.model import GPU, Bind, Decisions, Queue, Restart, SchedulerConfig
 from railforge.sim.cluster import ClusterShape, build_nodes
 from railforge.sim.engine import ARRIVE, COMPLETE, FAIL, REPAIR, SimJob, Simulator
 from railforge.sim.metrics import summarise
@@ -15,7 +15,7 @@ from railforge.sim.workload import build_gang, build_queues
 def run(jobs, policy="strict_fifo", nodes=1, estimates="exact", decide=None, **kw):
     trace = Trace("tiny", [JobRecord(f"{name}", s, d, g) for name, s, d, g in jobs])
     shape = ClusterShape(nodes=nodes)
-    queues, weights = build_queues(trace, shape.total_gpus)
+    queues = build_queues(trace, shape.total_gpus)
     sim_jobs = [SimJob(build_gang(j, estimates), j.duration, j.gpus) for j in trace.jobs]
     sim = Simulator(
         build_nodes(shape),
@@ -23,7 +23,6 @@ def run(jobs, policy="strict_fifo", nodes=1, estimates="exact", decide=None, **k
         sim_jobs,
         SchedulerConfig.preset(policy),
         decide,
-        fair_weights=weights,
         trace="tiny",
         policy=policy,
         **kw,
@@ -114,7 +113,7 @@ def test_restart_loses_progress():
     trace_jobs = [("a", 0, 100, 8)]
     trace = Trace("tiny", [JobRecord(n, s, d, g) for n, s, d, g in trace_jobs])
     shape = ClusterShape(nodes=2)
-    queues, _ = build_queues(trace, 16)
+    queues = build_queues(trace, 16)
     sim = Simulator(
         build_nodes(shape),
         queues,
@@ -140,3 +139,15 @@ def test_node_failures_with_real_core_finish_everything():
     assert sim.counters["restarts"] > 0
     assert all(j.end is not None for j in out.values())
     assert any(j.restarts for j in out.values())
+
+
+def test_fair_share_reference_is_the_schedulers_own():
+    # 8 GPUs; queue a is owed its quota of 4, the other 4 are split 1:3 by over-quota weight while
+    # both queues want the whole cluster: a 5 GPUs, b 3, over the arrival window [0, 100).
+    records = [JobRecord("a0", 0, 1000, 8, "a"), JobRecord("b0", 0, 1000, 8, "b"), JobRecord("b1", 100, 10, 1, "b")]
+    queues = [Queue("a", quota={GPU: 4}), Queue("b", over_quota_weight=3.0)]
+    sim_jobs = [SimJob(build_gang(r, "exact"), r.duration, r.gpus) for r in records]
+    sim = Simulator(build_nodes(ClusterShape(nodes=1)), queues, sim_jobs, SchedulerConfig.preset("railforge"))
+    res = sim.run()
+    assert res.queue_fair == pytest.approx({"a": 500.0, "b": 300.0})
+    assert summarise(res)["queue_ratio"] == pytest.approx({"a": 800 / 500, "b": 0.0})

@@ -11,7 +11,6 @@ from railforge.sim.metrics import (
     JobOutcome,
     SimResult,
     jain_index,
-    maxmin_fair,
     size_bucket,
     summarise,
     time_weighted_mean,
@@ -71,10 +70,6 @@ def test_helpers():
     assert time_weighted_mean(series, 0, 20) == pytest.approx(6)
     assert time_weighted_mean(series, 5, 15) == pytest.approx(6)
     assert list(binned(series, np.array([0.0, 10.0, 20.0]))) == [4, 8]
-    # 10 GPUs, equal weights: b wants only 2, a and c split the rest
-    fair = maxmin_fair(10, {"a": 9, "b": 2, "c": 9, "d": 0}, {"a": 1, "b": 1, "c": 1, "d": 1})
-    assert fair == pytest.approx({"a": 4, "b": 2, "c": 4, "d": 0})
-    assert maxmin_fair(12, {"a": 100, "b": 100}, {"a": 1, "b": 2}) == pytest.approx({"a": 4, "b": 8})
 
 
 def test_single_report_writes_markdown_and_pngs(tmp_path):

@@ -87,9 +87,8 @@ def test_gang_topology_and_queues():
     assert build_gang(JobRecord("s", 0, 100, 8), "exact").topology is None
     assert largest_remainder({"a": 2, "b": 1, "c": 1}, 10) == {"a": 5, "b": 3, "c": 2}
     trace = Trace("t", [JobRecord("x", 0, 10, 1, "a"), JobRecord("y", 0, 30, 1, "b")])
-    queues, weights = build_queues(trace, 8)
+    queues = build_queues(trace, 8)
     assert {q.name: q.quota[GPU] for q in queues} == {"a": 2, "b": 6}
-    assert weights == {"a": 0.25, "b": 0.75}
 
 
 def test_estimates():
