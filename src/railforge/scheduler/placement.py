@@ -177,10 +177,10 @@ class _Level:
         for value in values[bisect_left(values, need) :]:
             bucket = self.buckets.get(value)
             if bucket:
-                if now_free is None or len(bucket) == 1:
-                    yield from sorted(bucket)
-                else:
-                    yield from sorted(bucket, key=lambda domain: (now_free[domain], domain))
+                ordered = sorted(bucket)
+                if now_free is not None and len(ordered) > 1:
+                    ordered.sort(key=now_free.__getitem__)  # stable: by name among equally busy
+                yield from ordered
 
     def best_free(self) -> int:
         return self.values[-1] if self.values else 0

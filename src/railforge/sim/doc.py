@@ -41,9 +41,9 @@ SETUP = """\
   Utilisation = time-weighted allocated GPUs / cluster GPUs over the arrival window (first to
   last submission).  Jain index over queues of (GPU-seconds received / fair-share GPU-seconds),
   the fair share being the scheduler's own water-filling (quota first, the rest by over-quota
-  weight) of the queues' demand, recomputed after every pass; `-` with a single queue.  Backfills = gangs started past an
-  older gang that held a reservation; reclaims = evictions of borrowed gangs; restarts = gangs
-  restarted after a node failure.  Times in hours.
+  weight) of the queues' demand, recomputed after every pass; `-` with a single queue.
+  Backfills = gangs started past an older gang that held a reservation; reclaims = evictions of
+  borrowed gangs; restarts = gangs restarted after a node failure.  Times in hours.
 """
 
 
