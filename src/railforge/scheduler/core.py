@@ -475,21 +475,16 @@ class _Pass:
         key = profile.failure_key
         cached = self.failure_cache.get(key)
         fresh = cached is None or runtime < cached[0]
+        head = self.blocked < max(self.depth, 1)
         allowed: list[bool] | None = None
         finest = widest = -1
-        if fresh:
+        if fresh or head:  # placement, the reservation and reclaim need the node filter and levels
             allowed = cluster.allowed_nodes(gang, profile)
             finest, widest = self.levels_for(gang, profile)
-        assignment = None
-        if fresh:
-            assignment = cluster.place(profile, allowed, (self.now, end), finest, widest)
+        assignment = cluster.place(profile, allowed, (self.now, end), finest, widest) if fresh else None
         borrowed: bool | None = None
-        head = self.blocked < max(self.depth, 1)
         expected: tuple[float, dict[int, dict[str, int]]] | None = None
         declined: str | None = None
-        if head and not fresh:
-            allowed = cluster.allowed_nodes(gang, profile)
-            finest, widest = self.levels_for(gang, profile)
         reclaims = assignment is None and head and self.config.reclaim and self.reclaimable
         if reclaims and not (borrowed := self.borrows(queue, profile)):
             expected = self.earliest_start(profile, allowed, runtime, finest, widest)
