@@ -18,6 +18,7 @@ import heapq
 import itertools
 import math
 import operator
+from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 
 from railforge.scheduler import reasons
@@ -36,10 +37,11 @@ from railforge.scheduler.model import (
     Snapshot,
     add_resources,
 )
+from railforge.scheduler.pending import AGE_ORDER, ClassEntry, PendingIndex, cached_index, queue_order_key
 from railforge.scheduler.placement import Assignment, Cluster, GangProfile, gang_profile
 
 LN2 = math.log(2)
-_AGE_ORDER = operator.attrgetter("submit_time", "name")
+_SUBMIT_TIME = operator.attrgetter("submit_time")
 
 
 def decide(snapshot: Snapshot) -> Decisions:
@@ -91,15 +93,6 @@ def quota_ratio(gpus: float, quota: float) -> float:
     return gpus / quota if quota > 0 else math.inf
 
 
-def _queue_order_key(gang: Gang) -> tuple:
-    """Order within a queue: priority, then age, then name (cached on the Gang)."""
-    key = gang.__dict__.get("_queue_order")
-    if key is None:
-        key = (-gang.priority, gang.submit_time, gang.name)
-        object.__setattr__(gang, "_queue_order", key)
-    return key
-
-
 class _Pass:
     """State of one decide() call."""
 
@@ -125,9 +118,9 @@ class _Pass:
         self.reclaimable: list[RunningGang] = []  # possible reclaim victims, in victim order
         self.borrow_cache: dict[tuple, tuple[int, bool]] = {}  # (queue, charge) -> (version, borrows)
         # Waiting gangs by failure key as (run time, queue order, gang), shortest first (the backfill
-        # order), and a cursor past the ones already tried; a key is "open" while one of its untried
-        # gangs might still be placed.
-        self.classes: dict[int, list[tuple[float, tuple, Gang]]] = {}
+        # order; from the PendingIndex), and a cursor past the ones already tried; a key is "open"
+        # while one of its untried gangs might still be placed.
+        self.classes: dict[int, list[ClassEntry]] = {}
         self.cursor: dict[int, int] = {}
         self.open_classes: set[int] = set()
         self.tried: set[str] = set()
@@ -201,54 +194,52 @@ class _Pass:
         default = self.tree.get(gang.queue).default_max_runtime
         return math.inf if default is None else default
 
-    def class_record(self, gang: Gang) -> tuple[int, int, tuple[float, tuple, Gang]]:
+    def class_record(self, gang: Gang) -> tuple[int, int, ClassEntry]:
         """(failure key, required GPUs, class entry) of a waiting gang; the entry, (run time, queue
         order, gang), sorts a class shortest first. Cached on the Gang when it has its own
         ``max_runtime`` (a queue default is looked up on every pass)."""
         record = gang.__dict__.get("_class_record")
         if record is None:
             profile = gang_profile(gang)
-            record = (profile.failure_key, profile.required_gpu, (self.runtime(gang), _queue_order_key(gang), gang))
+            record = (profile.failure_key, profile.required_gpu, (self.runtime(gang), queue_order_key(gang), gang))
             if gang.max_runtime is not None:
                 object.__setattr__(gang, "_class_record", record)
         return record
 
-    def order(self, gangs: list[Gang], capacity: int) -> Iterable[Gang]:
+    def order(self, index: PendingIndex, capacity: int) -> Iterable[Gang]:
         """Gangs in service order; the fair order is produced lazily, so a pass that stops early
         (see ``run``) does not pay for ordering the gangs it never tries."""
         config = self.config
-        aged: list[Gang] = []
-        rest = gangs
-        cutoff = -math.inf if config.aging_bound is None else self.now - config.aging_bound
-        if self.oldest_submit <= cutoff:
-            rest = []
-            for gang in gangs:
-                (aged if gang.submit_time <= cutoff else rest).append(gang)
-            aged.sort(key=_AGE_ORDER)
+        by_age = index.by_age
+        aged_count = 0
+        if config.aging_bound is not None:
+            aged_count = bisect_right(by_age, self.now - config.aging_bound, key=_SUBMIT_TIME)
+        aged = by_age[:aged_count]
         if config.order == "fifo":
-            rest = sorted(rest, key=_queue_order_key)
+            rest = sorted(by_age[aged_count:], key=queue_order_key)
         elif config.order == "sjf_oracle":
-            rest = sorted(rest, key=lambda g: (self.oracle_runtime(g), g.submit_time, g.name))
+            rest = sorted(by_age[aged_count:], key=lambda g: (self.oracle_runtime(g), g.submit_time, g.name))
         else:
-            return itertools.chain(aged, self.fair_order(rest, capacity))
+            return itertools.chain(aged, self.fair_order(index, aged, capacity))
         return aged + rest
 
     def oracle_runtime(self, gang: Gang) -> float:
         return gang.oracle_runtime if gang.oracle_runtime is not None else self.runtime(gang)
 
-    def fair_order(self, gangs: list[Gang], capacity: int) -> Iterator[Gang]:
+    def fair_order(self, index: PendingIndex, aged: list[Gang], capacity: int) -> Iterator[Gang]:
         """Repeatedly serve the queue whose service is furthest below its fair share, as if each
-        gang taken were started; within a queue: priority, then age."""
-        by_queue: dict[str, list[Gang]] = {}
-        demand: dict[str, float] = {}
-        for gang in gangs:
-            queue = gang.queue
-            queued = by_queue.get(queue)
-            if queued is None:
-                queued = by_queue[queue] = []
-                demand.setdefault(queue, 0)
-            queued.append(gang)
-            demand[queue] += gang_profile(gang).gpu
+        gang taken were started; within a queue: priority, then age. The ``aged`` gangs (served
+        before this order) are left out, their demand too."""
+        by_queue = index.by_queue
+        demand: dict[str, float] = dict(index.demand)
+        aged_count: dict[str, int] = {}
+        for gang in aged:
+            aged_count[gang.queue] = aged_count.get(gang.queue, 0) + 1
+            demand[gang.queue] -= gang_profile(gang).gpu
+        served = [queue for queue in by_queue if aged_count.get(queue, 0) < len(by_queue[queue])]
+        for queue in aged_count.keys() - served:
+            del demand[queue]  # every gang it has waiting is aged
+        aged_names = {gang.name for gang in aged}
         charge = self.running_charge
         for running in self.survivors:
             queue = running.gang.queue
@@ -257,13 +248,17 @@ class _Pass:
         half_life = self.config.fair_share_half_life
         usage = self.snapshot.usage
 
+        def next_position(queued: list[Gang], position: int) -> int:
+            while aged_names and position < len(queued) and queued[position].name in aged_names:
+                position += 1
+            return position
+
         # Served GPUs: the mean of the GPUs held now and the time-averaged GPUs implied by the
         # decayed usage; a queue is keyed by (served / share, served, -priority, name).
         heap = []
         constants: dict[str, tuple[float, float, float, int]] = {}
         allocated: dict[str, float] = {}
-        for queue, queued in by_queue.items():
-            queued.sort(key=_queue_order_key)
+        for queue in served:
             if half_life <= 0 or queue not in usage:
                 scale, offset = 1.0, 0.0
             else:
@@ -273,7 +268,8 @@ class _Pass:
             constants[queue] = (scale, offset, share, priority)
             held = allocated[queue] = self.usage.gpus(queue)
             load = held * scale + offset if scale != 1.0 else held
-            heap.append(((load / share if share > 0 else math.inf, load, priority, queue), queue, 0))
+            position = next_position(by_queue[queue], 0)
+            heap.append(((load / share if share > 0 else math.inf, load, priority, queue), queue, position))
         heapq.heapify(heap)
         replace, pop = heapq.heapreplace, heapq.heappop
         while heap:
@@ -282,7 +278,7 @@ class _Pass:
             gang = queued[position]
             yield gang
             held = allocated[queue] = allocated[queue] + gang_profile(gang).gpu
-            position += 1
+            position = next_position(queued, position + 1)
             if position < len(queued):
                 scale, offset, share, priority = constants[queue]
                 load = held * scale + offset if scale != 1.0 else held
@@ -297,40 +293,18 @@ class _Pass:
         self.handle_failures()
         cluster = self.cluster = self.build_cluster()
         decisions = self.decisions
-        waiting: list[Gang] = []
-        for gang in self.snapshot.pending:
-            timeout = gang.schedule_timeout
-            if timeout is not None and self.now - gang.submit_time > timeout:
-                decisions.failures.append(Fail(gang.name, reasons.schedule_timeout(timeout)))
-            elif gang.not_before > self.now:
-                decisions.reasons[gang.name] = reasons.backoff(gang.not_before - self.now)
-            else:
-                waiting.append(gang)
+        index = self.index_waiting()
         head_blocker: str | None = None
         skip_ahead = self.config.skip_ahead
         # The pass stops early once nothing that is left can change the cluster: then every
         # remaining gang's reason depends only on the (frozen) state, not on its turn.
-        min_gpu = oldest = math.inf
-        classes = self.classes
-        for gang in waiting:
-            key, required_gpu, entry = self.class_record(gang)
-            members = classes.get(key)
-            if members is None:
-                members = classes[key] = []
-            members.append(entry)
-            if required_gpu < min_gpu:
-                min_gpu = required_gpu
-            if gang.submit_time < oldest:
-                oldest = gang.submit_time
-        self.min_gpu = 0 if min_gpu == math.inf else min_gpu
-        self.oldest_submit = oldest
-        for members in classes.values():
-            members.sort()
+        classes = self.classes = index.classes
+        self.min_gpu = index.min_required_gpu
         self.cursor = dict.fromkeys(classes, 0)
         self.open_classes = set(classes)
         tried = self.tried
         stopped = settled = False
-        gangs = iter(self.order(waiting, cluster.total_gpu))
+        gangs = iter(self.order(index, cluster.total_gpu))
         reorder = self.depth > 0 and self.config.backfill_order == "shortest"
         while (gang := next(gangs, None)) is not None:
             if head_blocker is not None and not skip_ahead:
@@ -355,7 +329,7 @@ class _Pass:
                 reorder = False
                 gangs = (gang for *_, gang in heapq.merge(*classes.values()) if gang.name not in tried)
         if stopped:
-            decisions.reasons.defer(functools.partial(self.explain_untried, waiting, head_blocker))
+            decisions.reasons.defer(functools.partial(self.explain_untried, list(index.by_age), head_blocker))
         decisions.stats.update(
             pending=len(self.snapshot.pending),
             bound=len(decisions.binds),
@@ -364,6 +338,28 @@ class _Pass:
             free_gpus=cluster.total_free_gpu,
         )
         return decisions
+
+    def index_waiting(self) -> PendingIndex:
+        """The gangs that may start now, indexed (``pending.PendingIndex``): gangs past their
+        schedule timeout fail, gangs in restart backoff wait."""
+        pending = self.snapshot.pending
+        index = cached_index(self.snapshot.queues).update(pending, self.class_record)
+        # Only gangs with a timeout or a backoff can be held back (any gang when now < 0).
+        timed = sorted(index.timed.values() if self.now >= 0 else pending, key=AGE_ORDER)
+        held_back = set()
+        for gang in timed:
+            timeout = gang.schedule_timeout
+            if timeout is not None and self.now - gang.submit_time > timeout:
+                self.decisions.failures.append(Fail(gang.name, reasons.schedule_timeout(timeout)))
+            elif gang.not_before > self.now:
+                self.decisions.reasons[gang.name] = reasons.backoff(gang.not_before - self.now)
+            else:
+                continue
+            held_back.add(gang.name)
+        if held_back:
+            waiting = [gang for gang in pending if gang.name not in held_back]
+            index = PendingIndex().update(waiting, self.class_record)
+        return index
 
     def explain_untried(self, waiting: list[Gang], head_blocker: str | None) -> None:
         """The reasons of the gangs a stopped pass did not try."""

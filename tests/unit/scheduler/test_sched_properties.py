@@ -4,6 +4,7 @@ The default run draws a few examples per property; ``pytest -m slow`` draws 2,50
 """
 
 import random
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,6 +22,7 @@ from railforge.scheduler import (
     TopologyConstraint,
     decide,
 )
+from railforge.scheduler import pending as pending_index
 from railforge.scheduler.core import _Pass
 from railforge.scheduler.fairshare import QueueTree
 
@@ -224,12 +226,30 @@ def check_early_stop_changes_nothing(snap: Snapshot) -> None:
     assert fast.reasons == full.reasons
 
 
+def check_warm_index_changes_nothing(snap: Snapshot) -> None:
+    """decide() keeps the waiting gangs indexed from its previous call (``PendingIndex``): whatever
+    that call was handed, including other gangs under the same names, the result is a cold start's."""
+    pending_index._local.index = None
+    cold = decide(snap)
+    rng = random.Random(len(snap.pending))
+    earlier = [random_gang(rng, f"gone{k}", snap.now) for k in range(rng.randint(0, 3))]
+    for gang in snap.pending:
+        draw = rng.random()
+        if draw < 0.4:
+            earlier.append(gang)
+        elif draw < 0.7:
+            earlier.append(replace(gang, priority=gang.priority + 1, max_runtime=None))
+    decide(replace(snap, pending=tuple(earlier)))
+    assert decide(snap) == cold
+
+
 PROPERTIES = (
     check_capacity_and_whole_gangs,
     check_limits,
     check_reservations_hold,
     check_deterministic,
     check_early_stop_changes_nothing,
+    check_warm_index_changes_nothing,
 )
 
 

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import pytest
 
+from railforge.scheduler import pending as pending_index
+from railforge.scheduler.core import decide as core_decide
 from railforge.scheduler.model import GPU, Bind, Decisions, Queue, Restart, SchedulerConfig
 from railforge.sim.cluster import ClusterShape, build_nodes
 from railforge.sim.engine import ARRIVE, COMPLETE, FAIL, REPAIR, SimJob, Simulator
 from railforge.sim.metrics import summarise
-from railforge.sim.traces import JobRecord, Trace
+from railforge.sim.traces import JobRecord, Trace, load_trace
 from railforge.sim.workload import build_gang, build_queues
 
 
 def run(jobs, policy="strict_fifo", nodes=1, estimates="exact", decide=None, **kw):
-    trace = Trace("tiny", [JobRecord(f"{name}", s, d, g) for name, s, d, g in jobs])
+    """Simulate (name, submit, duration, gpus[, queue]) jobs on ``nodes`` 8-GPU nodes."""
+    trace = Trace("tiny", [JobRecord(str(name), *fields) for name, *fields in jobs])
     shape = ClusterShape(nodes=nodes)
     queues = build_queues(trace, shape.total_gpus)
     sim_jobs = [SimJob(build_gang(j, estimates), j.duration, j.gpus) for j in trace.jobs]
@@ -151,3 +154,26 @@ def test_fair_share_reference_is_the_schedulers_own():
     res = sim.run()
     assert res.queue_fair == pytest.approx({"a": 500.0, "b": 300.0})
     assert summarise(res)["queue_ratio"] == pytest.approx({"a": 800 / 500, "b": 0.0})
+
+
+@pytest.mark.parametrize("policy", ["railforge", "strict_fifo"])
+def test_every_call_of_a_replay_decides_as_a_cold_start(traces_dir, policy):
+    """decide() carries its pending index from call to call: in a replay with reclaims, node
+    failures and restart backoff, each call's decisions equal those of a call with no index."""
+    cold_calls = []
+
+    def checked(snap):
+        warm = core_decide(snap)
+        kept = pending_index._local.index
+        pending_index._local.index = None
+        cold_calls.append(core_decide(snap) == warm)
+        pending_index._local.index = kept
+        return warm
+
+    trace = load_trace("philly", traces_dir)
+    jobs = [(j.job_id, j.submit, j.duration, j.gpus, j.queue) for j in trace.jobs[:150]]
+    _, out, sim = run(jobs, policy, nodes=2, decide=checked, failure_rate=0.5, repair_time=1800, seed=5)
+    assert sim.counters["restarts"] > 0 and len(cold_calls) > 500
+    assert policy != "railforge" or sim.counters["reclaims"] > 0
+    assert all(cold_calls)
+    assert all(j.end is not None for j in out.values())
