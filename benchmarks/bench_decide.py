@@ -5,7 +5,10 @@ Run: PYTHONPATH=src python benchmarks/bench_decide.py [--repeat N] [--quick]
 Cluster: 8-GPU nodes, 4 nodes per NVLink domain, 32 nodes per leaf, 8 leaves per spine. Running
 pods fill nodes in name order (1-8 GPUs each) up to the requested pod count; pending gangs need
 1-64 GPUs (8-GPU pods once a gang needs 8 or more) from four queues with quotas. Times are the
-median over repeats of a warm call (the per-gang profile cache is filled, as in a long simulation).
+median over repeats; the per-gang profile cache is filled, as in a long simulation. Two columns:
+"cold", a call in a new thread, which holds no gang indexes from earlier calls (the first call of
+a scheduler), and "warm", a call right after one on a snapshot that differed by ten gangs (five
+pending, five running), as in a replay or a controller loop (see ``railforge.scheduler.incremental``).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import argparse
 import random
 import statistics
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from railforge.scheduler import GPU, Gang, Member, Node, Queue, RunningGang, Snapshot, decide
@@ -155,24 +159,33 @@ def philly_snapshot(seed: int = 11) -> Snapshot:
     return snap
 
 
-def median_ms(snap: Snapshot, repeat: int) -> tuple[float, int, int]:
-    decisions = decide(snap)  # warm-up
-    times = []
+def call_ms(snap: Snapshot) -> float:
+    start = time.perf_counter()
+    len(decide(snap).reasons)  # an adapter reads every reason: count their deferred part
+    return (time.perf_counter() - start) * 1000
+
+
+def median_ms(snap: Snapshot, repeat: int) -> tuple[float, float, int, int]:
+    """(cold median ms, warm median ms, pending pods, binds)."""
+    decisions = decide(snap)  # warm-up: per-gang profiles
+    neighbour = replace(snap, pending=snap.pending[:-5], running=snap.running[:-5])
+    cold, warm = [], []
     for _ in range(repeat):
-        start = time.perf_counter()
-        len(decide(snap).reasons)  # an adapter reads every reason: count their deferred part
-        times.append((time.perf_counter() - start) * 1000)
+        with ThreadPoolExecutor(1) as new_thread:
+            cold.append(new_thread.submit(call_ms, snap).result())
+        decide(neighbour)
+        warm.append(call_ms(snap))
     pods = sum(len(g.members) for g in snap.pending)
-    return statistics.median(times), pods, len(decisions.binds)
+    return statistics.median(cold), statistics.median(warm), pods, len(decisions.binds)
 
 
 def table(title: str, cases: list[tuple[int, int, int]], repeat: int) -> None:
     print(f"\n### {title}\n")
-    print("| nodes | running pods | pending gangs | pending pods | binds | median ms |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    print("| nodes | running pods | pending gangs | pending pods | binds | cold ms | warm ms |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
     for nodes, running, pending in cases:
-        ms, pods, binds = median_ms(snapshot(nodes, running, pending), repeat)
-        print(f"| {nodes} | {running} | {pending} | {pods} | {binds} | {ms:.2f} |")
+        cold, warm, pods, binds = median_ms(snapshot(nodes, running, pending), repeat)
+        print(f"| {nodes} | {running} | {pending} | {pods} | {binds} | {cold:.2f} | {warm:.2f} |")
 
 
 def main() -> None:
@@ -181,13 +194,13 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="targets only, no scaling tables")
     args = parser.parse_args()
     philly = philly_snapshot()
-    ms, pods, binds = median_ms(philly, args.repeat * 3)
+    cold, warm, pods, binds = median_ms(philly, args.repeat * 3)
     print("\n### Philly replay state\n")
-    print("| nodes | running gangs | busy GPUs | pending gangs | pending pods | binds | median ms |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+    print("| nodes | running gangs | busy GPUs | pending gangs | pending pods | binds | cold ms | warm ms |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     busy = sum(sum(m.requests.get(GPU, 0) for m in r.gang.members) for r in philly.running)
     counts = (len(philly.nodes), len(philly.running), busy, len(philly.pending), pods, binds)
-    print("| " + " | ".join(str(c) for c in counts) + f" | {ms:.2f} |")
+    print("| " + " | ".join(str(c) for c in counts) + f" | {cold:.2f} | {warm:.2f} |")
     table(
         "Targets",
         [(56, 300, 10), (1000, 5000, 2000), (5000, 25000, 4200)],

@@ -9,6 +9,9 @@ later gangs may not delay. Once every reservation is made, the remaining gangs c
 and are tried shortest estimate first. The pass stops as soon as no untried gang could be placed
 or reclaim (gangs of one placement class that failed for a run window fail for every longer one);
 the rest get the reasons they would have got, worked out when first read (``Reasons``).
+
+The pending and running gangs are indexed incrementally from the previous call in the same thread
+(``incremental``); the decisions are those of a cold start whatever that call was handed.
 """
 
 from __future__ import annotations
@@ -23,6 +26,15 @@ from collections.abc import Iterable, Iterator
 
 from railforge.scheduler import reasons
 from railforge.scheduler.fairshare import QueueTree, Usage, fair_shares
+from railforge.scheduler.incremental import (
+    AGE_ORDER,
+    ClassEntry,
+    PendingIndex,
+    RunningIndex,
+    cached_indexes,
+    placed_by_node,
+    queue_order_key,
+)
 from railforge.scheduler.model import (
     GPU,
     Bind,
@@ -31,13 +43,11 @@ from railforge.scheduler.model import (
     Fail,
     Gang,
     Reservation,
-    Resources,
     Restart,
     RunningGang,
     Snapshot,
     add_resources,
 )
-from railforge.scheduler.pending import AGE_ORDER, ClassEntry, PendingIndex, cached_index, queue_order_key
 from railforge.scheduler.placement import Assignment, Cluster, GangProfile, gang_profile
 
 LN2 = math.log(2)
@@ -47,45 +57,6 @@ _SUBMIT_TIME = operator.attrgetter("submit_time")
 def decide(snapshot: Snapshot) -> Decisions:
     """Decide binds, evictions, restarts, failures and reservations for one snapshot."""
     return _Pass(snapshot).run()
-
-
-def placed_requests(running: RunningGang) -> list[tuple[str, Resources]]:
-    """(node name, requests) of each placed member of a running gang."""
-    requests = gang_profile(running.gang).member_requests
-    return [(node, requests[member]) for member, node in running.placement.items()]
-
-
-def placed_charge(running: RunningGang) -> dict[str, int]:
-    return placed_by_node(running)[2]
-
-
-def placed_by_node(running: RunningGang) -> tuple[tuple[str, ...], list[tuple[str, dict[str, int]]], dict]:
-    """(distinct node names, [(node name, summed requests of the gang's members there)], charge) of
-    a running gang. Cached on the Gang object for the placement mapping it was computed from (the
-    same placement object is handed in on every call while the gang runs), so decide() does not
-    walk every member of every running gang on every call."""
-    gang = running.gang
-    placement = running.placement
-    cached = gang.__dict__.get("_placed")
-    if cached is not None and cached[0] is placement and cached[1] == len(placement):
-        return cached[2]
-    profile = gang_profile(gang)
-    requests = profile.member_requests
-    per_node: dict[str, dict[str, int]] = {}
-    for member, node in placement.items():
-        total = per_node.get(node)
-        if total is None:
-            total = per_node[node] = {}
-        add_resources(total, requests[member])
-    if len(placement) == len(gang.members):
-        charge = profile.charge
-    else:
-        charge = {}
-        for member in placement:
-            add_resources(charge, requests[member])
-    result = (tuple(per_node), list(per_node.items()), charge)
-    object.__setattr__(gang, "_placed", (placement, len(placement), result))
-    return result
 
 
 def quota_ratio(gpus: float, quota: float) -> float:
@@ -105,7 +76,7 @@ class _Pass:
         self.usage = Usage(self.tree)
         self.level_names = self.config.topology_level_names
         self.survivors: list[RunningGang] = []
-        self.running_charge: dict[str, dict[str, int]] = {}
+        self.pending_index, self.running_index = cached_indexes(snapshot.queues)
         self.evicted: set[str] = set()
         self.bound_releases: list[tuple[float, int, dict]] = []
         self.failure_cache: dict[int, tuple[float, str]] = {}  # failure key -> (run time, reason)
@@ -128,8 +99,13 @@ class _Pass:
     # -- running gangs -------------------------------------------------------------------------
 
     def handle_failures(self) -> None:
+        """Sort the running gangs into survivors and gangs to restart or fail; index the survivors."""
+        index = self.running_index.update(self.snapshot.running)
+        ready = {node.name for node in self.snapshot.nodes if node.ready}
+        if not index.failed and ready.issuperset(index.node_gangs):
+            self.survivors = list(index.running.values())
+            return
         nodes = {node.name: node for node in self.snapshot.nodes}
-        ready = {name for name, node in nodes.items() if node.ready}
         for running in sorted(self.snapshot.running, key=lambda r: r.gang.name):
             problem = None
             if not running.failed_members and ready.issuperset(placed_by_node(running)[0]):
@@ -155,36 +131,19 @@ class _Pass:
                 self.decisions.restarts.append(
                     Restart(gang.name, self.now + delay, f"{problem}; restarting the whole gang")
                 )
+        self.running_index = RunningIndex().update(self.survivors)
 
     def build_cluster(self) -> Cluster:
-        """One pass over the surviving placements: used resources per node, charge per queue."""
-        used: dict[str, dict[str, int]] = {}
-        by_queue: dict[str, dict[str, int]] = {}
-        running_charge = self.running_charge
-        for running in self.survivors:
-            gang = running.gang
-            _, per_node, charge = placed_by_node(running)
-            for node, requests in per_node:
-                node_used = used.get(node)
-                if node_used is None:
-                    used[node] = dict(requests)
-                else:
-                    for name, amount in requests.items():
-                        node_used[name] = node_used.get(name, 0) + amount
-            running_charge[gang.name] = charge
-            queue_charge = by_queue.get(gang.queue)
-            if queue_charge is None:
-                by_queue[gang.queue] = dict(charge)
-            else:
-                add_resources(queue_charge, charge)
-        for queue in sorted(by_queue):
-            self.usage.add(queue, by_queue[queue])
+        """The free-capacity view and queue usage of the survivors (``running_index``)."""
+        index = self.running_index
+        for queue in sorted(index.by_queue):
+            self.usage.add(queue, index.by_queue[queue])
         minimum = self.config.min_runtime_before_reclaim
         self.reclaimable = sorted(
-            (r for r in self.survivors if r.borrowed and self.now - r.start_time >= minimum),
+            (r for r in index.borrowed.values() if self.now - r.start_time >= minimum),
             key=lambda r: (r.gang.priority, self.now - r.start_time, r.gang.name),
         )
-        return Cluster(self.snapshot.nodes, used, self.level_names)
+        return Cluster(self.snapshot.nodes, index.used, self.level_names)
 
     # -- ordering ------------------------------------------------------------------------------
 
@@ -240,10 +199,8 @@ class _Pass:
         for queue in aged_count.keys() - served:
             del demand[queue]  # every gang it has waiting is aged
         aged_names = {gang.name for gang in aged}
-        charge = self.running_charge
-        for running in self.survivors:
-            queue = running.gang.queue
-            demand[queue] = demand.get(queue, 0) + charge[running.gang.name].get(GPU, 0)
+        for queue, charge in self.running_index.by_queue.items():
+            demand[queue] = demand.get(queue, 0) + charge.get(GPU, 0)
         shares = fair_shares(self.tree, demand, capacity)
         half_life = self.config.fair_share_half_life
         usage = self.snapshot.usage
@@ -343,7 +300,7 @@ class _Pass:
         """The gangs that may start now, indexed (``pending.PendingIndex``): gangs past their
         schedule timeout fail, gangs in restart backoff wait."""
         pending = self.snapshot.pending
-        index = cached_index(self.snapshot.queues).update(pending, self.class_record)
+        index = self.pending_index.update(pending, self.class_record)
         # Only gangs with a timeout or a backoff can be held back (any gang when now < 0).
         timed = sorted(index.timed.values() if self.now >= 0 else pending, key=AGE_ORDER)
         held_back = set()
@@ -590,7 +547,6 @@ class _Pass:
         claimed = quota_ratio(usage.gpus(gang.queue) + profile.gpu, self.tree.get(gang.queue).quota.get(GPU, 0))
         over_quota: dict[str, bool] = {}
         left: dict[str, int] = {}  # victim queue -> GPUs it would hold after the victims so far
-        charge = self.running_charge
         victims = []
         too_costly = better_served = False  # some borrower was spared for the cost bound / ratio rule
         for r in self.reclaimable:
@@ -602,7 +558,7 @@ class _Pass:
                 over = over_quota[victim_queue] = usage.over_quota(victim_queue)
             if not over:
                 continue
-            gpus = charge[r.gang.name].get(GPU, 0)
+            gpus = placed_by_node(r)[2].get(GPU, 0)
             after = left.get(victim_queue, usage.gpus(victim_queue)) - gpus
             lost = gpus * (self.now - r.start_time)
             if lost > budget:
@@ -618,7 +574,7 @@ class _Pass:
             return None, declined
         cluster = self.cluster
         need = profile.required_gpu
-        if cluster.total_free_gpu + sum(charge[r.gang.name].get(GPU, 0) for r in victims) < need:
+        if cluster.total_free_gpu + sum(placed_by_node(r)[2].get(GPU, 0) for r in victims) < need:
             return None, declined  # even evicting every victim would not free enough GPUs
         released: list[RunningGang] = []
         assignment = None
@@ -646,7 +602,7 @@ class _Pass:
                 assignment = spared
         for victim in reversed(needed):
             self.evicted.add(victim.gang.name)
-            self.usage.add(victim.gang.queue, self.running_charge[victim.gang.name], -1)
+            self.usage.add(victim.gang.queue, placed_by_node(victim)[2], -1)
             self.decisions.evictions.append(
                 Evict(
                     victim.gang.name,

@@ -4,6 +4,7 @@ The default run draws a few examples per property; ``pytest -m slow`` draws 2,50
 """
 
 import random
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import pytest
@@ -22,7 +23,6 @@ from railforge.scheduler import (
     TopologyConstraint,
     decide,
 )
-from railforge.scheduler import pending as pending_index
 from railforge.scheduler.core import _Pass
 from railforge.scheduler.fairshare import QueueTree
 
@@ -227,11 +227,10 @@ def check_early_stop_changes_nothing(snap: Snapshot) -> None:
 
 
 def check_warm_index_changes_nothing(snap: Snapshot) -> None:
-    """decide() keeps the waiting gangs indexed from its previous call (``PendingIndex``): whatever
-    that call was handed, including other gangs under the same names, the result is a cold start's."""
-    pending_index._local.index = None
-    cold = decide(snap)
-    rng = random.Random(len(snap.pending))
+    """decide() keeps the pending and running gangs indexed from its previous call in the same
+    thread (``incremental``): whatever that call was handed, including other gangs under the same
+    names, the result is that of a cold start (a call in a new thread)."""
+    rng = random.Random(len(snap.pending) + len(snap.running))
     earlier = [random_gang(rng, f"gone{k}", snap.now) for k in range(rng.randint(0, 3))]
     for gang in snap.pending:
         draw = rng.random()
@@ -239,8 +238,12 @@ def check_warm_index_changes_nothing(snap: Snapshot) -> None:
             earlier.append(gang)
         elif draw < 0.7:
             earlier.append(replace(gang, priority=gang.priority + 1, max_runtime=None))
-    decide(replace(snap, pending=tuple(earlier)))
-    assert decide(snap) == cold
+    earlier_running = [r for r in snap.running if rng.random() < 0.5]
+    earlier_running += [replace(r, borrowed=not r.borrowed) for r in snap.running if r not in earlier_running]
+    decide(replace(snap, pending=tuple(earlier), running=tuple(earlier_running)))
+    warm = decide(snap)
+    with ThreadPoolExecutor(1) as new_thread:
+        assert warm == new_thread.submit(decide, snap).result()
 
 
 PROPERTIES = (

@@ -1,0 +1,203 @@
+"""What decide() carries from one call to the next: indexes of the pending and running gangs.
+
+A scheduler calls ``decide()`` on snapshots that differ little between calls: a few gangs arrive,
+start or end. Sorting a thousand pending gangs into placement classes and per-queue order, and
+summing what hundreds of running gangs use per node, on every call cost over half of a Philly
+replay. ``PendingIndex`` and ``RunningIndex`` keep those results and apply only what changed since
+the previous call, matching gangs by object identity (snapshot objects are immutable). They are
+caches: whatever they held before, the result equals that of an index built from scratch, and
+the tests check that.
+"""
+
+from __future__ import annotations
+
+import operator
+import threading
+from bisect import bisect_left, insort
+from collections.abc import Callable, Sequence
+
+from railforge.scheduler.model import Gang, Queue, RunningGang, add_resources
+from railforge.scheduler.placement import gang_profile
+
+AGE_ORDER = operator.attrgetter("submit_time", "name")
+ClassEntry = tuple[float, tuple, Gang]  # (run time, queue order, gang): a class sorts shortest first
+ClassRecord = Callable[[Gang], tuple[int, int, ClassEntry]]  # gang -> (failure key, required GPUs, entry)
+
+
+def queue_order_key(gang: Gang) -> tuple:
+    """Order within a queue: priority, then age, then name (cached on the Gang)."""
+    key = gang.__dict__.get("_queue_order")
+    if key is None:
+        key = (-gang.priority, gang.submit_time, gang.name)
+        object.__setattr__(gang, "_queue_order", key)
+    return key
+
+
+def _remove(items: list, item: object, sort_key: Callable | None = None) -> None:
+    position = bisect_left(items, item if sort_key is None else sort_key(item), key=sort_key)
+    if position == len(items) or items[position] != item:
+        raise AssertionError("pending index out of step with its gangs")
+    del items[position]
+
+
+class PendingIndex:
+    """Waiting gangs as placement classes (failure key -> entries, shortest run first), per-queue
+    lists in queue order with their GPU demand, and one list by age (submit time, name)."""
+
+    def __init__(self, queues: tuple[Queue, ...] = ()):
+        self.queues = queues  # run times of gangs without their own limit come from queue defaults
+        self.gangs: dict[int, Gang] = {}
+        self.classes: dict[int, list[ClassEntry]] = {}
+        self.by_queue: dict[str, list[Gang]] = {}
+        self.demand: dict[str, int] = {}  # queue -> GPUs its waiting gangs ask for
+        self.by_age: list[Gang] = []
+        self.required: dict[int, int] = {}  # required GPUs -> number of gangs
+        self.timed: dict[int, Gang] = {}  # gangs with a schedule timeout or a restart backoff
+
+    def update(self, gangs: Sequence[Gang], record: ClassRecord) -> PendingIndex:
+        """Make the index hold exactly ``gangs``."""
+        self.gangs = _apply_difference(
+            self.gangs, gangs, lambda gang: self._discard(gang, record), lambda gang: self._add(gang, record)
+        )
+        return self
+
+    def _add(self, gang: Gang, record: ClassRecord) -> None:
+        key, required_gpu, entry = record(gang)
+        members = self.classes.get(key)
+        if members is None:
+            members = self.classes[key] = []
+        insort(members, entry)
+        queue = gang.queue
+        queued = self.by_queue.get(queue)
+        if queued is None:
+            queued = self.by_queue[queue] = []
+            self.demand[queue] = 0
+        insort(queued, gang, key=queue_order_key)
+        self.demand[queue] += gang_profile(gang).gpu
+        insort(self.by_age, gang, key=AGE_ORDER)
+        self.required[required_gpu] = self.required.get(required_gpu, 0) + 1
+        if gang.schedule_timeout is not None or gang.not_before:
+            self.timed[id(gang)] = gang
+
+    def _discard(self, gang: Gang, record: ClassRecord) -> None:
+        key, required_gpu, entry = record(gang)
+        members = self.classes[key]
+        _remove(members, entry)
+        if not members:
+            del self.classes[key]
+        queue = gang.queue
+        queued = self.by_queue[queue]
+        _remove(queued, gang, queue_order_key)
+        self.demand[queue] -= gang_profile(gang).gpu
+        if not queued:
+            del self.by_queue[queue], self.demand[queue]
+        _remove(self.by_age, gang, AGE_ORDER)
+        count = self.required[required_gpu] - 1
+        if count:
+            self.required[required_gpu] = count
+        else:
+            del self.required[required_gpu]
+        self.timed.pop(id(gang), None)
+
+    @property
+    def min_required_gpu(self) -> int:
+        return min(self.required, default=0)
+
+
+def placed_by_node(running: RunningGang) -> tuple[tuple[str, ...], list[tuple[str, dict[str, int]]], dict]:
+    """(distinct node names, [(node name, summed requests of the gang's members there)], charge) of
+    a running gang. Cached on the Gang object for the placement mapping it was computed from (the
+    same placement object is handed in on every call while the gang runs), so decide() does not
+    walk every member of every running gang on every call."""
+    gang = running.gang
+    placement = running.placement
+    cached = gang.__dict__.get("_placed")
+    if cached is not None and cached[0] is placement and cached[1] == len(placement):
+        return cached[2]
+    profile = gang_profile(gang)
+    requests = profile.member_requests
+    per_node: dict[str, dict[str, int]] = {}
+    for member, node in placement.items():
+        total = per_node.get(node)
+        if total is None:
+            total = per_node[node] = {}
+        add_resources(total, requests[member])
+    if len(placement) == len(gang.members):
+        charge = profile.charge
+    else:
+        charge = {}
+        for member in placement:
+            add_resources(charge, requests[member])
+    result = (tuple(per_node), list(per_node.items()), charge)
+    object.__setattr__(gang, "_placed", (placement, len(placement), result))
+    return result
+
+
+class RunningIndex:
+    """Running gangs: resources used per node, charge per leaf queue, the borrowers, and whether
+    any has a failed member."""
+
+    def __init__(self) -> None:
+        self.running: dict[int, RunningGang] = {}
+        self.used: dict[str, dict[str, int]] = {}
+        self.node_gangs: dict[str, int] = {}  # node -> running gangs with a member there
+        self.by_queue: dict[str, dict[str, int]] = {}
+        self.queue_gangs: dict[str, int] = {}
+        self.borrowed: dict[int, RunningGang] = {}
+        self.failed = 0  # gangs with a failed member
+
+    def update(self, running: Sequence[RunningGang]) -> RunningIndex:
+        """Make the index hold exactly ``running``."""
+        self.running = _apply_difference(
+            self.running, running, lambda gang: self._change(gang, -1), lambda gang: self._change(gang, +1)
+        )
+        return self
+
+    def _change(self, running: RunningGang, sign: int) -> None:
+        _, per_node, charge = placed_by_node(running)
+        for node, requests in per_node:
+            _count(self.used, self.node_gangs, node, requests, sign)
+        _count(self.by_queue, self.queue_gangs, running.gang.queue, charge, sign)
+        if running.borrowed:
+            if sign > 0:
+                self.borrowed[id(running)] = running
+            else:
+                del self.borrowed[id(running)]
+        if running.failed_members:
+            self.failed += sign
+
+
+def _count(totals: dict[str, dict[str, int]], counts: dict[str, int], key: str, amounts: dict, sign: int) -> None:
+    """Add (sign +1) or take away (-1) ``amounts`` under ``key``; a key with no gang left is dropped."""
+    count = counts.get(key, 0) + sign
+    if count:
+        counts[key] = count
+        add_resources(totals.setdefault(key, {}), amounts, sign)
+    else:
+        del counts[key], totals[key]
+
+
+def _apply_difference(held: dict[int, object], items: Sequence, discard: Callable, add: Callable) -> dict[int, object]:
+    """Discard what ``held`` (id -> object) has and ``items`` lacks, add the reverse; returns the
+    new id -> object map."""
+    current = dict(zip(map(id, items), items, strict=False))
+    changed = held.keys() ^ current.keys()
+    for key in changed:
+        if key in held:
+            discard(held[key])
+    for key in changed:
+        if key in current:
+            add(current[key])
+    return current
+
+
+_local = threading.local()
+
+
+def cached_indexes(queues: Sequence[Queue]) -> tuple[PendingIndex, RunningIndex]:
+    """This thread's indexes from the previous call; fresh ones when the queues changed."""
+    pending = getattr(_local, "pending", None)
+    if pending is None or (pending.queues is not queues and pending.queues != tuple(queues)):
+        pending = _local.pending = PendingIndex(tuple(queues))
+        _local.running = RunningIndex()
+    return pending, _local.running
