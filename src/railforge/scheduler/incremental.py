@@ -15,11 +15,13 @@ import operator
 import threading
 from bisect import bisect_left, insort
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from railforge.scheduler.model import Gang, Queue, RunningGang, add_resources
 from railforge.scheduler.placement import gang_profile
 
 AGE_ORDER = operator.attrgetter("submit_time", "name")
+T = TypeVar("T")
 ClassEntry = tuple[float, tuple, Gang]  # (run time, queue order, gang): a class sorts shortest first
 ClassRecord = Callable[[Gang], tuple[int, int, ClassEntry]]  # gang -> (failure key, required GPUs, entry)
 
@@ -36,7 +38,7 @@ def queue_order_key(gang: Gang) -> tuple:
 def _remove(items: list, item: object, sort_key: Callable | None = None) -> None:
     position = bisect_left(items, item if sort_key is None else sort_key(item), key=sort_key)
     if position == len(items) or items[position] != item:
-        raise AssertionError("pending index out of step with its gangs")
+        raise RuntimeError("pending index out of step with its gangs")
     del items[position]
 
 
@@ -47,6 +49,9 @@ class PendingIndex:
     def __init__(self, queues: tuple[Queue, ...] = ()):
         self.queues = queues  # run times of gangs without their own limit come from queue defaults
         self.gangs: dict[int, Gang] = {}
+        self._clear()
+
+    def _clear(self) -> None:
         self.classes: dict[int, list[ClassEntry]] = {}
         self.by_queue: dict[str, list[Gang]] = {}
         self.demand: dict[str, int] = {}  # queue -> GPUs its waiting gangs ask for
@@ -56,25 +61,39 @@ class PendingIndex:
 
     def update(self, gangs: Sequence[Gang], record: ClassRecord) -> PendingIndex:
         """Make the index hold exactly ``gangs``."""
-        self.gangs = _apply_difference(
-            self.gangs, gangs, lambda gang: self._discard(gang, record), lambda gang: self._add(gang, record)
-        )
+        current, gone, new = _difference(self.gangs, gangs)
+        if len(new) > len(current) // 2:  # mostly new (a cold start): sorting once is cheaper
+            self._clear()
+            for gang in current.values():
+                self._add(gang, record, append)
+            for members in self.classes.values():
+                members.sort()
+            for queued in self.by_queue.values():
+                queued.sort(key=queue_order_key)
+            self.by_age.sort(key=AGE_ORDER)
+        else:
+            for gang in gone:
+                self._discard(gang, record)
+            for gang in new:
+                self._add(gang, record, insort)
+        self.gangs = current
         return self
 
-    def _add(self, gang: Gang, record: ClassRecord) -> None:
+    def _add(self, gang: Gang, record: ClassRecord, put: Callable) -> None:
+        """Put the gang in every list with ``put`` (``insort``, or ``append`` before a sort)."""
         key, required_gpu, entry = record(gang)
         members = self.classes.get(key)
         if members is None:
             members = self.classes[key] = []
-        insort(members, entry)
+        put(members, entry)
         queue = gang.queue
         queued = self.by_queue.get(queue)
         if queued is None:
             queued = self.by_queue[queue] = []
             self.demand[queue] = 0
-        insort(queued, gang, key=queue_order_key)
+        put(queued, gang, key=queue_order_key)
         self.demand[queue] += gang_profile(gang).gpu
-        insort(self.by_age, gang, key=AGE_ORDER)
+        put(self.by_age, gang, key=AGE_ORDER)
         self.required[required_gpu] = self.required.get(required_gpu, 0) + 1
         if gang.schedule_timeout is not None or gang.not_before:
             self.timed[id(gang)] = gang
@@ -148,9 +167,11 @@ class RunningIndex:
 
     def update(self, running: Sequence[RunningGang]) -> RunningIndex:
         """Make the index hold exactly ``running``."""
-        self.running = _apply_difference(
-            self.running, running, lambda gang: self._change(gang, -1), lambda gang: self._change(gang, +1)
-        )
+        self.running, gone, new = _difference(self.running, running)
+        for gang in gone:
+            self._change(gang, -1)
+        for gang in new:
+            self._change(gang, +1)
         return self
 
     def _change(self, running: RunningGang, sign: int) -> None:
@@ -177,18 +198,16 @@ def _count(totals: dict[str, dict[str, int]], counts: dict[str, int], key: str, 
         del counts[key], totals[key]
 
 
-def _apply_difference(held: dict[int, object], items: Sequence, discard: Callable, add: Callable) -> dict[int, object]:
-    """Discard what ``held`` (id -> object) has and ``items`` lacks, add the reverse; returns the
-    new id -> object map."""
+def _difference(held: dict[int, T], items: Sequence[T]) -> tuple[dict[int, T], list[T], list[T]]:
+    """(id -> item of ``items``, what ``held`` (id -> item) has and ``items`` lacks, the reverse)."""
     current = dict(zip(map(id, items), items, strict=False))
     changed = held.keys() ^ current.keys()
-    for key in changed:
-        if key in held:
-            discard(held[key])
-    for key in changed:
-        if key in current:
-            add(current[key])
-    return current
+    return current, [held[k] for k in changed if k in held], [current[k] for k in changed if k in current]
+
+
+def append(items: list, item: object, key: Callable | None = None) -> None:
+    """``list.append`` with ``insort``'s signature (the order is restored by one sort after)."""
+    items.append(item)
 
 
 _local = threading.local()
