@@ -174,13 +174,17 @@ class _Pass:
         if config.aging_bound is not None:
             aged_count = bisect_right(by_age, self.now - config.aging_bound, key=_SUBMIT_TIME)
         aged = by_age[:aged_count]
-        if config.order == "fifo":
-            rest = sorted(by_age[aged_count:], key=queue_order_key)
+        rest: Iterable[Gang]
+        if config.order == "fifo":  # the queues' lists merged: a strict order stops at its head
+            rest = heapq.merge(*index.by_queue.values(), key=queue_order_key)
+            if aged:
+                aged_names = {gang.name for gang in aged}
+                rest = (gang for gang in rest if gang.name not in aged_names)
         elif config.order == "sjf_oracle":
             rest = sorted(by_age[aged_count:], key=lambda g: (self.oracle_runtime(g), g.submit_time, g.name))
         else:
-            return itertools.chain(aged, self.fair_order(index, aged, capacity))
-        return aged + rest
+            rest = self.fair_order(index, aged, capacity)
+        return itertools.chain(aged, rest)
 
     def oracle_runtime(self, gang: Gang) -> float:
         return gang.oracle_runtime if gang.oracle_runtime is not None else self.runtime(gang)
