@@ -170,26 +170,23 @@ class _Pass:
         (see ``run``) does not pay for ordering the gangs it never tries."""
         config = self.config
         by_age = index.by_age
-        aged_count = 0
-        if config.aging_bound is not None:
-            aged_count = bisect_right(by_age, self.now - config.aging_bound, key=_SUBMIT_TIME)
-        aged = by_age[:aged_count]
+        cutoff = -math.inf if config.aging_bound is None else self.now - config.aging_bound
+        aged = by_age[: bisect_right(by_age, cutoff, key=_SUBMIT_TIME)]  # served first, oldest first
         rest: Iterable[Gang]
         if config.order == "fifo":  # the queues' lists merged: a strict order stops at its head
             rest = heapq.merge(*index.by_queue.values(), key=queue_order_key)
             if aged:
-                aged_names = {gang.name for gang in aged}
-                rest = (gang for gang in rest if gang.name not in aged_names)
+                rest = (gang for gang in rest if gang.submit_time > cutoff)
         elif config.order == "sjf_oracle":
-            rest = sorted(by_age[aged_count:], key=lambda g: (self.oracle_runtime(g), g.submit_time, g.name))
+            rest = sorted(by_age[len(aged) :], key=lambda g: (self.oracle_runtime(g), g.submit_time, g.name))
         else:
-            rest = self.fair_order(index, aged, capacity)
+            rest = self.fair_order(index, aged, cutoff, capacity)
         return itertools.chain(aged, rest)
 
     def oracle_runtime(self, gang: Gang) -> float:
         return gang.oracle_runtime if gang.oracle_runtime is not None else self.runtime(gang)
 
-    def fair_order(self, index: PendingIndex, aged: list[Gang], capacity: int) -> Iterator[Gang]:
+    def fair_order(self, index: PendingIndex, aged: list[Gang], cutoff: float, capacity: int) -> Iterator[Gang]:
         """Repeatedly serve the queue whose service is furthest below its fair share, as if each
         gang taken were started; within a queue: priority, then age. The ``aged`` gangs (served
         before this order) are left out, their demand too."""
@@ -202,7 +199,6 @@ class _Pass:
         served = [queue for queue in by_queue if aged_count.get(queue, 0) < len(by_queue[queue])]
         for queue in aged_count.keys() - served:
             del demand[queue]  # every gang it has waiting is aged
-        aged_names = {gang.name for gang in aged}
         for queue, charge in self.running_index.by_queue.items():
             demand[queue] = demand.get(queue, 0) + charge.get(GPU, 0)
         shares = fair_shares(self.tree, demand, capacity)
@@ -210,7 +206,7 @@ class _Pass:
         usage = self.snapshot.usage
 
         def next_position(queued: list[Gang], position: int) -> int:
-            while aged_names and position < len(queued) and queued[position].name in aged_names:
+            while aged and position < len(queued) and queued[position].submit_time <= cutoff:
                 position += 1
             return position
 

@@ -33,6 +33,8 @@ CONFIGS = (
     SchedulerConfig.preset("strict_fifo"),
     SchedulerConfig.preset("best_effort_fifo"),
     SchedulerConfig.preset("sjf_oracle"),
+    SchedulerConfig(aging_bound=2500.0),  # about half the pending gangs are aged
+    replace(SchedulerConfig.preset("strict_fifo"), aging_bound=2500.0),
 )
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SLOW = settings(max_examples=2500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
