@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import pytest
 from sched_helpers import gang, nodes, running
 
@@ -15,6 +17,7 @@ from railforge.scheduler import (
     decide,
     topology_from_labels,
 )
+from railforge.scheduler.core import _Pass
 from railforge.scheduler.reasons import duration
 
 DAY = 86400.0
@@ -148,6 +151,27 @@ def test_priority_then_age_within_queue_and_aging_bound():
     assert list(bound(d)) == ["high"]
     d = decide(snap(cluster, [old_low, young_high], now=1020, config=config))
     assert list(bound(d)) == ["low"]  # waited past the aging bound
+
+
+@pytest.mark.parametrize(
+    ("preset", "rest"),
+    [("railforge", ["a-young", "b-young", "b-young2"]), ("strict_fifo", ["b-young", "b-young2", "a-young"])],
+)
+def test_aged_gangs_first_oldest_first_then_the_order_of_the_rest(preset, rest):
+    config = replace(SchedulerConfig.preset(preset), aging_bound=1000)
+    pending = [
+        gang("a-young", 1, 8, queue="a", submit=2000),
+        gang("b-young2", 1, 8, queue="b", submit=1600),
+        gang("a-old", 1, 8, queue="a", submit=50, priority=-1),
+        gang("b-young", 1, 8, queue="b", submit=1500),
+        gang("b-old", 1, 8, queue="b", submit=10),
+    ]
+    queues = [Queue("a", quota={GPU: 4}), Queue("b", quota={GPU: 4})]
+    p = _Pass(snap(nodes(1), pending, queues=queues, now=2100, config=config))
+    p.handle_failures()
+    p.cluster = p.build_cluster()
+    # fair order of the rest: equal shares, nothing held: a (the tie goes by name), then b twice
+    assert [g.name for g in p.order(p.index_waiting(), 8)] == ["b-old", "a-old", *rest]
 
 
 def test_usage_history_lowers_priority_of_heavy_user():
