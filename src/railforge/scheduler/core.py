@@ -297,7 +297,7 @@ class _Pass:
         return decisions
 
     def index_waiting(self) -> PendingIndex:
-        """The gangs that may start now, indexed (``pending.PendingIndex``): gangs past their
+        """The gangs that may start now, indexed (``incremental.PendingIndex``): gangs past their
         schedule timeout fail, gangs in restart backoff wait."""
         pending = self.snapshot.pending
         index = self.pending_index.update(pending, self.class_record)
