@@ -109,6 +109,7 @@ class Simulator:
         self.outcomes = {
             name: JobOutcome(name, j.gang.queue, j.gpus, j.gang.submit_time, j.runtime) for name, j in self.jobs.items()
         }
+        # sorted: per-queue results come out in one order in every process (a set follows the hash seed)
         qnames = sorted({q.name for q in self.queues} | {j.gang.queue for j in self.jobs.values()})
         self.alloc = dict.fromkeys(qnames, 0)  # GPUs held per queue
         self.pend_gpus = dict.fromkeys(qnames, 0)

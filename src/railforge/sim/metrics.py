@@ -130,7 +130,7 @@ def summarise(res: SimResult) -> dict:
         by_bucket[b] = {"jct": _stats([j.jct for j in sel]), "wait": _stats([j.queueing_delay for j in sel])}
     first = min((j.submit for j in res.jobs), default=0.0)
     makespan_end = max((j.end for j in res.jobs if j.end is not None), default=first)
-    ratios = {q: res.queue_alloc.get(q, 0.0) / f for q, f in sorted(res.queue_fair.items()) if f > 0}
+    ratios = {q: res.queue_alloc.get(q, 0.0) / f for q, f in res.queue_fair.items() if f > 0}
     longest = max(done, key=lambda j: j.queueing_delay, default=None)
     return {
         "trace": res.trace,
