@@ -43,6 +43,7 @@ from railforge.scheduler.model import (
     Fail,
     Gang,
     Reservation,
+    Resources,
     Restart,
     RunningGang,
     Snapshot,
@@ -52,6 +53,7 @@ from railforge.scheduler.placement import Assignment, Cluster, GangProfile, gang
 
 LN2 = math.log(2)
 _SUBMIT_TIME = operator.attrgetter("submit_time")
+_TIME = operator.itemgetter(0)
 
 
 def decide(snapshot: Snapshot) -> Decisions:
@@ -75,7 +77,6 @@ class _Pass:
         self.tree = QueueTree(snapshot.queues)
         self.usage = Usage(self.tree)
         self.level_names = self.config.topology_level_names
-        self.survivors: list[RunningGang] = []
         self.pending_index, self.running_index = cached_indexes(snapshot.queues)
         self.evicted: set[str] = set()
         self.bound_releases: list[tuple[float, int, dict]] = []
@@ -103,13 +104,13 @@ class _Pass:
         index = self.running_index.update(self.snapshot.running)
         ready = {node.name for node in self.snapshot.nodes if node.ready}
         if not index.failed and ready.issuperset(index.node_gangs):
-            self.survivors = list(index.running.values())
             return
         nodes = {node.name: node for node in self.snapshot.nodes}
+        survivors = []
         for running in sorted(self.snapshot.running, key=lambda r: r.gang.name):
             problem = None
             if not running.failed_members and ready.issuperset(placed_by_node(running)[0]):
-                self.survivors.append(running)
+                survivors.append(running)
                 continue
             if running.failed_members:
                 problem = f"member {sorted(running.failed_members)[0]} failed"
@@ -120,7 +121,7 @@ class _Pass:
                         problem = f"node {node_name} of member {member} is lost or not ready"
                         break
             if problem is None:
-                self.survivors.append(running)
+                survivors.append(running)
                 continue
             gang = running.gang
             limit = self.config.max_restarts
@@ -131,7 +132,7 @@ class _Pass:
                 self.decisions.restarts.append(
                     Restart(gang.name, self.now + delay, f"{problem}; restarting the whole gang")
                 )
-        self.running_index = RunningIndex().update(self.survivors)
+        self.running_index = RunningIndex().update(survivors)
 
     def build_cluster(self) -> Cluster:
         """The free-capacity view and queue usage of the survivors (``running_index``)."""
@@ -623,18 +624,28 @@ class _Pass:
 
     # -- reservations --------------------------------------------------------------------------
 
-    def releases(self) -> list[tuple[float, int, dict]]:
-        """(expected end, node index, requests) of everything running or bound, soonest first."""
+    def releases(self) -> Iterator[tuple[float, int, Resources | None]]:
+        """(time, node index, requests) of everything running or bound ending then, and (time, -1,
+        None) for every reservation's end, soonest first; produced lazily, so finding an early start
+        does not pay for ordering every running gang."""
         index = self.cluster.index
-        items = list(self.bound_releases)
-        for running in self.survivors:
-            if running.gang.name in self.evicted:
-                continue
-            for node, requests in placed_by_node(running)[1]:
-                if node in index:
-                    items.append((running.expected_end, index[node], requests))
-        items.sort(key=lambda item: (item[0], item[1]))
-        return items
+        evicted = self.evicted
+
+        def running() -> Iterator[tuple[float, int, Resources]]:
+            for gang in self.running_index.by_end:
+                if evicted and gang.gang.name in evicted:
+                    continue
+                for node, requests in placed_by_node(gang)[1]:
+                    node_index = index.get(node)
+                    if node_index is not None:
+                        yield gang.expected_end, node_index, requests
+
+        return heapq.merge(
+            running(),
+            sorted(self.bound_releases, key=_TIME),
+            ((end, -1, None) for end in sorted(self.cluster.reservation_ends())),
+            key=_TIME,
+        )
 
     def earliest_start(
         self,
@@ -647,17 +658,13 @@ class _Pass:
         """The earliest time the gang fits as running gangs end, with what it would hold on each
         node then; None when no such time is known (something runs without an end)."""
         future = self.cluster.future()
-        items = self.releases()
         # Candidate start times: whenever running gangs end or earlier reservations expire.
-        times = sorted({when for when, _, _ in items} | self.cluster.reservation_ends())
-        position = 0
-        for when in times:
+        for when, released in itertools.groupby(self.releases(), key=_TIME):
             if math.isinf(when):
                 break
-            while position < len(items) and items[position][0] <= when:
-                _, node_index, requests = items[position]
-                future.adjust(node_index, requests, +1)
-                position += 1
+            for _, node_index, requests in released:
+                if requests is not None:
+                    future.adjust(node_index, requests, +1)
             start = max(when, self.now)
             assignment = future.place(profile, allowed, (start, start + runtime), finest, widest)
             if assignment is not None:

@@ -15,12 +15,19 @@ import operator
 import threading
 from bisect import bisect_left, insort
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from railforge.scheduler.model import Gang, Queue, RunningGang, add_resources
 from railforge.scheduler.placement import gang_profile
 
 AGE_ORDER = operator.attrgetter("submit_time", "name")
+
+
+def end_order(running: RunningGang) -> tuple[float, str]:
+    """Running gangs by expected end (then name, which is unique among them)."""
+    return running.expected_end, running.gang.name
+
+
 T = TypeVar("T")
 ClassEntry = tuple[float, tuple, Gang]  # (run time, queue order, gang): a class sorts shortest first
 ClassRecord = Callable[[Gang], tuple[int, int, ClassEntry]]  # gang -> (failure key, required GPUs, entry)
@@ -38,7 +45,7 @@ def queue_order_key(gang: Gang) -> tuple:
 def _remove(items: list, item: object, sort_key: Callable | None = None) -> None:
     position = bisect_left(items, item if sort_key is None else sort_key(item), key=sort_key)
     if position == len(items) or items[position] != item:
-        raise RuntimeError("pending index out of step with its gangs")
+        raise RuntimeError("gang index out of step with its gangs")
     del items[position]
 
 
@@ -48,7 +55,7 @@ class PendingIndex:
 
     def __init__(self, queues: tuple[Queue, ...] = ()):
         self.queues = queues  # run times of gangs without their own limit come from queue defaults
-        self.gangs: dict[int, Gang] = {}
+        self.gangs: _Held[Gang] = _Held()
         self._clear()
 
     def _clear(self) -> None:
@@ -61,10 +68,10 @@ class PendingIndex:
 
     def update(self, gangs: Sequence[Gang], record: ClassRecord) -> PendingIndex:
         """Make the index hold exactly ``gangs``."""
-        current, gone, new = _difference(self.gangs, gangs)
-        if len(new) > len(current) // 2:  # mostly new (a cold start): sorting once is cheaper
+        gone, new = self.gangs.update(gangs)
+        if len(new) > len(self.gangs.items) // 2:  # mostly new (a cold start): sorting once is cheaper
             self._clear()
-            for gang in current.values():
+            for gang in self.gangs.items.values():
                 self._add(gang, record, append)
             for members in self.classes.values():
                 members.sort()
@@ -76,7 +83,6 @@ class PendingIndex:
                 self._discard(gang, record)
             for gang in new:
                 self._add(gang, record, insort)
-        self.gangs = current
         return self
 
     def _add(self, gang: Gang, record: ClassRecord, put: Callable) -> None:
@@ -153,11 +159,12 @@ def placed_by_node(running: RunningGang) -> tuple[tuple[str, ...], list[tuple[st
 
 
 class RunningIndex:
-    """Running gangs: resources used per node, charge per leaf queue, the borrowers, and whether
-    any has a failed member."""
+    """Running gangs: resources used per node, charge per leaf queue, the borrowers, the gangs by
+    expected end, and whether any has a failed member."""
 
     def __init__(self) -> None:
-        self.running: dict[int, RunningGang] = {}
+        self.running: _Held[RunningGang] = _Held()
+        self.by_end: list[RunningGang] = []  # in end_order
         self.used: dict[str, dict[str, int]] = {}
         self.node_gangs: dict[str, int] = {}  # node -> running gangs with a member there
         self.by_queue: dict[str, dict[str, int]] = {}
@@ -167,11 +174,18 @@ class RunningIndex:
 
     def update(self, running: Sequence[RunningGang]) -> RunningIndex:
         """Make the index hold exactly ``running``."""
-        self.running, gone, new = _difference(self.running, running)
+        gone, new = self.running.update(running)
         for gang in gone:
             self._change(gang, -1)
         for gang in new:
             self._change(gang, +1)
+        if len(new) > len(self.running.items) // 2:  # mostly new (a cold start): sorting once is cheaper
+            self.by_end = sorted(self.running.items.values(), key=end_order)
+        else:
+            for gang in gone:
+                _remove(self.by_end, gang, end_order)
+            for gang in new:
+                insort(self.by_end, gang, key=end_order)
         return self
 
     def _change(self, running: RunningGang, sign: int) -> None:
@@ -198,11 +212,84 @@ def _count(totals: dict[str, dict[str, int]], counts: dict[str, int], key: str, 
         del counts[key], totals[key]
 
 
-def _difference(held: dict[int, T], items: Sequence[T]) -> tuple[dict[int, T], list[T], list[T]]:
-    """(id -> item of ``items``, what ``held`` (id -> item) has and ``items`` lacks, the reverse)."""
-    current = dict(zip(map(id, items), items, strict=False))
-    changed = held.keys() ^ current.keys()
-    return current, [held[k] for k in changed if k in held], [current[k] for k in changed if k in current]
+class _Held(Generic[T]):
+    """The items an index holds, by identity, with their ids in the order last handed in.
+
+    Snapshots keep their gangs in a stable order between calls (a few leave, a few arrive), so an
+    update walks the old and the new order side by side and skips equal runs with list compares:
+    O(n) work in C and O(changes) in Python. Should the order have changed, it compares sets."""
+
+    def __init__(self) -> None:
+        self.ids: list[int] = []
+        self.items: dict[int, T] = {}
+
+    def update(self, items: Sequence[T]) -> tuple[list[T], list[T]]:
+        """Hold exactly ``items``; returns (the items gone, the items new)."""
+        ids = list(map(id, items))
+        old, held = self.ids, self.items
+        self.ids = ids
+        if ids == old:
+            return [], []
+        walked = _walk(old, ids, held)
+        if walked is None:  # reordered (or repeated) items
+            current = dict(zip(ids, items, strict=True))
+            gone = [held.pop(key) for key in held.keys() - current.keys()]
+            new = [item for key, item in current.items() if key not in held]
+        else:
+            gone = [held.pop(key) for key in walked[0]]
+            new = [items[k] for k in walked[1]]
+        for item in new:
+            held[id(item)] = item
+        return gone, new
+
+
+def _walk(old: list[int], ids: list[int], held: dict[int, object]) -> tuple[list[int], list[int]] | None:
+    """(ids of ``old`` missing from ``ids``, positions in ``ids`` of ids missing from ``old``) when
+    the ids both have appear in the same relative order; None when they do not (or repeat). A
+    mismatch is an arrival when the new id is not held, else a departure of the old one; a
+    reordered item ends up taken for an arrival although it is held, which is how the walk
+    notices."""
+    gone: list[int] = []
+    new: list[int] = []
+    i = j = 0
+    while i < len(ids) and j < len(old):
+        if ids[i] == old[j]:
+            run = _equal_run(ids, i, old, j)
+            i += run
+            j += run
+        elif ids[i] in held:
+            gone.append(old[j])
+            j += 1
+        else:
+            new.append(i)
+            i += 1
+    gone.extend(old[j:])
+    new.extend(range(i, len(ids)))
+    arrived = {ids[k] for k in new}
+    if len(arrived) != len(new) or len(held) - len(gone) + len(new) != len(ids) or not arrived.isdisjoint(held):
+        return None
+    return gone, new
+
+
+def _equal_run(a: list[int], i: int, b: list[int], j: int) -> int:
+    """Length of the longest common run of ``a[i:]`` and ``b[j:]``, given ``a[i] == b[j]``:
+    galloping, then halving, with slice compares."""
+    limit = min(len(a) - i, len(b) - j)
+    low, high, step = 1, 1, 1
+    while high < limit:
+        high = min(low + step, limit)
+        if a[i + low : i + high] != b[j + low : j + high]:
+            break
+        low, step = high, step * 2
+    else:
+        return low
+    while high - low > 1:
+        middle = (low + high) // 2
+        if a[i + low : i + middle] == b[j + low : j + middle]:
+            low = middle
+        else:
+            high = middle
+    return low
 
 
 def append(items: list, item: object, key: Callable | None = None) -> None:
