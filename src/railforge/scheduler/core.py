@@ -69,6 +69,11 @@ def quota_ratio(gpus: float, quota: float) -> float:
 class _Pass:
     """State of one decide() call."""
 
+    # Stop the pass, or skip a class's gangs, once they cannot change the cluster (their reasons
+    # are then worked out as those of untried gangs). Off, every waiting gang is tried in turn:
+    # the tests' reference for what the shortcuts must not change.
+    shortcuts = True
+
     def __init__(self, snapshot: Snapshot):
         self.snapshot = snapshot
         self.config = snapshot.config
@@ -261,17 +266,15 @@ class _Pass:
         self.cursor = dict.fromkeys(classes, 0)
         self.open_classes = set(classes)
         tried = self.tried
-        stopped = settled = False
+        settled = False
         gangs = iter(self.order(index, cluster.total_gpu))
         reorder = self.depth > 0 and self.config.backfill_order == "shortest"
         while (gang := next(gangs, None)) is not None:
             if head_blocker is not None and not skip_ahead:
-                stopped = True
                 break
             if settled or self.settled():
                 settled = True
                 if skip_ahead:
-                    stopped = True
                     break
                 # Strict order still names its head: the first gang blocked on capacity.
                 tried.add(gang.name)
@@ -285,8 +288,8 @@ class _Pass:
             if reorder and self.reservations_made >= self.depth:
                 # Every reservation is made, so the rest can only backfill: shortest estimate first.
                 reorder = False
-                gangs = (gang for *_, gang in heapq.merge(*classes.values()) if gang.name not in tried)
-        if stopped:
+                gangs = self.backfill_order()
+        if len(tried) < len(index.by_age):
             decisions.reasons.defer(functools.partial(self.explain_untried, list(index.by_age), head_blocker))
         decisions.stats.update(
             pending=len(self.snapshot.pending),
@@ -296,6 +299,24 @@ class _Pass:
             free_gpus=cluster.total_free_gpu,
         )
         return decisions
+
+    def backfill_order(self) -> Iterator[Gang]:
+        """The untried gangs, shortest estimate first: the classes' sorted lists merged, with one
+        heap entry per class. A closed class's gangs are not tried: each would fail as the class
+        did (no reclaim reopens it once every reservation is made), so they get their reasons as
+        untried gangs; unless a queue has a limit, which could give one another reason at its turn.
+        """
+        classes, cursor = self.classes, self.cursor
+        skip_closed = self.shortcuts and not any(queue.limit for queue in self.snapshot.queues)
+        heap = [(classes[key][cursor[key]], key) for key in classes if self.untried_runtime(key) is not None]
+        heapq.heapify(heap)
+        while heap:
+            entry, key = heap[0]
+            yield entry[2]
+            if (skip_closed and key not in self.open_classes) or self.untried_runtime(key) is None:
+                heapq.heappop(heap)
+            else:
+                heapq.heapreplace(heap, (classes[key][cursor[key]], key))
 
     def index_waiting(self) -> PendingIndex:
         """The gangs that may start now, indexed (``incremental.PendingIndex``): gangs past their
@@ -320,7 +341,7 @@ class _Pass:
         return index
 
     def explain_untried(self, waiting: list[Gang], head_blocker: str | None) -> None:
-        """The reasons of the gangs a stopped pass did not try."""
+        """The reasons of the gangs the pass did not try."""
         strict = head_blocker is not None and not self.config.skip_ahead
         tried = self.tried
         for gang in waiting:
@@ -334,7 +355,8 @@ class _Pass:
         """True when no gang left untried can change the cluster: none can be placed, every
         reservation is made and none can reclaim. The pass then stops; the rest only get reasons."""
         return (
-            (self.cluster.total_free_gpu < self.min_gpu or not self.open_classes)
+            self.shortcuts
+            and (self.cluster.total_free_gpu < self.min_gpu or not self.open_classes)
             and self.reservations_made >= self.depth
             and self.frozen()
         )

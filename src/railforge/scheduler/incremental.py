@@ -213,68 +213,77 @@ def _count(totals: dict[str, dict[str, int]], counts: dict[str, int], key: str, 
 
 
 class _Held(Generic[T]):
-    """The items an index holds, by identity, with their ids in the order last handed in.
+    """The items an index holds, in the order last handed in and by id.
 
     Snapshots keep their gangs in a stable order between calls (a few leave, a few arrive), so an
-    update walks the old and the new order side by side and skips equal runs with list compares:
-    O(n) work in C and O(changes) in Python. Should the order have changed, it compares sets."""
+    update walks the old and the new order side by side and skips equal runs with tuple compares:
+    O(n) work in C and O(changes) in Python. Items are told apart by identity, except that within
+    a run an equal item counts as the one held, which stays. Should the order have changed, the
+    update compares sets of ids instead."""
 
     def __init__(self) -> None:
-        self.ids: list[int] = []
+        self.order: tuple[T, ...] = ()
         self.items: dict[int, T] = {}
 
     def update(self, items: Sequence[T]) -> tuple[list[T], list[T]]:
         """Hold exactly ``items``; returns (the items gone, the items new)."""
-        ids = list(map(id, items))
-        old, held = self.ids, self.items
-        self.ids = ids
-        if ids == old:
+        items = tuple(items)
+        if items == self.order:
             return [], []
-        walked = _walk(old, ids, held)
+        held = self.items
+        walked = _walk(self.order, items, held)
         if walked is None:  # reordered (or repeated) items
-            current = dict(zip(ids, items, strict=True))
-            gone = [held.pop(key) for key in held.keys() - current.keys()]
+            current = dict(zip(map(id, items), items, strict=True))
+            gone = [item for key, item in held.items() if key not in current]
             new = [item for key, item in current.items() if key not in held]
-        else:
-            gone = [held.pop(key) for key in walked[0]]
-            new = [items[k] for k in walked[1]]
+            self.order, self.items = items, current
+            return gone, new
+        self.order, gone, new = walked
+        for item in gone:
+            del held[id(item)]
         for item in new:
             held[id(item)] = item
         return gone, new
 
 
-def _walk(old: list[int], ids: list[int], held: dict[int, object]) -> tuple[list[int], list[int]] | None:
-    """(ids of ``old`` missing from ``ids``, positions in ``ids`` of ids missing from ``old``) when
-    the ids both have appear in the same relative order; None when they do not (or repeat). A
-    mismatch is an arrival when the new id is not held, else a departure of the old one; a
-    reordered item ends up taken for an arrival although it is held, which is how the walk
-    notices."""
-    gone: list[int] = []
-    new: list[int] = []
+def _walk(old: tuple[T, ...], items: tuple[T, ...], held: dict[int, T]) -> tuple[tuple, list[T], list[T]] | None:
+    """(the new order of held items, the items of ``old`` missing from ``items``, the items of
+    ``items`` missing from ``old``) when the items both have appear in the same relative order;
+    None when they do not (or repeat). A mismatch is an arrival when the new item is not held,
+    else a departure of the old one; a reordered item ends up taken for an arrival although it is
+    held, which is how the walk notices."""
+    order: list[T] = []
+    gone: list[T] = []
+    new: list[T] = []
     i = j = 0
-    while i < len(ids) and j < len(old):
-        if ids[i] == old[j]:
-            run = _equal_run(ids, i, old, j)
+    while i < len(items) and j < len(old):
+        if items[i] is old[j]:
+            run = _equal_run(items, i, old, j)
+            order += old[j : j + run]
             i += run
             j += run
-        elif ids[i] in held:
+        elif id(items[i]) in held:
             gone.append(old[j])
             j += 1
         else:
-            new.append(i)
+            new.append(items[i])
+            order.append(items[i])
             i += 1
-    gone.extend(old[j:])
-    new.extend(range(i, len(ids)))
-    arrived = {ids[k] for k in new}
-    if len(arrived) != len(new) or len(held) - len(gone) + len(new) != len(ids) or not arrived.isdisjoint(held):
+    gone += old[j:]
+    new += items[i:]
+    order += items[i:]
+    arrived = set(map(id, new))
+    if len(arrived) != len(new) or len(held) - len(gone) + len(new) != len(items) or not arrived.isdisjoint(held):
         return None
-    return gone, new
+    return tuple(order), gone, new
 
 
-def _equal_run(a: list[int], i: int, b: list[int], j: int) -> int:
-    """Length of the longest common run of ``a[i:]`` and ``b[j:]``, given ``a[i] == b[j]``:
-    galloping, then halving, with slice compares."""
+def _equal_run(a: tuple, i: int, b: tuple, j: int) -> int:
+    """Length of the longest common run of ``a[i:]`` and ``b[j:]``, given ``a[i] == b[j]``: all
+    the rest, or galloping then halving, with slice compares."""
     limit = min(len(a) - i, len(b) - j)
+    if a[i + 1 : i + limit] == b[j + 1 : j + limit]:  # often the rest of one list
+        return limit
     low, high, step = 1, 1, 1
     while high < limit:
         high = min(low + step, limit)

@@ -117,6 +117,7 @@ class Simulator:
         self.queue_alloc = dict.fromkeys(qnames, 0.0)
         self.queue_fair = dict.fromkeys(qnames, 0.0)
         self.fair_now: dict[str, float] = dict.fromkeys(qnames, 0.0)
+        self.fair_demand: dict[str, int] | None = None  # the queues' demand fair_now was computed for
         self.series: list[tuple[float, int, int, int]] = []
         self.remaining = len(self.jobs)
         self.counters: dict[str, float] = {
@@ -173,6 +174,9 @@ class Simulator:
 
     def _refresh_fair(self) -> None:
         demand = {q: self.alloc[q] + self.pend_gpus[q] for q in self.alloc}
+        if demand == self.fair_demand:  # a start only moves GPUs from pending to held
+            return
+        self.fair_demand = demand
         shares = fair_shares(self.queue_tree, demand, self.total_gpus)
         self.fair_now = {q: shares.get(q, 0.0) for q in demand}
 

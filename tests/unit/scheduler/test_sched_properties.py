@@ -214,8 +214,7 @@ def check_deterministic(snap: Snapshot) -> None:
 class _ExhaustivePass(_Pass):
     """A pass that tries every waiting gang instead of stopping once nothing more can change."""
 
-    def settled(self) -> bool:
-        return False
+    shortcuts = False
 
 
 def check_early_stop_changes_nothing(snap: Snapshot) -> None:
