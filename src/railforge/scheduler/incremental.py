@@ -4,9 +4,9 @@ A scheduler calls ``decide()`` on snapshots that differ little between calls: a 
 start or end. Sorting a thousand pending gangs into placement classes and per-queue order, and
 summing what hundreds of running gangs use per node, on every call cost over half of a Philly
 replay. ``PendingIndex`` and ``RunningIndex`` keep those results and apply only what changed since
-the previous call, matching gangs by object identity (snapshot objects are immutable). They are
-caches: whatever they held before, the result equals that of an index built from scratch, and
-the tests check that.
+the previous call, matching gangs by object identity (snapshot objects are immutable; an equal
+gang in the same place counts as the one held, see ``_Held``). They are caches: whatever they held
+before, the result equals that of an index built from scratch, and the tests check that.
 """
 
 from __future__ import annotations
@@ -21,13 +21,6 @@ from railforge.scheduler.model import Gang, Queue, RunningGang, add_resources
 from railforge.scheduler.placement import gang_profile
 
 AGE_ORDER = operator.attrgetter("submit_time", "name")
-
-
-def end_order(running: RunningGang) -> tuple[float, str]:
-    """Running gangs by expected end (then name, which is unique among them)."""
-    return running.expected_end, running.gang.name
-
-
 T = TypeVar("T")
 ClassEntry = tuple[float, tuple, Gang]  # (run time, queue order, gang): a class sorts shortest first
 ClassRecord = Callable[[Gang], tuple[int, int, ClassEntry]]  # gang -> (failure key, required GPUs, entry)
@@ -40,6 +33,11 @@ def queue_order_key(gang: Gang) -> tuple:
         key = (-gang.priority, gang.submit_time, gang.name)
         object.__setattr__(gang, "_queue_order", key)
     return key
+
+
+def end_order(running: RunningGang) -> tuple[float, str]:
+    """Running gangs by expected end (then name, which is unique among them)."""
+    return running.expected_end, running.gang.name
 
 
 def _remove(items: list, item: object, sort_key: Callable | None = None) -> None:
