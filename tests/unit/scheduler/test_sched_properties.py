@@ -230,16 +230,19 @@ def check_early_stop_changes_nothing(snap: Snapshot) -> None:
 def check_warm_index_changes_nothing(snap: Snapshot) -> None:
     """decide() keeps the pending and running gangs indexed from its previous call in the same
     thread (``incremental``): whatever that call was handed, including other gangs under the same
-    names, the result is that of a cold start (a call in a new thread)."""
+    names and equal copies (which the index keeps in place of the snapshot's own objects), the
+    result is that of a cold start (a call in a new thread)."""
     rng = random.Random(len(snap.pending) + len(snap.running))
     earlier = [random_gang(rng, f"gone{k}", snap.now) for k in range(rng.randint(0, 3))]
     for gang in snap.pending:
         draw = rng.random()
-        if draw < 0.4:
+        if draw < 0.3:
             earlier.append(gang)
+        elif draw < 0.45:
+            earlier.append(replace(gang))
         elif draw < 0.7:
             earlier.append(replace(gang, priority=gang.priority + 1, max_runtime=None))
-    earlier_running = [r for r in snap.running if rng.random() < 0.5]
+    earlier_running = [r if rng.random() < 0.7 else replace(r) for r in snap.running if rng.random() < 0.5]
     earlier_running += [replace(r, borrowed=not r.borrowed) for r in snap.running if r not in earlier_running]
     decide(replace(snap, pending=tuple(earlier), running=tuple(earlier_running)))
     warm = decide(snap)
