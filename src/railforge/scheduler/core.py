@@ -49,7 +49,7 @@ from railforge.scheduler.model import (
     Snapshot,
     add_resources,
 )
-from railforge.scheduler.placement import Assignment, Cluster, GangProfile, gang_profile
+from railforge.scheduler.placement import Assignment, Cluster, FutureWalk, GangProfile, gang_profile
 
 LN2 = math.log(2)
 _SUBMIT_TIME = operator.attrgetter("submit_time")
@@ -92,7 +92,6 @@ class _Pass:
         self.limited: dict[str, bool] = {}  # queue -> some queue on its path has a limit
         self.version = 0  # bumped whenever binds, evictions or reservations change the cluster
         self.blocked = 0  # gangs blocked on capacity so far; only the first ones may reclaim
-        self.reclaimable: list[RunningGang] = []  # possible reclaim victims, in victim order
         self.borrow_cache: dict[tuple, tuple[int, bool]] = {}  # (queue, charge) -> (version, borrows)
         # Waiting gangs by failure key as (run time, queue order, gang), shortest first (the backfill
         # order; from the PendingIndex), and a cursor past the ones already tried; a key is "open"
@@ -144,12 +143,23 @@ class _Pass:
         index = self.running_index
         for queue in sorted(index.by_queue):
             self.usage.add(queue, index.by_queue[queue])
-        minimum = self.config.min_runtime_before_reclaim
-        self.reclaimable = sorted(
-            (r for r in index.borrowed.values() if self.now - r.start_time >= minimum),
+        return Cluster(self.snapshot.nodes, index.used, index.use_version, self.level_names)
+
+    def may_reclaim(self, running: RunningGang) -> bool:
+        return self.now - running.start_time >= self.config.min_runtime_before_reclaim
+
+    @functools.cached_property
+    def can_reclaim(self) -> bool:
+        """Reclaim is on and some borrowed gang has run its minimum runtime."""
+        return self.config.reclaim and any(map(self.may_reclaim, self.running_index.borrowed.values()))
+
+    @functools.cached_property
+    def reclaimable(self) -> list[RunningGang]:
+        """Possible reclaim victims, in victim order: lowest priority, least progress first."""
+        return sorted(
+            filter(self.may_reclaim, self.running_index.borrowed.values()),
             key=lambda r: (r.gang.priority, self.now - r.start_time, r.gang.name),
         )
-        return Cluster(self.snapshot.nodes, index.used, self.level_names)
 
     # -- ordering ------------------------------------------------------------------------------
 
@@ -382,7 +392,7 @@ class _Pass:
 
     def frozen(self) -> bool:
         """True when no gang still waiting can reclaim: only the first blocked gangs may."""
-        return not (self.config.reclaim and self.reclaimable) or self.blocked >= max(self.depth, 1)
+        return not self.can_reclaim or self.blocked >= max(self.depth, 1)
 
     def limit_reason(self, queue: str, profile: GangProfile) -> str | None:
         """Why the queue's limits (or an ancestor's) keep this gang out; None when they do not.
@@ -461,7 +471,7 @@ class _Pass:
         borrowed: bool | None = None
         expected: tuple[float, dict[int, dict[str, int]]] | None = None
         declined: str | None = None
-        reclaims = assignment is None and head and self.config.reclaim and self.reclaimable
+        reclaims = assignment is None and head and self.can_reclaim
         if reclaims and not (borrowed := self.borrows(queue, profile)):
             expected = self.earliest_start(profile, allowed, runtime, finest, widest)
             wait = math.inf if expected is None else expected[0] - self.now
@@ -678,22 +688,52 @@ class _Pass:
         widest: int,
     ) -> tuple[float, dict[int, dict[str, int]]] | None:
         """The earliest time the gang fits as running gangs end, with what it would hold on each
-        node then; None when no such time is known (something runs without an end)."""
-        future = self.cluster.future()
+        node then; None when no such time is known (something runs without an end).
+
+        Until the pass changes the cluster, the answer depends only on the running gangs (and the
+        time, for a release already overdue), so the running index keeps the last one: a scheduler
+        asks again for the same head of the line while the same gangs run."""
+        pristine = self.version == 0
+        if pristine:
+            objects = (self.cluster.nodes, profile, allowed)
+            values = (runtime, finest, widest)
+            memo = self.running_index.start_memo
+            if memo is not None and memo[1] == values and all(map(operator.is_, memo[0], objects)):
+                return self._started(memo[2])
+        found = self._first_fit(profile, allowed, runtime, finest, widest)
+        if pristine:
+            self.running_index.start_memo = (objects, values, found)
+        return self._started(found)
+
+    def _started(
+        self, found: tuple[float, dict[int, dict[str, int]]] | None
+    ) -> tuple[float, dict[int, dict[str, int]]] | None:
+        return None if found is None else (max(found[0], self.now), found[1])
+
+    def _first_fit(
+        self,
+        profile: GangProfile,
+        allowed: list[bool] | None,
+        runtime: float,
+        finest: int,
+        widest: int,
+    ) -> tuple[float, dict[int, dict[str, int]]] | None:
+        """(release time, holds) for ``earliest_start``."""
+        future = FutureWalk(self.cluster)
         # Candidate start times: whenever running gangs end or earlier reservations expire.
         for when, released in itertools.groupby(self.releases(), key=_TIME):
             if math.isinf(when):
                 break
             for _, node_index, requests in released:
                 if requests is not None:
-                    future.adjust(node_index, requests, +1)
+                    future.release(node_index, requests)
             start = max(when, self.now)
             assignment = future.place(profile, allowed, (start, start + runtime), finest, widest)
             if assignment is not None:
                 holds: dict[int, dict[str, int]] = {}
                 for member, node_index in assignment:
                     add_resources(holds.setdefault(node_index, {}), profile.member_requests[member])
-                return start, holds
+                return when, holds
         return None
 
     def reserve(

@@ -11,6 +11,7 @@ before, the result equals that of an index built from scratch, and the tests che
 
 from __future__ import annotations
 
+import itertools
 import operator
 import threading
 from bisect import bisect_left, insort
@@ -21,6 +22,7 @@ from railforge.scheduler.model import Gang, Queue, RunningGang, add_resources
 from railforge.scheduler.placement import gang_profile
 
 AGE_ORDER = operator.attrgetter("submit_time", "name")
+_USE_VERSIONS = itertools.count(1)  # shared by every index, so no two indexes hand out the same one
 T = TypeVar("T")
 ClassEntry = tuple[float, tuple, Gang]  # (run time, queue order, gang): a class sorts shortest first
 ClassRecord = Callable[[Gang], tuple[int, int, ClassEntry]]  # gang -> (failure key, required GPUs, entry)
@@ -164,15 +166,21 @@ class RunningIndex:
         self.running: _Held[RunningGang] = _Held()
         self.by_end: list[RunningGang] = []  # in end_order
         self.used: dict[str, dict[str, int]] = {}
+        # node -> a number that changes whenever what is used on the node changes (absent: never used)
+        self.use_version: dict[str, int] = {}
         self.node_gangs: dict[str, int] = {}  # node -> running gangs with a member there
         self.by_queue: dict[str, dict[str, int]] = {}
         self.queue_gangs: dict[str, int] = {}
         self.borrowed: dict[int, RunningGang] = {}
         self.failed = 0  # gangs with a failed member
+        # the last earliest start found in a cluster these gangs alone occupy (_Pass.earliest_start)
+        self.start_memo: tuple | None = None
 
     def update(self, running: Sequence[RunningGang]) -> RunningIndex:
         """Make the index hold exactly ``running``."""
         gone, new = self.running.update(running)
+        if gone or new:
+            self.start_memo = None
         for gang in gone:
             self._change(gang, -1)
         for gang in new:
@@ -190,6 +198,7 @@ class RunningIndex:
         _, per_node, charge = placed_by_node(running)
         for node, requests in per_node:
             _count(self.used, self.node_gangs, node, requests, sign)
+            self.use_version[node] = next(_USE_VERSIONS)
         _count(self.by_queue, self.queue_gangs, running.gang.queue, charge, sign)
         if running.borrowed:
             if sign > 0:

@@ -14,7 +14,7 @@ from bisect import bisect_left, insort
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from railforge.scheduler.model import GPU, NO_SCHEDULE_EFFECTS, Gang, Node, Resources
+from railforge.scheduler.model import GPU, NO_SCHEDULE_EFFECTS, Gang, Node, Resources, add_resources
 
 Assignment = list[tuple[str, int]]  # (member name, node index)
 
@@ -189,7 +189,7 @@ class _Level:
 class _Static:
     """The parts of a Cluster that depend only on the node list and the topology level names."""
 
-    __slots__ = ("filters", "index", "level_names", "levels", "nodes", "total_gpu")
+    __slots__ = ("filters", "free", "index", "level_names", "levels", "nodes", "total_gpu")
 
     def __init__(self, nodes: Sequence[Node], level_names: tuple[str, ...]):
         eligible = sorted((n for n in nodes if n.schedulable and n.ready), key=lambda n: n.name)
@@ -206,6 +206,9 @@ class _Static:
             self.levels.append((name, node_domain, members))
         # filter key -> per-node acceptance (None: all accept); depends only on the nodes
         self.filters: dict[tuple, list[bool] | None] = {}
+        # per node: (use version, free resources, free GPUs) of the last view built; the free
+        # dicts are shared by views and never changed in place (see Cluster.adjust)
+        self.free: list[tuple[int | None, dict[str, int], int] | None] = [None] * len(eligible)
 
 
 _static_cache: list = [None, None, None]  # nodes sequence, level names, _Static
@@ -222,22 +225,51 @@ def _static(nodes: Sequence[Node], level_names: tuple[str, ...]) -> _Static:
     return static
 
 
+def gpu_counts_suffice(profile: GangProfile, total_free_gpu: int, gpu_histogram: Mapping[int, int]) -> bool:
+    """Cheap necessary condition for placing the gang: enough free GPUs, and enough nodes with room
+    for each pod size (``gpu_histogram``: free GPUs -> number of nodes)."""
+    if profile.required_gpu > total_free_gpu:
+        return False
+    for shape in profile.required_shapes:
+        if shape.gpu:
+            slots = sum(n * (free // shape.gpu) for free, n in gpu_histogram.items() if free >= shape.gpu)
+            if slots < len(shape.member_names):
+                return False
+    return True
+
+
 class Cluster:
     """Free capacity of the schedulable, ready nodes during one decide() call."""
 
-    def __init__(self, nodes: Sequence[Node], used: Mapping[str, dict[str, int]], level_names: Sequence[str]):
+    def __init__(
+        self,
+        nodes: Sequence[Node],
+        used: Mapping[str, dict[str, int]],
+        use_version: Mapping[str, int],
+        level_names: Sequence[str],
+    ):
+        """``used``: resources in use per node name; ``use_version``: per node name, a number that
+        changes whenever its ``used`` entry does (absent while nothing ever ran there), so the free
+        resources of nodes unchanged since the previous view are reused."""
         static = _static(nodes, tuple(level_names))
         eligible = self.nodes = static.nodes
         self.index = static.index
         self.free: list[dict[str, int]] = []
-        for node in eligible:
-            free = dict(node.allocatable)
-            node_used = used.get(node.name)
-            if node_used is not None:
-                for name, amount in node_used.items():
-                    free[name] = free.get(name, 0) - amount
-            self.free.append(free)
-        self.free_gpu = [free.get(GPU, 0) for free in self.free]
+        self.free_gpu: list[int] = []
+        cache = static.free
+        for index, node in enumerate(eligible):
+            version = use_version.get(node.name)
+            cached = cache[index]
+            if cached is None or cached[0] != version:
+                free = dict(node.allocatable)
+                node_used = used.get(node.name)
+                if node_used is not None:
+                    for name, amount in node_used.items():
+                        free[name] = free.get(name, 0) - amount
+                cached = cache[index] = (version, free, free.get(GPU, 0))
+            self.free.append(cached[1])
+            self.free_gpu.append(cached[2])
+        self.owned: set[int] = set()  # nodes whose free dict this view alone holds (see adjust)
         self.total_free_gpu = sum(self.free_gpu)
         self.gpu_histogram: dict[int, int] = {}  # free GPUs -> number of nodes
         for free_gpu in self.free_gpu:
@@ -273,7 +305,9 @@ class Cluster:
         """Independent copy of the mutable capacity state (shares the immutable node data)."""
         clone = object.__new__(Cluster)
         clone.__dict__.update(self.__dict__)
-        clone.free = [dict(free) for free in self.free]
+        clone.free = list(self.free)
+        clone.owned = set()
+        self.owned = set()  # the free dicts are shared now: both views copy before changing one
         clone.free_gpu = list(self.free_gpu)
         clone.gpu_histogram = dict(self.gpu_histogram)
         clone.reserved_start = list(self.reserved_start)
@@ -302,6 +336,9 @@ class Cluster:
     def adjust(self, node_index: int, requests: Resources, sign: int) -> None:
         """Take (sign=-1) or give back (sign=+1) ``requests`` on one node."""
         free = self.free[node_index]
+        if node_index not in self.owned:  # shared with another view or the node cache: copy on write
+            free = self.free[node_index] = dict(free)
+            self.owned.add(node_index)
         for name, amount in requests.items():
             free[name] = free.get(name, 0) + sign * amount
         gpu = requests.get(GPU, 0)
@@ -338,15 +375,7 @@ class Cluster:
         return held
 
     def could_fit(self, profile: GangProfile) -> bool:
-        """Cheap necessary condition: enough free GPUs, and enough nodes with room for each pod size."""
-        if profile.required_gpu > self.total_free_gpu:
-            return False
-        for shape in profile.required_shapes:
-            if shape.gpu:
-                slots = sum(n * (free // shape.gpu) for free, n in self.gpu_histogram.items() if free >= shape.gpu)
-                if slots < len(shape.member_names):
-                    return False
-        return True
+        return gpu_counts_suffice(profile, self.total_free_gpu, self.gpu_histogram)
 
     def place(
         self,
@@ -443,3 +472,53 @@ class Cluster:
             if not remaining:
                 break
         return remaining == 0 or not required
+
+
+class FutureWalk:
+    """The cluster's free capacity as expected releases are applied in time order, to find the
+    earliest time a gang fits. Until the gang's pods could fit by GPU count, only the free GPUs per
+    node are followed; the full view (``Cluster.future``) is built, with every release so far, when
+    a placement is first worth trying, and updated release by release from then on."""
+
+    __slots__ = ("cluster", "free_gpu", "gpu_histogram", "released", "total_free_gpu", "view")
+
+    def __init__(self, cluster: Cluster):
+        self.cluster = cluster
+        self.view: Cluster | None = None
+        self.released: dict[int, dict[str, int]] = {}  # node index -> resources released so far
+        self.free_gpu: dict[int, int] = {}  # node index -> free GPUs, for nodes with releases
+        self.gpu_histogram = dict(cluster.gpu_histogram)
+        self.total_free_gpu = cluster.total_free_gpu
+
+    def release(self, node_index: int, requests: Resources) -> None:
+        if self.view is not None:
+            self.view.adjust(node_index, requests, +1)
+            return
+        add_resources(self.released.setdefault(node_index, {}), requests)
+        gpu = requests.get(GPU, 0)
+        if gpu:
+            histogram = self.gpu_histogram
+            old = self.free_gpu.get(node_index)
+            if old is None:
+                old = self.cluster.free_gpu[node_index]
+            histogram[old] -= 1
+            histogram[old + gpu] = histogram.get(old + gpu, 0) + 1
+            self.free_gpu[node_index] = old + gpu
+            self.total_free_gpu += gpu
+
+    def place(
+        self,
+        profile: GangProfile,
+        allowed: list[bool] | None,
+        window: tuple[float, float],
+        finest_level: int,
+        widest_level: int,
+    ) -> Assignment | None:
+        """``Cluster.place`` in the view with the releases so far."""
+        if self.view is None:
+            if not gpu_counts_suffice(profile, self.total_free_gpu, self.gpu_histogram):
+                return None
+            self.view = self.cluster.future()
+            for node_index, requests in self.released.items():
+                self.view.adjust(node_index, requests, +1)
+        return self.view.place(profile, allowed, window, finest_level, widest_level)

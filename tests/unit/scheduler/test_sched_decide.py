@@ -280,6 +280,21 @@ def test_reservation_holds_nodes_busy_now_over_idle_ones_that_free_no_later():
     assert bound(d)["long"] == {"long-0": "n00"}
 
 
+def test_reservation_kept_while_the_same_gangs_run_follows_the_clock():
+    # The running index keeps the head's earliest start between calls while the same gangs (and
+    # nodes) stay: later calls get it at their own time, which is "now" once r0 has overrun its
+    # expected end (3600). The 4-GPU gang backfills beside the reservation every time.
+    cluster = tuple(nodes(2, per_nvl=1))
+    run = [running(gang("r0", 1, 8, runtime=3600), ["n00"]), running(gang("r1", 1, 4, runtime=7200), ["n01"])]
+    head = gang("head", 1, 8, submit=1)
+    short = gang("short", 1, 4, submit=2, runtime=600)
+    for now, start in ((100.0, 3600.0), (3000.0, 3600.0), (5000.0, 5000.0)):
+        d = decide(snap(cluster, [head, short], run, now=now))
+        assert [(r.gang_name, r.nodes, r.start) for r in d.reservations] == [("head", ("n00",), start)]
+        assert bound(d) == {"short": {"short-0": "n01"}}
+        assert d.reasons["head"] == f"reserved to start at +{duration(start - now)}; waiting for backfill"
+
+
 def test_conservative_reserves_first_k_blocked_gangs():
     cluster = nodes(4)
     run = running(gang("r", 4, 8, runtime=1000), ["n00", "n01", "n02", "n03"])

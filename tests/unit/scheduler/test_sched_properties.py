@@ -230,8 +230,9 @@ def check_early_stop_changes_nothing(snap: Snapshot) -> None:
 def check_warm_index_changes_nothing(snap: Snapshot) -> None:
     """decide() keeps the pending and running gangs indexed from its previous call in the same
     thread (``incremental``): whatever that call was handed, including other gangs under the same
-    names and equal copies (which the index keeps in place of the snapshot's own objects), the
-    result is that of a cold start (a call in a new thread)."""
+    names and equal copies (which the index keeps in place of the snapshot's own objects), or the
+    same running gangs at an earlier time, the result is that of a cold start (a call in a new
+    thread)."""
     rng = random.Random(len(snap.pending) + len(snap.running))
     earlier = [random_gang(rng, f"gone{k}", snap.now) for k in range(rng.randint(0, 3))]
     for gang in snap.pending:
@@ -242,9 +243,16 @@ def check_warm_index_changes_nothing(snap: Snapshot) -> None:
             earlier.append(replace(gang))
         elif draw < 0.7:
             earlier.append(replace(gang, priority=gang.priority + 1, max_runtime=None))
-    earlier_running = [r if rng.random() < 0.7 else replace(r) for r in snap.running if rng.random() < 0.5]
-    earlier_running += [replace(r, borrowed=not r.borrowed) for r in snap.running if r not in earlier_running]
-    decide(replace(snap, pending=tuple(earlier), running=tuple(earlier_running)))
+    if rng.random() < 0.4:  # the same gangs run, earlier (a reservation found then may be kept)
+        earlier_running = list(snap.running)
+        earlier_now = snap.now - rng.choice((0.0, 60.0, 3600.0))
+        if rng.random() < 0.5:
+            earlier = list(snap.pending)
+    else:
+        earlier_running = [r if rng.random() < 0.7 else replace(r) for r in snap.running if rng.random() < 0.5]
+        earlier_running += [replace(r, borrowed=not r.borrowed) for r in snap.running if r not in earlier_running]
+        earlier_now = snap.now
+    decide(replace(snap, now=earlier_now, pending=tuple(earlier), running=tuple(earlier_running)))
     warm = decide(snap)
     with ThreadPoolExecutor(1) as new_thread:
         assert warm == new_thread.submit(decide, snap).result()
