@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import sys
 
 ALL_TRACES = ("philly", "itp:cluster01", "itp:cluster02", "itp:cluster03", "itp:cluster04", "itp:cluster05")
 DEFAULT_POLICIES = "railforge,strict_fifo,best_effort_fifo,sjf_oracle"
@@ -13,6 +12,59 @@ DEFAULT_POLICIES = "railforge,strict_fifo,best_effort_fifo,sjf_oracle"
 
 def _csv(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _fits_type(value: object, hint: object) -> bool:
+    """Whether a parsed ``--set`` value fits a SchedulerConfig field's annotation."""
+    import types
+    import typing
+
+    origin = typing.get_origin(hint)
+    if origin is typing.Literal:
+        return value in typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits_type(value, arg) for arg in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint in (bool, str):
+        return isinstance(value, hint)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return False
+
+
+def config_override(text: str) -> tuple[str, object]:
+    """``FIELD=VALUE`` for ``--set``: a SchedulerConfig field and its value as JSON (``86400``,
+    ``null``, ``true``); a value that is not JSON is taken as a string (``order=sjf_oracle``)."""
+    import json
+    import typing
+
+    from railforge.scheduler.model import SchedulerConfig
+
+    hints = {
+        name: hint
+        for name, hint in typing.get_type_hints(SchedulerConfig).items()
+        if typing.get_origin(hint) is not tuple  # topology keys and levels: not from the command line
+    }
+    name, sep, raw = text.partition("=")
+    if not sep or name not in hints:
+        raise argparse.ArgumentTypeError(f"expected FIELD=VALUE with FIELD one of: {', '.join(sorted(hints))}")
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    hint = hints[name]
+    if not _fits_type(value, hint):
+        if typing.get_origin(hint) is typing.Literal:
+            expected = "one of " + ", ".join(map(str, typing.get_args(hint)))
+        elif hint is bool:
+            expected = "true or false"
+        else:
+            expected = getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+        raise argparse.ArgumentTypeError(f"{name}={raw}: expected {expected}")
+    return name, value
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -40,6 +92,14 @@ def register(sub) -> None:
     p.add_argument("--trace", required=True, help="philly | itp:clusterNN | csv:PATH")
     p.add_argument("--nodes", type=int, default=0, help="cluster nodes (default: sized to --load)")
     p.add_argument("--out", default="", help="report folder (default reports/<trace>)")
+    p.add_argument(
+        "--set",
+        type=config_override,
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override a scheduler setting (SchedulerConfig field) in every policy of the run; repeatable",
+    )
     _common(p)
     p.set_defaults(func=cmd_simulate)
 
@@ -95,6 +155,7 @@ def _specs(trace_spec: str, shape, args):
         resync=args.resync,
         period=args.period,
         seed=args.seed,
+        config_overrides=dict(getattr(args, "set", ())),
     )
 
 
@@ -171,7 +232,7 @@ def cmd_simulate(args) -> int:
     specs = _specs(args.trace, shape, args)
     results = _run(trace, specs, args)
     out = args.out or os.path.join("reports", trace.name)
-    header = f"Command: `railforge {shlex.join(sys.argv[1:]) if sys.argv[1:] else 'simulate'}`"
+    header = f"Command: `railforge {shlex.join(args.argv)}`"
     path = write_single_report(out, trace.name, results, header, trace_notes(trace, shape, results, args))
     print(path)
     return 0

@@ -156,3 +156,36 @@ def test_cli_report_cached_only_lists_missing_runs(tmp_path, traces_dir):
     text = doc.read_text()
     assert "| strict_fifo (n/a) |" in text
     assert "missing here:** best_effort_fifo (n/a)" in text
+
+
+def test_cli_set_overrides_scheduler_settings(tmp_path, traces_dir):
+    # railforge with strict FIFO's settings is strict FIFO: the same numbers under another label.
+    base = ["simulate", "--trace", "itp:cluster01", "--traces-dir", str(traces_dir), "--max-jobs", "120"]
+    base += ["--estimates", "exact", "--no-progress"]
+    settings = ["backfill=none", "order=fifo", "skip_ahead=false", "reclaim=false"]
+    overridden = [*base, "--policies", "railforge", "--out", str(tmp_path / "o")]
+    assert main([*overridden, *(arg for s in settings for arg in ("--set", s))]) == 0
+    assert main([*base, "--policies", "strict_fifo", "--out", str(tmp_path / "s")]) == 0
+
+    def row(folder, label):
+        lines = (tmp_path / folder / "report.md").read_text().splitlines()
+        return next(line for line in lines if line.startswith(f"| {label} |")).split("|")[2:]
+
+    assert row("o", "railforge (exact)") == row("s", "strict_fifo (n/a)")
+    assert "--set backfill=none" in (tmp_path / "o" / "report.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("orderx=fifo", "expected FIELD=VALUE with FIELD one of: aging_bound,"),
+        ("order=lottery", "order=lottery: expected one of fair, fifo, sjf_oracle"),
+        ("aging_bound=soon", "aging_bound=soon: expected float | None"),
+        ("reclaim=1", "reclaim=1: expected true or false"),
+        ("topology_level_names=leaf", "expected FIELD=VALUE with FIELD one of:"),
+    ],
+)
+def test_cli_set_rejects_unknown_fields_and_wrong_values(traces_dir, capsys, setting, message):
+    with pytest.raises(SystemExit):
+        main(["simulate", "--trace", "philly", "--traces-dir", str(traces_dir), "--set", setting])
+    assert message in capsys.readouterr().err
