@@ -54,6 +54,7 @@ from railforge.scheduler.placement import Assignment, Cluster, FutureWalk, GangP
 LN2 = math.log(2)
 _SUBMIT_TIME = operator.attrgetter("submit_time")
 _TIME = operator.itemgetter(0)
+Start = tuple[float, dict[int, dict[str, int]]]  # a reservation's time and what it holds per node index
 
 
 def decide(snapshot: Snapshot) -> Decisions:
@@ -469,7 +470,7 @@ class _Pass:
             finest, widest = self.levels_for(gang, profile)
         assignment = cluster.place(profile, allowed, (self.now, end), finest, widest) if fresh else None
         borrowed: bool | None = None
-        expected: tuple[float, dict[int, dict[str, int]]] | None = None
+        expected: Start | None = None
         declined: str | None = None
         reclaims = assignment is None and head and self.can_reclaim
         if reclaims and not (borrowed := self.borrows(queue, profile)):
@@ -686,7 +687,7 @@ class _Pass:
         runtime: float,
         finest: int,
         widest: int,
-    ) -> tuple[float, dict[int, dict[str, int]]] | None:
+    ) -> Start | None:
         """The earliest time the gang fits as running gangs end, with what it would hold on each
         node then; None when no such time is known (something runs without an end).
 
@@ -705,9 +706,7 @@ class _Pass:
             self.running_index.start_memo = (objects, values, found)
         return self._started(found)
 
-    def _started(
-        self, found: tuple[float, dict[int, dict[str, int]]] | None
-    ) -> tuple[float, dict[int, dict[str, int]]] | None:
+    def _started(self, found: Start | None) -> Start | None:
         return None if found is None else (max(found[0], self.now), found[1])
 
     def _first_fit(
@@ -717,7 +716,7 @@ class _Pass:
         runtime: float,
         finest: int,
         widest: int,
-    ) -> tuple[float, dict[int, dict[str, int]]] | None:
+    ) -> Start | None:
         """(release time, holds) for ``earliest_start``."""
         future = FutureWalk(self.cluster)
         # Candidate start times: whenever running gangs end or earlier reservations expire.
@@ -741,7 +740,7 @@ class _Pass:
         gang: Gang,
         profile: GangProfile,
         runtime: float,
-        expected: tuple[float, dict[int, dict[str, int]]] | None,
+        expected: Start | None,
     ) -> None:
         """Hold what the gang needs from its earliest start (``earliest_start``) for its run."""
         if expected is None:
