@@ -87,6 +87,7 @@ class _Pass:
         self.evicted: set[str] = set()
         self.bound_releases: list[tuple[float, int, dict]] = []
         self.failure_cache: dict[int, tuple[float, str]] = {}  # failure key -> (run time, reason)
+        self.unfit_keys: set[int] = set()  # failure keys of gangs that do not fit the empty cluster
         self.reservations_made = 0
         self.depth = {"none": 0, "easy": 1}.get(self.config.backfill, self.config.reservation_depth)
         self.first_reservation: Reservation | None = None
@@ -424,10 +425,12 @@ class _Pass:
         cached = self.failure_cache.get(key)
         if cached is None or runtime < cached[0]:
             allowed = self.cluster.allowed_nodes(gang, profile)
-            _, widest = self.levels_for(gang, profile)
-            cached = self.failure_cache[key] = (runtime, self.capacity_reason(gang, profile, allowed, widest))
+            finest, widest = self.levels_for(gang, profile)
+            if not self.unfit(profile, allowed, finest, widest):
+                self.failure_cache[key] = (runtime, self.capacity_reason(gang, profile, allowed, widest))
+            cached = self.failure_cache[key]
         self.decisions.reasons[gang.name] = cached[1]
-        return True
+        return key not in self.unfit_keys
 
     def levels_for(self, gang: Gang, profile: GangProfile) -> tuple[int, int]:
         """(finest, widest) topology level indexes to try; -1 is the whole cluster."""
@@ -469,6 +472,9 @@ class _Pass:
             allowed = cluster.allowed_nodes(gang, profile)
             finest, widest = self.levels_for(gang, profile)
         assignment = cluster.place(profile, allowed, (self.now, end), finest, widest) if fresh else None
+        if assignment is None and (key in self.unfit_keys or (fresh and self.unfit(profile, allowed, finest, widest))):
+            decisions.reasons[gang.name] = self.failure_cache[key][1]
+            return True
         borrowed: bool | None = None
         expected: Start | None = None
         declined: str | None = None
@@ -530,6 +536,40 @@ class _Pass:
         self.usage.add(gang.queue, charge)
         self.version += 1
         self.decisions.binds.append(Bind(gang.name, placement, borrowed))
+
+    def unfit(self, profile: GangProfile, allowed: list[bool] | None, finest: int, widest: int) -> bool:
+        """True when the gang does not fit even the empty cluster (more GPUs than the nodes it may
+        use hold, say). Such a gang holds nobody up: it takes no reservation, reclaims nothing and
+        does not stop a strict order; its reason, kept for its placement class, says what it lacks."""
+        key = profile.failure_key
+        if key in self.unfit_keys:
+            return True
+        if self.cluster.fits_when_empty(profile, allowed, finest, widest):
+            return False
+        self.unfit_keys.add(key)
+        self.failure_cache[key] = (0.0, self.unfit_reason(profile, allowed, widest))
+        return True
+
+    def unfit_reason(self, profile: GangProfile, allowed: list[bool] | None, widest: int) -> str:
+        cluster = self.cluster
+        capacity = [
+            node.allocatable.get(GPU, 0) if allowed is None or allowed[index] else 0
+            for index, node in enumerate(cluster.nodes)
+        ]
+        need = profile.required_gpu
+        if need > sum(capacity):
+            return reasons.unfit_total(need, sum(capacity), allowed is not None)
+        if widest >= 0:
+            domains = cluster.levels[widest].members.values()
+            best = max((sum(capacity[index] for index in members) for members in domains), default=0)
+            if need > best:
+                return reasons.unfit_domain(need, self.level_names[widest], best)
+        for shape in profile.required_shapes:
+            if shape.gpu:
+                room = sum(gpus // shape.gpu for gpus in capacity)
+                if room < len(shape.member_names):
+                    return reasons.unfit_pods(len(shape.member_names), shape.gpu, room)
+        return reasons.unfit_requests()
 
     def capacity_reason(self, gang: Gang, profile: GangProfile, allowed: list[bool] | None, widest: int) -> str:
         cluster = self.cluster

@@ -189,7 +189,7 @@ class _Level:
 class _Static:
     """The parts of a Cluster that depend only on the node list and the topology level names."""
 
-    __slots__ = ("filters", "free", "index", "level_names", "levels", "nodes", "total_gpu")
+    __slots__ = ("empty_fits", "filters", "free", "index", "level_names", "levels", "nodes", "total_gpu")
 
     def __init__(self, nodes: Sequence[Node], level_names: tuple[str, ...]):
         eligible = sorted((n for n in nodes if n.schedulable and n.ready), key=lambda n: n.name)
@@ -206,6 +206,7 @@ class _Static:
             self.levels.append((name, node_domain, members))
         # filter key -> per-node acceptance (None: all accept); depends only on the nodes
         self.filters: dict[tuple, list[bool] | None] = {}
+        self.empty_fits: dict[int, bool] = {}  # failure key -> fits with nothing running or reserved
         # per node: (use version, free resources, free GPUs) of the last view built; the free
         # dicts are shared by views and never changed in place (see Cluster.adjust)
         self.free: list[tuple[int | None, dict[str, int], int] | None] = [None] * len(eligible)
@@ -284,6 +285,7 @@ class Cluster:
             _Level(name, node_domain, self.free_gpu, members) for name, node_domain, members in static.levels
         ]
         self._filters = static.filters
+        self._empty_fits = static.empty_fits
 
     @staticmethod
     def _domain_key(node: Node, depth: int) -> tuple:
@@ -373,6 +375,23 @@ class Cluster:
                 for name, amount in resources.items():
                     held[name] = held.get(name, 0) + amount
         return held
+
+    def fits_when_empty(
+        self, profile: GangProfile, allowed: list[bool] | None, finest_level: int, widest_level: int
+    ) -> bool:
+        """Whether the gang could be placed with nothing running and nothing reserved; worked out
+        once per placement class while the node list stays the same."""
+        fits = self._empty_fits.get(profile.failure_key)
+        if fits is None:
+            empty = self.copy()
+            empty.windows = {}
+            empty.reserved_start = [math.inf] * len(self.nodes)
+            for index, node in enumerate(self.nodes):
+                free = empty.free[index]
+                empty.adjust(index, {name: total - free.get(name, 0) for name, total in node.allocatable.items()}, +1)
+            placed = empty.place(profile, allowed, (0.0, 0.0), finest_level, widest_level)
+            fits = self._empty_fits[profile.failure_key] = placed is not None
+        return fits
 
     def could_fit(self, profile: GangProfile) -> bool:
         return gpu_counts_suffice(profile, self.total_free_gpu, self.gpu_histogram)

@@ -51,6 +51,27 @@ def cluster_short(resource: str, need: int, free: int) -> str:
     return f"needs {amount(resource, need)}; the cluster has {free} free"
 
 
+UNFIT = "does not fit even with nothing running: "
+
+
+def unfit_total(need: int, capacity: int, matching: bool) -> str:
+    nodes = "nodes matching its node selector, affinity and tolerations" if matching else "schedulable nodes"
+    return f"{UNFIT}needs {amount(GPU, need)}; the {nodes} have {capacity} in all"
+
+
+def unfit_domain(need: int, level: str, best: int) -> str:
+    return f"{UNFIT}needs {amount(GPU, need)} within one {level}; the largest {level} has {best} in all"
+
+
+def unfit_pods(count: int, gpu: int, room: int) -> str:
+    pods = "pod" if count == 1 else "pods"
+    return f"{UNFIT}needs {count} {pods} of {amount(GPU, gpu)}; the schedulable nodes have room for {room}"
+
+
+def unfit_requests() -> str:
+    return f"{UNFIT}the schedulable nodes cannot hold its pods' CPU, memory or other requests"
+
+
 def fragmented(need: int, largest_member: int, best_node: int) -> str:
     return (
         f"needs {amount(GPU, need)} in pods of up to {largest_member}; free GPUs are fragmented "

@@ -317,6 +317,7 @@ class Simulator:
         heap = self.heap
         done_reported = 0
         period = self.period
+        last: Decisions | None = None
         while self.remaining > 0:
             t_ev = heap[0][0] if heap else math.inf
             tick = bool(self.pending) and self.wake_at <= t_ev
@@ -333,7 +334,7 @@ class Simulator:
             self._advance(t)
             if changed:
                 t0 = time.perf_counter()
-                d = self.decide(self.snapshot())
+                d = last = self.decide(self.snapshot())
                 self.counters["decide_seconds"] += time.perf_counter() - t0
                 self.counters["decide_calls"] += 1
                 self._apply(d)
@@ -343,11 +344,8 @@ class Simulator:
                 if idle and not heap and not self.running:
                     break  # pending gangs that can never start (e.g. larger than the cluster)
             self.wake_at = t + self.resync if self.pending and self.resync > 0 else math.inf
-            if self.progress is not None:
-                finished = len(self.jobs) - self.remaining
-                if finished != done_reported:
-                    self.progress(finished - done_reported)
-                    done_reported = finished
+            done_reported = self._report_progress(done_reported)
+        self._report_progress(done_reported)
         trace, policy, estimates = self.meta
         return SimResult(
             trace=trace,
@@ -360,4 +358,13 @@ class Simulator:
             queue_alloc=self.queue_alloc,
             queue_fair=self.queue_fair,
             counters=self.counters,
+            # what the scheduler last said about each gang still waiting; "" if it was requeued
+            # (evicted or restarted) by the last pass
+            unfinished={name: last.reasons.get(name, "") for name in self.pending} if last else {},
         )
+
+    def _report_progress(self, done_reported: int) -> int:
+        finished = len(self.jobs) - self.remaining
+        if self.progress is not None and finished != done_reported:
+            self.progress(finished - done_reported)
+        return finished

@@ -23,6 +23,7 @@ Definitions (all times in seconds of simulated time):
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -74,6 +75,7 @@ class SimResult:
     queue_alloc: dict[str, float] = field(default_factory=dict)
     queue_fair: dict[str, float] = field(default_factory=dict)
     counters: dict[str, float] = field(default_factory=dict)
+    unfinished: dict[str, str] = field(default_factory=dict)  # gang still pending at the end -> reason
 
 
 def _stats(values: list[float]) -> dict[str, float]:
@@ -140,6 +142,7 @@ def summarise(res: SimResult) -> dict:
         "completed": len(done),
         "failed": sum(1 for j in res.jobs if j.failed),
         "unfinished": sum(1 for j in res.jobs if j.end is None),
+        "unfinished_reasons": dict(Counter(res.unfinished.values()).most_common()),
         "jct": _stats(jct),
         "wait": _stats(wait),
         "by_bucket": by_bucket,

@@ -222,6 +222,20 @@ def target_checks(summaries: Sequence[dict]) -> list[tuple[str, str, bool | None
     return out
 
 
+def unfinished_md(summaries: Sequence[dict]) -> str:
+    """Jobs left out of the statistics because they never finished, with the scheduler's last reason
+    for those still waiting (most common reasons first)."""
+    lines = []
+    for s in summaries:
+        if not s["unfinished"]:
+            continue
+        counts = list(s["unfinished_reasons"].items())
+        reasons = "; ".join(f"{n:,} x {reason or 'requeued by the last pass'}" for reason, n in counts[:3])
+        more = f"; {len(counts) - 3} other reasons" if len(counts) > 3 else ""
+        lines.append(f"* {label(s)}: {s['unfinished']:,} never finished (left out above). Waiting: {reasons}{more}.")
+    return "\n".join(lines)
+
+
 def checks_md(checks) -> str:
     mark = {True: "met", False: "**MISSED**", None: "n/a"}
     lines = ["| target | value | |", "|---|---:|---|"]
@@ -233,6 +247,7 @@ def trace_section(
     title: str, results: Sequence[SimResult], summaries: Sequence[dict], plot_dir: str, rel: str, notes=""
 ) -> str:
     files = write_plots(results, summaries, plot_dir, title)
+    unfinished = unfinished_md(summaries)
     img = {k: f"{rel}/{v}" if rel else v for k, v in files.items()}
     parts = [
         f"## {title}",
@@ -244,6 +259,7 @@ def trace_section(
         TABLE_HEAD,
         table_rows(summaries),
         "",
+        *([unfinished, ""] if unfinished else []),
         checks_md(target_checks(summaries)),
         "",
         f"![JCT CDF]({img['jct_cdf']})",

@@ -66,12 +66,12 @@ def test_best_fit_fills_partly_used_node_first():
 
 
 def test_required_topology_is_strict_and_reason_names_best_domain():
-    cluster = nodes(8)
-    busy = running(gang("busy", 1, 4), ["n00"])
-    wide = gang("wide", 5, 8, topology=TopologyConstraint("leaf", required=True))
-    d = decide(snap(cluster, [wide], [busy], config=SchedulerConfig(backfill="none")))
+    cluster = nodes(8)  # two leaves of 4 nodes
+    busy = [running(gang("busy0", 1, 4), ["n00"]), running(gang("busy1", 1, 4), ["n04"])]
+    wide = gang("wide", 4, 8, topology=TopologyConstraint("leaf", required=True))
+    d = decide(snap(cluster, [wide], busy, config=SchedulerConfig(backfill="none")))
     assert d.binds == []
-    assert d.reasons["wide"] == "needs 40 GPUs within one leaf; the best leaf has 32 free"
+    assert d.reasons["wide"] == "needs 32 GPUs within one leaf; the best leaf has 28 free"
 
 
 def test_all_or_nothing_with_unready_cordoned_and_tainted_nodes():
@@ -183,12 +183,52 @@ def test_usage_history_lowers_priority_of_heavy_user():
 
 def test_strict_fifo_blocks_everything_behind_head():
     config = SchedulerConfig.preset("strict_fifo")
-    d = decide(snap(nodes(2), [gang("big", 3, 8), gang("small", 1, 8, submit=1)], config=config))
+    busy = [running(gang("busy", 1, 8), ["n02"])]
+    d = decide(snap(nodes(3), [gang("big", 3, 8), gang("small", 1, 8, submit=1)], busy, config=config))
     assert d.binds == []
     assert d.reasons["small"].startswith("waiting behind gang big")
     best_effort = SchedulerConfig.preset("best_effort_fifo")
-    d = decide(snap(nodes(2), [gang("big", 3, 8), gang("small", 1, 8, submit=1)], config=best_effort))
+    d = decide(snap(nodes(3), [gang("big", 3, 8), gang("small", 1, 8, submit=1)], busy, config=best_effort))
     assert list(bound(d)) == ["small"] and d.reservations == []
+
+
+@pytest.mark.parametrize("preset", ["railforge", "strict_fifo"])
+def test_gang_larger_than_the_cluster_holds_nobody_up(preset):
+    # 24 GPUs on two 8-GPU nodes can never fit: the gang takes no reservation (the next blocked
+    # gang gets it), reclaims nothing, does not stop a strict order, and says what it lacks
+    busy = [running(gang("busy", 1, 4, queue="b"), ["n00"], borrowed=True)]
+    pending = [gang("huge", 3, 8), gang("pair", 2, 8, submit=1), gang("small", 1, 4, submit=2, runtime=60)]
+    queues = [Queue("a", quota={GPU: 16}), Queue("b")]
+    d = decide(snap(nodes(2), pending, busy, queues=queues, config=SchedulerConfig.preset(preset)))
+    assert d.reasons["huge"] == (
+        "does not fit even with nothing running: needs 24 GPUs; the schedulable nodes have 16 in all"
+    )
+    assert d.evictions == []
+    if preset == "railforge":
+        assert [r.gang_name for r in d.reservations] == ["pair"]
+        assert d.reasons["pair"].startswith("reserved to start at +58m")
+        assert list(bound(d)) == ["small"]  # ends before pair's start: backfills on n01
+    else:
+        assert d.binds == [] and d.reasons["small"].startswith("waiting behind gang pair")
+
+
+def test_unfit_reasons_name_what_is_missing():
+    leaf = TopologyConstraint("leaf", required=True)
+    pending = [
+        gang("wide", 5, 8, topology=leaf),  # 40 GPUs in one leaf of 4 nodes (32 GPUs)
+        gang("fat", 1, 16),  # a 16-GPU pod on 8-GPU nodes
+        gang("picky", 1, 8, node_selector={"pool": "h200"}),
+        replace(gang("cpu", 1, 1), members=(Member("cpu-0", {GPU: 1, "cpu": 128_000}),)),  # nodes have 64
+    ]
+    d = decide(snap(nodes(8), pending, config=SchedulerConfig(backfill="none")))
+    assert d.binds == []
+    assert d.reasons["wide"].endswith("needs 40 GPUs within one leaf; the largest leaf has 32 in all")
+    assert d.reasons["fat"].endswith("needs 1 pod of 16 GPUs; the schedulable nodes have room for 0")
+    assert d.reasons["picky"].endswith(
+        "needs 8 GPUs; the nodes matching its node selector, affinity and tolerations have 0 in all"
+    )
+    assert d.reasons["cpu"].endswith("the schedulable nodes cannot hold its pods' CPU, memory or other requests")
+    assert not decide(snap([], [gang("any", 1, 1)])).binds  # no schedulable node at all
 
 
 def test_sjf_oracle_orders_by_true_runtime():
@@ -362,8 +402,9 @@ def test_backoff_and_schedule_timeout():
 
 
 def test_reason_when_cluster_is_short_and_duration_format():
-    d = decide(snap(nodes(2), [gang("g", 3, 8, runtime=None)], config=SchedulerConfig(backfill="none")))
-    assert d.reasons["g"] == "needs 24 GPUs; the cluster has 16 free"
+    busy = [running(gang("busy", 1, 4), ["n00"])]
+    d = decide(snap(nodes(2), [gang("g", 2, 8, runtime=None)], busy, config=SchedulerConfig(backfill="none")))
+    assert d.reasons["g"] == "needs 16 GPUs; the cluster has 12 free"
     assert duration(7980) == "2h13m" and duration(45) == "45s" and duration(90000) == "1d1h"
 
 

@@ -96,10 +96,16 @@ def test_railforge_user_estimates_run():
     assert all(j.end is not None for j in jobs.values())
 
 
-def test_unplaceable_gang_is_left_unfinished():
-    res, jobs, _ = run([("huge", 0, 10, 16), ("ok", 0, 10, 1)], "best_effort_fifo")
-    assert jobs["ok"].end == 10 and jobs["huge"].end is None
-    assert summarise(res)["unfinished"] == 1
+@pytest.mark.parametrize("policy", ["railforge", "strict_fifo", "best_effort_fifo"])
+def test_unplaceable_gang_is_left_unfinished_with_its_reason(policy):
+    done = []
+    res, jobs, _ = run([("huge", 0, 10, 16), ("ok", 0, 10, 1)], policy, progress=done.append)
+    assert jobs["ok"].end == 10 and jobs["huge"].end is None  # nobody waits behind it
+    reason = "does not fit even with nothing running: needs 16 GPUs; the schedulable nodes have 8 in all"
+    assert res.unfinished == {"huge": reason}
+    s = summarise(res)
+    assert s["unfinished"] == 1 and s["unfinished_reasons"] == {reason: 1}
+    assert sum(done) == 1  # the progress callback heard of every finished job, up to the last
 
 
 def test_restart_loses_progress():

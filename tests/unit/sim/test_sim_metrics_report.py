@@ -84,6 +84,19 @@ def test_single_report_writes_markdown_and_pngs(tmp_path):
     assert json.loads((tmp_path / "summary.json").read_text())[0]["policy"] == "strict_fifo"
 
 
+def test_report_lists_unfinished_jobs_with_their_reasons(tmp_path):
+    res = tiny_result("railforge")
+    res.jobs.append(JobOutcome("e", "q1", 64, 5, 10))
+    res.jobs.append(JobOutcome("f", "q1", 64, 6, 10))
+    res.unfinished = {"e": "needs 64 GPUs", "f": "needs 64 GPUs"}
+    assert summarise(res)["unfinished_reasons"] == {"needs 64 GPUs": 2}
+    path = write_single_report(str(tmp_path), "tiny", [res, tiny_result("strict_fifo")])
+    with open(path) as fh:
+        text = fh.read()
+    assert "* railforge (exact): 2 never finished (left out above). Waiting: 2 x needs 64 GPUs." in text
+    assert "* strict_fifo" not in text  # every job finished
+
+
 def test_cli_simulate_end_to_end(tmp_path, traces_dir):
     out = tmp_path / "r"
     rc = main(
