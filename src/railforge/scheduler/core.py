@@ -426,7 +426,7 @@ class _Pass:
         if cached is None or runtime < cached[0]:
             allowed = self.cluster.allowed_nodes(gang, profile)
             finest, widest = self.levels_for(gang, profile)
-            if not self.unfit(profile, allowed, finest, widest):
+            if not (self.unknown_level(gang, key) or self.unfit(profile, allowed, finest, widest)):
                 self.failure_cache[key] = (runtime, self.capacity_reason(gang, profile, allowed, widest))
             cached = self.failure_cache[key]
         self.decisions.reasons[gang.name] = cached[1]
@@ -459,10 +459,13 @@ class _Pass:
         if limit_reason is not None:
             decisions.reasons[gang.name] = limit_reason
             return True
+        key = profile.failure_key
+        if key in self.unfit_keys or self.unknown_level(gang, key):
+            decisions.reasons[gang.name] = self.failure_cache[key][1]
+            return True
         cluster = self.cluster
         runtime = self.runtime(gang)
         end = self.now + runtime
-        key = profile.failure_key
         cached = self.failure_cache.get(key)
         fresh = cached is None or runtime < cached[0]
         head = self.blocked < max(self.depth, 1)
@@ -472,7 +475,7 @@ class _Pass:
             allowed = cluster.allowed_nodes(gang, profile)
             finest, widest = self.levels_for(gang, profile)
         assignment = cluster.place(profile, allowed, (self.now, end), finest, widest) if fresh else None
-        if assignment is None and (key in self.unfit_keys or (fresh and self.unfit(profile, allowed, finest, widest))):
+        if assignment is None and fresh and self.unfit(profile, allowed, finest, widest):
             decisions.reasons[gang.name] = self.failure_cache[key][1]
             return True
         borrowed: bool | None = None
@@ -542,12 +545,20 @@ class _Pass:
         use hold, say). Such a gang holds nobody up: it takes no reservation, reclaims nothing and
         does not stop a strict order; its reason, kept for its placement class, says what it lacks."""
         key = profile.failure_key
-        if key in self.unfit_keys:
-            return True
         if self.cluster.fits_when_empty(profile, allowed, finest, widest):
             return False
         self.unfit_keys.add(key)
         self.failure_cache[key] = (0.0, self.unfit_reason(profile, allowed, widest))
+        return True
+
+    def unknown_level(self, gang: Gang, key: int) -> bool:
+        """True when the gang requires a topology level the scheduler has no name for (a typo, or
+        other ``topology_level_names``): it cannot be honoured, so the gang is refused as unfit."""
+        constraint = gang.topology
+        if constraint is None or not constraint.required or constraint.level in self.level_names:
+            return False
+        self.unfit_keys.add(key)
+        self.failure_cache[key] = (0.0, reasons.unknown_level(constraint.level, self.level_names))
         return True
 
     def unfit_reason(self, profile: GangProfile, allowed: list[bool] | None, widest: int) -> str:

@@ -4,6 +4,9 @@ Resources are ``dict[str, int]`` in integer units: ``nvidia.com/gpu`` as a count
 millicores, ``memory`` in bytes, extended resources (``rdma/rail0``, ``nvidia.com/sriov_ib``) as
 counts. Times are seconds on the caller's clock (``Snapshot.now``).
 
+Every value checks itself when built and raises ``ValueError`` naming the field, what it holds and
+what was expected (a negative request, ``min_member`` beyond the members, an unknown backfill mode).
+
 Callers apply a ``Decisions`` value in this order: evictions, restarts and failures first (they
 release capacity), then binds; binds may use capacity that the evictions of the same call free.
 """
@@ -51,11 +54,38 @@ def add_resources(total: dict[str, int], extra: Resources, times: int = 1) -> di
     return total
 
 
+def _require(ok: bool, owner: str, problem: str) -> None:
+    """Refuse a malformed value when it is built, naming what is wrong and what was expected."""
+    if not ok:
+        raise ValueError(f"{owner}: {problem}")
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _check_resources(owner: str, field_name: str, resources: Resources) -> None:
+    for name, amount in resources.items():
+        _require(_whole(amount), owner, f"{field_name}[{name!r}] is {amount!r}; expected a whole number >= 0")
+
+
+def _check_time(owner: str, field_name: str, value: float | None, positive: bool = False) -> None:
+    """A duration in seconds, or None (unbounded)."""
+    ok = value is None or (value > 0 if positive else value >= 0)
+    _require(
+        ok, owner, f"{field_name} is {value!r}; expected None or a number of seconds {'>' if positive else '>='} 0"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Taint:
     key: str
     value: str = ""
     effect: str = "NoSchedule"  # NoSchedule | PreferNoSchedule | NoExecute
+
+    def __post_init__(self) -> None:
+        effects = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+        _require(self.effect in effects, f"Taint {self.key}", f"effect is {self.effect!r}; expected one of {effects}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +94,13 @@ class Toleration:
     operator: Literal["Equal", "Exists"] = "Equal"
     value: str = ""
     effect: str = ""  # empty matches every effect
+
+    def __post_init__(self) -> None:
+        _require(
+            self.operator in ("Equal", "Exists"),
+            f"Toleration {self.key}",
+            f"operator is {self.operator!r}; expected 'Equal' or 'Exists'",
+        )
 
     def tolerates(self, taint: Taint) -> bool:
         if self.effect and self.effect != taint.effect:
@@ -79,6 +116,17 @@ class NodeSelectorRequirement:
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
     values: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        owner = f"NodeSelectorRequirement {self.key}"
+        operators = ("In", "NotIn", "Exists", "DoesNotExist")
+        _require(self.operator in operators, owner, f"operator is {self.operator!r}; expected one of {operators}")
+        listed = self.operator in ("In", "NotIn")
+        _require(
+            listed == bool(self.values),
+            owner,
+            f"values is {self.values!r}; {self.operator} expects values only with In and NotIn",
+        )
+
     def matches(self, labels: Mapping[str, str]) -> bool:
         value = labels.get(self.key)
         if self.operator == "In":
@@ -87,9 +135,7 @@ class NodeSelectorRequirement:
             return value is None or value not in self.values
         if self.operator == "Exists":
             return value is not None
-        if self.operator == "DoesNotExist":
-            return value is None
-        raise ValueError(f"unknown node selector operator {self.operator!r}")
+        return value is None  # DoesNotExist
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +148,9 @@ class Node:
     ready: bool = True
     topology: tuple[str, ...] = ()  # root->leaf, e.g. ("spine0", "leaf03", "nvl-07")
 
+    def __post_init__(self) -> None:
+        _check_resources(f"Node {self.name}", "allocatable", self.allocatable)
+
 
 @dataclass(frozen=True, slots=True)
 class TopologyConstraint:
@@ -113,6 +162,9 @@ class TopologyConstraint:
 class Member:
     name: str
     requests: Resources
+
+    def __post_init__(self) -> None:
+        _check_resources(f"Member {self.name}", "requests", self.requests)
 
 
 @dataclass(frozen=True)
@@ -141,6 +193,21 @@ class Gang:
     restart_count: int = 0
     not_before: float = 0.0
 
+    def __post_init__(self) -> None:
+        owner = f"Gang {self.name}"
+        names = [member.name for member in self.members]
+        _require(bool(names), owner, "members is empty; expected at least one member")
+        _require(len(set(names)) == len(names), owner, f"member names repeat in {names}; expected unique names")
+        _require(
+            self.min_member is None or 1 <= self.min_member <= len(names),
+            owner,
+            f"min_member is {self.min_member!r}; expected None or 1 to {len(names)} (its members)",
+        )
+        _check_time(owner, "max_runtime", self.max_runtime, positive=True)
+        _check_time(owner, "schedule_timeout", self.schedule_timeout)
+        if self.min_resources is not None:
+            _check_resources(owner, "min_resources", self.min_resources)
+
     @property
     def required_members(self) -> int:
         return len(self.members) if self.min_member is None else self.min_member
@@ -163,6 +230,14 @@ class Queue:
     priority: int = 0
     default_max_runtime: float | None = None
 
+    def __post_init__(self) -> None:
+        owner = f"Queue {self.name}"
+        _require(self.parent != self.name, owner, "parent is the queue itself; expected another queue or None")
+        _check_resources(owner, "quota", self.quota)
+        _check_resources(owner, "limit", self.limit)
+        _require(self.over_quota_weight >= 0, owner, f"over_quota_weight is {self.over_quota_weight!r}; expected >= 0")
+        _check_time(owner, "default_max_runtime", self.default_max_runtime, positive=True)
+
 
 @dataclass(frozen=True, slots=True)
 class RunningGang:
@@ -172,6 +247,17 @@ class RunningGang:
     expected_end: float = math.inf  # start_time + max runtime; inf when unbounded
     borrowed: bool = False  # started beyond its queue's quota, so reclaimable
     failed_members: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        gang = self.gang
+        names = {member.name for member in gang.members}
+        required = [member.name for member in gang.members[: gang.required_members]]
+        placed = self.placement.keys()
+        _require(
+            placed <= names and all(name in placed for name in required),
+            f"RunningGang {gang.name}",
+            f"placement names {sorted(placed)}; expected every required member {required} and only its members",
+        )
 
 
 BackfillMode = Literal["easy", "conservative", "none"]
@@ -204,6 +290,36 @@ class SchedulerConfig:
     max_restarts: int | None = None  # beyond it a failing gang fails; None: unlimited
     topology_label_keys: tuple[str, ...] = DEFAULT_TOPOLOGY_LABEL_KEYS
     topology_level_names: tuple[str, ...] = DEFAULT_TOPOLOGY_LEVEL_NAMES
+
+    def __post_init__(self) -> None:
+        owner = "SchedulerConfig"
+        choices = {
+            "backfill": ("easy", "conservative", "none"),
+            "backfill_order": ("shortest", "fair"),
+            "order": ("fair", "fifo", "sjf_oracle"),
+            "failure_policy": ("restart", "fail"),
+        }
+        for name, allowed in choices.items():
+            value = getattr(self, name)
+            _require(value in allowed, owner, f"{name} is {value!r}; expected one of {allowed}")
+        _require(self.reservation_depth >= 1, owner, f"reservation_depth is {self.reservation_depth!r}; expected >= 1")
+        for name in ("fair_share_half_life", "min_runtime_before_reclaim", "restart_backoff_base"):
+            _check_time(owner, name, getattr(self, name))
+        _check_time(owner, "aging_bound", self.aging_bound)
+        _require(
+            self.restart_backoff_max >= self.restart_backoff_base,
+            owner,
+            f"restart_backoff_max is {self.restart_backoff_max!r}; expected >= restart_backoff_base",
+        )
+        for name in ("reclaim_cost_limit", "max_restarts"):
+            value = getattr(self, name)
+            _require(value is None or value >= 0, owner, f"{name} is {value!r}; expected None or >= 0")
+        _require(
+            len(self.topology_label_keys) == len(self.topology_level_names),
+            owner,
+            f"topology_label_keys has {len(self.topology_label_keys)} keys and topology_level_names "
+            f"{len(self.topology_level_names)} names; expected one name per key",
+        )
 
     @classmethod
     def preset(cls, name: str, **overrides: object) -> SchedulerConfig:

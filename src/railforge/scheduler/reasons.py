@@ -72,6 +72,10 @@ def unfit_requests() -> str:
     return f"{UNFIT}the schedulable nodes cannot hold its pods' CPU, memory or other requests"
 
 
+def unknown_level(level: str, names: tuple[str, ...]) -> str:
+    return f"requires topology level {level!r}, which is not one of the scheduler's levels ({', '.join(names)})"
+
+
 def fragmented(need: int, largest_member: int, best_node: int) -> str:
     return (
         f"needs {amount(GPU, need)} in pods of up to {largest_member}; free GPUs are fragmented "

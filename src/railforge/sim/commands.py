@@ -142,21 +142,26 @@ def _prepare(trace_spec: str, args, nodes: int = 0):
 
 
 def _specs(trace_spec: str, shape, args):
+    """The runs to make; an unknown policy or a setting the scheduler refuses ends the command with
+    the reason, before anything runs."""
     from railforge.sim.runner import plan
 
-    return plan(
-        trace_spec,
-        shape,
-        args.policies,
-        args.estimates,
-        traces_dir=args.traces_dir,
-        failure_rate=args.failures,
-        repair_time=args.repair_hours * 3600.0,
-        resync=args.resync,
-        period=args.period,
-        seed=args.seed,
-        config_overrides=dict(getattr(args, "set", ())),
-    )
+    try:
+        return plan(
+            trace_spec,
+            shape,
+            args.policies,
+            args.estimates,
+            traces_dir=args.traces_dir,
+            failure_rate=args.failures,
+            repair_time=args.repair_hours * 3600.0,
+            resync=args.resync,
+            period=args.period,
+            seed=args.seed,
+            config_overrides=dict(getattr(args, "set", ())),
+        )
+    except ValueError as error:
+        raise SystemExit(f"railforge: error: {error}") from None
 
 
 def run_key(spec, max_jobs: int = 0) -> str:

@@ -51,7 +51,7 @@ def plan(
 ) -> list[RunSpec]:
     runs = []
     for p in policies:
-        SchedulerConfig.preset(p)  # fail early on a typo
+        SchedulerConfig.preset(p, **kw.get("config_overrides", {}))  # fail early on a typo or a bad setting
         models = estimates if uses_estimates(p) else [NO_ESTIMATES]
         runs += [RunSpec(trace, p, e, shape, **kw) for e in models]
     return runs

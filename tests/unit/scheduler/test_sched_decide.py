@@ -5,6 +5,7 @@ from sched_helpers import gang, nodes, running
 
 from railforge.scheduler import (
     GPU,
+    Gang,
     Member,
     Node,
     NodeSelectorRequirement,
@@ -104,8 +105,7 @@ def test_heterogeneous_members_and_every_resource_respected():
     cluster = [Node("a", {GPU: 8, "cpu": 4000, "rdma/rail0": 1}), Node("b", {GPU: 8, "cpu": 64000})]
     launcher = Member("launcher", {"cpu": 8000})
     workers = tuple(Member(f"w{i}", {GPU: 8, "cpu": 2000, "rdma/rail0": 1}) for i in range(1))
-    g = gang("mpi", 0, 8)
-    mpi = type(g)("mpi", "a", (launcher, *workers), max_runtime=60)
+    mpi = Gang("mpi", "a", (launcher, *workers), max_runtime=60)
     d = decide(snap(cluster, [mpi]))
     assert bound(d)["mpi"] == {"w0": "a", "launcher": "b"}
 
@@ -229,6 +229,17 @@ def test_unfit_reasons_name_what_is_missing():
     )
     assert d.reasons["cpu"].endswith("the schedulable nodes cannot hold its pods' CPU, memory or other requests")
     assert not decide(snap([], [gang("any", 1, 1)])).binds  # no schedulable node at all
+
+
+def test_required_topology_level_the_scheduler_does_not_know_is_refused():
+    # a typo in a required level must not be dropped silently (the gang would spread anywhere)
+    typo = gang("typo", 2, 8, topology=TopologyConstraint("leafs", required=True))
+    loose = gang("loose", 2, 8, submit=1, topology=TopologyConstraint("leafs", required=False))
+    d = decide(snap(nodes(4), [typo, loose]))
+    assert list(bound(d)) == ["loose"] and d.reservations == []
+    assert d.reasons["typo"] == (
+        "requires topology level 'leafs', which is not one of the scheduler's levels (spine, leaf, nvlink)"
+    )
 
 
 def test_sjf_oracle_orders_by_true_runtime():

@@ -54,7 +54,9 @@ def random_gang(rng: random.Random, name: str, now: float) -> Gang:
         priority=rng.randint(0, 2),
         submit_time=now - rng.uniform(0, 5000),
         max_runtime=rng.choice((None, 600.0, 1800.0, 7200.0)),
-        topology=rng.choice((None, TopologyConstraint("leaf"), TopologyConstraint("nvlink", required=False))),
+        topology=rng.choice(
+            (None, TopologyConstraint("leaf"), TopologyConstraint("nvlink", required=False), TopologyConstraint("rack"))
+        ),  # "rack" is no level of the scheduler's: such gangs are refused
     )
 
 

@@ -155,9 +155,18 @@ def test_cli_report_end_to_end(tmp_path, traces_dir):
     assert "](simulation-results/generic/queue_depth.png)" in text
 
 
-def test_cli_rejects_unknown_policy(traces_dir):
-    with pytest.raises(ValueError):
-        main(["simulate", "--trace", "philly", "--traces-dir", str(traces_dir), "--policies", "lottery"])
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--policies", "lottery"], "unknown preset 'lottery'; known: best_effort_fifo,"),
+        (["--set", "reservation_depth=0"], "SchedulerConfig: reservation_depth is 0; expected >= 1"),
+        (["--set", "restart_backoff_base=7200"], "restart_backoff_max is 3600.0; expected >= restart_backoff_base"),
+    ],
+)
+def test_cli_refuses_unknown_policies_and_settings_before_running(traces_dir, extra, message):
+    with pytest.raises(SystemExit) as refused:
+        main(["simulate", "--trace", "itp:cluster01", "--traces-dir", str(traces_dir), "--out", "/nonexistent", *extra])
+    assert str(refused.value).startswith("railforge: error: ") and message in str(refused.value)
 
 
 def test_cli_report_cached_only_lists_missing_runs(tmp_path, traces_dir):

@@ -1,0 +1,59 @@
+"""Malformed model values are refused when they are built, with what is wrong and what was expected."""
+
+import pytest
+from sched_helpers import gang
+
+from railforge.scheduler import (
+    GPU,
+    Gang,
+    Member,
+    Node,
+    NodeSelectorRequirement,
+    Queue,
+    RunningGang,
+    SchedulerConfig,
+    Taint,
+    Toleration,
+)
+
+WORKER = Member("w0", {GPU: 8})
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: Member("w0", {GPU: -1}), "Member w0: requests['nvidia.com/gpu'] is -1; expected a whole number >= 0"),
+        (lambda: Member("w0", {"cpu": 0.5}), "Member w0: requests['cpu'] is 0.5; expected a whole number >= 0"),
+        (lambda: Node("n0", {GPU: True}), "Node n0: allocatable['nvidia.com/gpu'] is True; expected a whole number"),
+        (lambda: Gang("g", "a", ()), "Gang g: members is empty; expected at least one member"),
+        (lambda: Gang("g", "a", (WORKER, WORKER)), "Gang g: member names repeat in ['w0', 'w0']"),
+        (lambda: Gang("g", "a", (WORKER,), min_member=2), "Gang g: min_member is 2; expected None or 1 to 1"),
+        (lambda: Gang("g", "a", (WORKER,), max_runtime=0), "Gang g: max_runtime is 0; expected None or a number"),
+        (lambda: Gang("g", "a", (WORKER,), schedule_timeout=-1), "Gang g: schedule_timeout is -1; expected None"),
+        (lambda: Queue("a", parent="a"), "Queue a: parent is the queue itself"),
+        (lambda: Queue("a", quota={GPU: -8}), "Queue a: quota['nvidia.com/gpu'] is -8"),
+        (lambda: Queue("a", over_quota_weight=-1), "Queue a: over_quota_weight is -1; expected >= 0"),
+        (lambda: Taint("k", effect="NoRun"), "Taint k: effect is 'NoRun'; expected one of"),
+        (lambda: Toleration("k", operator="In"), "Toleration k: operator is 'In'; expected 'Equal' or 'Exists'"),
+        (lambda: NodeSelectorRequirement("k", "Gt", ("1",)), "NodeSelectorRequirement k: operator is 'Gt'"),
+        (lambda: NodeSelectorRequirement("k", "In"), "NodeSelectorRequirement k: values is (); In expects values"),
+        (lambda: RunningGang(gang("g", 2, 8), {"g-0": "n0"}, 0.0), "RunningGang g: placement names ['g-0']"),
+        (lambda: RunningGang(gang("g", 1, 8), {"x": "n0"}, 0.0), "RunningGang g: placement names ['x']"),
+        (lambda: SchedulerConfig(backfill="eager"), "SchedulerConfig: backfill is 'eager'; expected one of"),
+        (lambda: SchedulerConfig(reservation_depth=0), "SchedulerConfig: reservation_depth is 0; expected >= 1"),
+        (lambda: SchedulerConfig(aging_bound=-1.0), "SchedulerConfig: aging_bound is -1.0; expected None or"),
+        (lambda: SchedulerConfig(max_restarts=-1), "SchedulerConfig: max_restarts is -1; expected None or >= 0"),
+        (lambda: SchedulerConfig(topology_level_names=("leaf",)), "topology_label_keys has 3 keys"),
+    ],
+)
+def test_malformed_values_are_refused(build, message):
+    with pytest.raises(ValueError) as refused:
+        build()
+    assert message in str(refused.value)
+
+
+def test_well_formed_values_pass():
+    Gang("g", "a", (Member("launcher", {"cpu": 1000}), WORKER), min_member=2, max_runtime=60, schedule_timeout=0)
+    NodeSelectorRequirement("k", "Exists")
+    RunningGang(Gang("g", "a", (WORKER, Member("w1", {GPU: 8})), min_member=1), {"w0": "n0"}, 0.0)
+    assert SchedulerConfig(aging_bound=None, reclaim_cost_limit=None).aging_bound is None
