@@ -449,7 +449,9 @@ class Cluster:
         assignment: Assignment,
         required: bool,
     ) -> bool:
-        """Best-fit: put members on the nodes with the fewest free GPUs that still hold them."""
+        """Best-fit: put members on the nodes with the fewest free GPUs that still hold them, nodes
+        the gang already uses first (an MPI launcher joins its workers: the gang spans fewer
+        nodes and a node failure stops fewer gangs)."""
         gpu, others, names = shape.gpu, shape.others, shape.member_names
         free_gpu, free, reserved_start, now_free = self.free_gpu, self.free, self.reserved_start, self.now_free_gpu
         start, end = window
@@ -473,11 +475,11 @@ class Cluster:
                 if fits <= 0:
                     break
             if fits > 0:
-                candidates.append((room_gpu, now_free[index] if now_free else 0, index, fits))
+                candidates.append((already is None, room_gpu, now_free[index] if now_free else 0, index, fits))
         candidates.sort()
         remaining = len(names)
         position = 0
-        for _, _, index, fits in candidates:
+        for _, _, _, index, fits in candidates:
             count = min(fits, remaining)
             used = taken.setdefault(index, {})
             if gpu:

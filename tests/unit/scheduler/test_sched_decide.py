@@ -66,6 +66,19 @@ def test_best_fit_fills_partly_used_node_first():
     assert bound(d)["small"] == {"small-0": "n02"}
 
 
+def test_launcher_joins_its_workers_rather_than_the_best_fit_node():
+    # n00's GPUs are all in use, so for a GPU-less launcher it fits as tightly as the workers' nodes
+    # and comes first: best fit alone would make it a third node the gang depends on, shared with
+    # whatever runs there (every such launcher would land on it)
+    busy = running(gang("busy", 1, 8), ["n00"])
+    launcher = Member("launcher", {"cpu": 1000})
+    workers = tuple(Member(f"w{i}", {GPU: 8, "cpu": 1000}) for i in range(2))
+    mpi = Gang("mpi", "a", (launcher, *workers), max_runtime=60)
+    placement = bound(decide(snap(nodes(4, per_nvl=1), [mpi], [busy])))["mpi"]  # one leaf, NVLink per host
+    assert placement["launcher"] in {placement["w0"], placement["w1"]}
+    assert len(set(placement.values())) == 2
+
+
 def test_required_topology_is_strict_and_reason_names_best_domain():
     cluster = nodes(8)  # two leaves of 4 nodes
     busy = [running(gang("busy0", 1, 4), ["n00"]), running(gang("busy1", 1, 4), ["n04"])]
