@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Literal, get_args
 
 GPU = "nvidia.com/gpu"
 CPU = "cpu"
@@ -32,6 +32,14 @@ DEFAULT_TOPOLOGY_LABEL_KEYS = (
 DEFAULT_TOPOLOGY_LEVEL_NAMES = ("spine", "leaf", "nvlink")
 
 NO_SCHEDULE_EFFECTS = ("NoSchedule", "NoExecute")
+
+TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+TolerationOperator = Literal["Equal", "Exists"]
+SelectorOperator = Literal["In", "NotIn", "Exists", "DoesNotExist"]
+BackfillMode = Literal["easy", "conservative", "none"]
+BackfillOrder = Literal["shortest", "fair"]
+OrderMode = Literal["fair", "fifo", "sjf_oracle"]
+FailurePolicy = Literal["restart", "fail"]
 
 
 def topology_from_labels(
@@ -69,6 +77,11 @@ def _check_resources(owner: str, field_name: str, resources: Resources) -> None:
         _require(_whole(amount), owner, f"{field_name}[{name!r}] is {amount!r}; expected a whole number >= 0")
 
 
+def _check_choice(owner: str, field_name: str, value: str, choices: object) -> None:
+    allowed = get_args(choices)
+    _require(value in allowed, owner, f"{field_name} is {value!r}; expected one of {', '.join(allowed)}")
+
+
 def _check_time(owner: str, field_name: str, value: float | None, positive: bool = False) -> None:
     """A duration in seconds, or None (unbounded)."""
     ok = value is None or (value > 0 if positive else value >= 0)
@@ -81,26 +94,21 @@ def _check_time(owner: str, field_name: str, value: float | None, positive: bool
 class Taint:
     key: str
     value: str = ""
-    effect: str = "NoSchedule"  # NoSchedule | PreferNoSchedule | NoExecute
+    effect: TaintEffect = "NoSchedule"
 
     def __post_init__(self) -> None:
-        effects = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-        _require(self.effect in effects, f"Taint {self.key}", f"effect is {self.effect!r}; expected one of {effects}")
+        _check_choice(f"Taint {self.key}", "effect", self.effect, TaintEffect)
 
 
 @dataclass(frozen=True, slots=True)
 class Toleration:
     key: str = ""  # empty key with operator Exists tolerates every taint
-    operator: Literal["Equal", "Exists"] = "Equal"
+    operator: TolerationOperator = "Equal"
     value: str = ""
     effect: str = ""  # empty matches every effect
 
     def __post_init__(self) -> None:
-        _require(
-            self.operator in ("Equal", "Exists"),
-            f"Toleration {self.key}",
-            f"operator is {self.operator!r}; expected 'Equal' or 'Exists'",
-        )
+        _check_choice(f"Toleration {self.key}", "operator", self.operator, TolerationOperator)
 
     def tolerates(self, taint: Taint) -> bool:
         if self.effect and self.effect != taint.effect:
@@ -113,13 +121,12 @@ class Toleration:
 @dataclass(frozen=True, slots=True)
 class NodeSelectorRequirement:
     key: str
-    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    operator: SelectorOperator
     values: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         owner = f"NodeSelectorRequirement {self.key}"
-        operators = ("In", "NotIn", "Exists", "DoesNotExist")
-        _require(self.operator in operators, owner, f"operator is {self.operator!r}; expected one of {operators}")
+        _check_choice(owner, "operator", self.operator, SelectorOperator)
         listed = self.operator in ("In", "NotIn")
         _require(
             listed == bool(self.values),
@@ -260,10 +267,6 @@ class RunningGang:
         )
 
 
-BackfillMode = Literal["easy", "conservative", "none"]
-OrderMode = Literal["fair", "fifo", "sjf_oracle"]
-
-
 @dataclass(frozen=True, slots=True)
 class SchedulerConfig:
     """Policy knobs. ``backfill="none"`` means no reservations; ``skip_ahead`` then decides
@@ -273,7 +276,7 @@ class SchedulerConfig:
     reservation_depth: int = 1  # gangs that get reservations under conservative backfill
     # Order of the gangs tried after the last reservation (they can only backfill): "shortest"
     # estimated runtime first, or the same "fair" order as before.
-    backfill_order: Literal["shortest", "fair"] = "shortest"
+    backfill_order: BackfillOrder = "shortest"
     order: OrderMode = "fair"
     skip_ahead: bool = True
     fair_share_half_life: float = 7 * 86400.0  # usage decay; the caller decays Snapshot.usage
@@ -284,7 +287,7 @@ class SchedulerConfig:
     # claimer's GPUs x time waited. Every eviction loses its victim's progress, so a fresh claim may
     # only take young borrowers and a long wait buys more. None: no bound.
     reclaim_cost_limit: float | None = 1.0
-    failure_policy: Literal["restart", "fail"] = "restart"
+    failure_policy: FailurePolicy = "restart"
     restart_backoff_base: float = 30.0
     restart_backoff_max: float = 3600.0
     max_restarts: int | None = None  # beyond it a failing gang fails; None: unlimited
@@ -293,15 +296,10 @@ class SchedulerConfig:
 
     def __post_init__(self) -> None:
         owner = "SchedulerConfig"
-        choices = {
-            "backfill": ("easy", "conservative", "none"),
-            "backfill_order": ("shortest", "fair"),
-            "order": ("fair", "fifo", "sjf_oracle"),
-            "failure_policy": ("restart", "fail"),
-        }
-        for name, allowed in choices.items():
-            value = getattr(self, name)
-            _require(value in allowed, owner, f"{name} is {value!r}; expected one of {allowed}")
+        _check_choice(owner, "backfill", self.backfill, BackfillMode)
+        _check_choice(owner, "backfill_order", self.backfill_order, BackfillOrder)
+        _check_choice(owner, "order", self.order, OrderMode)
+        _check_choice(owner, "failure_policy", self.failure_policy, FailurePolicy)
         _require(self.reservation_depth >= 1, owner, f"reservation_depth is {self.reservation_depth!r}; expected >= 1")
         for name in ("fair_share_half_life", "min_runtime_before_reclaim", "restart_backoff_base"):
             _check_time(owner, name, getattr(self, name))

@@ -34,7 +34,7 @@ WORKER = Member("w0", {GPU: 8})
         (lambda: Queue("a", quota={GPU: -8}), "Queue a: quota['nvidia.com/gpu'] is -8"),
         (lambda: Queue("a", over_quota_weight=-1), "Queue a: over_quota_weight is -1; expected >= 0"),
         (lambda: Taint("k", effect="NoRun"), "Taint k: effect is 'NoRun'; expected one of"),
-        (lambda: Toleration("k", operator="In"), "Toleration k: operator is 'In'; expected 'Equal' or 'Exists'"),
+        (lambda: Toleration("k", operator="In"), "Toleration k: operator is 'In'; expected one of Equal, Exists"),
         (lambda: NodeSelectorRequirement("k", "Gt", ("1",)), "NodeSelectorRequirement k: operator is 'Gt'"),
         (lambda: NodeSelectorRequirement("k", "In"), "NodeSelectorRequirement k: values is (); In expects values"),
         (lambda: RunningGang(gang("g", 2, 8), {"g-0": "n0"}, 0.0), "RunningGang g: placement names ['g-0']"),
