@@ -358,10 +358,20 @@ class _Pass:
         tried = self.tried
         for gang in waiting:
             if gang.name not in tried:
-                if strict:
+                if strict and not self.never_starts(gang):
                     self.decisions.reasons[gang.name] = reasons.strict_order(head_blocker)
                 else:
                     self.frozen_reason(gang)
+
+    def never_starts(self, gang: Gang) -> bool:
+        """True when the gang does not fit even the empty cluster (``unfit``, ``unknown_level``):
+        its reason says so, rather than that it waits behind the head of a strict order."""
+        profile = gang_profile(gang)
+        key = profile.failure_key
+        if key in self.unfit_keys or self.unknown_level(gang, key):
+            return True
+        finest, widest = self.levels_for(gang, profile)
+        return self.unfit(profile, self.cluster.allowed_nodes(gang, profile), finest, widest)
 
     def settled(self) -> bool:
         """True when no gang left untried can change the cluster: none can be placed, every

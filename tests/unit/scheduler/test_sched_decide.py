@@ -210,12 +210,18 @@ def test_gang_larger_than_the_cluster_holds_nobody_up(preset):
     # 24 GPUs on two 8-GPU nodes can never fit: the gang takes no reservation (the next blocked
     # gang gets it), reclaims nothing, does not stop a strict order, and says what it lacks
     busy = [running(gang("busy", 1, 4, queue="b"), ["n00"], borrowed=True)]
-    pending = [gang("huge", 3, 8), gang("pair", 2, 8, submit=1), gang("small", 1, 4, submit=2, runtime=60)]
+    pending = [
+        gang("huge", 3, 8),
+        gang("pair", 2, 8, submit=1),
+        gang("small", 1, 4, submit=2, runtime=60),
+        gang("huge2", 3, 8, submit=3),
+    ]
     queues = [Queue("a", quota={GPU: 16}), Queue("b")]
     d = decide(snap(nodes(2), pending, busy, queues=queues, config=SchedulerConfig.preset(preset)))
-    assert d.reasons["huge"] == (
-        "does not fit even with nothing running: needs 24 GPUs; the schedulable nodes have 16 in all"
-    )
+    for name in ("huge", "huge2"):  # huge2 is not told it waits behind pair under a strict order
+        assert d.reasons[name] == (
+            "does not fit even with nothing running: needs 24 GPUs; the schedulable nodes have 16 in all"
+        )
     assert d.evictions == []
     if preset == "railforge":
         assert [r.gang_name for r in d.reservations] == ["pair"]
