@@ -150,6 +150,7 @@ def summarise(res: SimResult) -> dict:
         "util": _window_util(res),
         "util_makespan": time_weighted_mean(res.series, first, makespan_end) / res.total_gpus,
         "queue_ratio": ratios,
+        "queue_fair_gpu_h": {q: f / 3600 for q, f in res.queue_fair.items() if f > 0},
         "jain": jain_index(list(ratios.values())),
         "longest_wait": longest.queueing_delay if longest else math.nan,
         "longest_wait_job": longest.job_id if longest else None,

@@ -236,6 +236,26 @@ def unfinished_md(summaries: Sequence[dict]) -> str:
     return "\n".join(lines)
 
 
+def queue_share_md(summaries: Sequence[dict]) -> str:
+    """Per queue and policy, GPU-hours received over those its fair share entitled it to (the
+    ratios the Jain index is taken over); empty for a single queue. Queues are sorted by their
+    entitlement under the first policy, shown beside the name."""
+    first = summaries[0]["queue_fair_gpu_h"] if summaries else {}
+    if len(first) < 2:
+        return ""
+    head = "| queue (fair share, GPU-h) | " + " | ".join(label(s) for s in summaries) + " |"
+    lines = [head, "|---|" + "---:|" * len(summaries)]
+    for queue, entitled in sorted(first.items(), key=lambda item: -item[1]):
+        ratios = [s["queue_ratio"].get(queue) for s in summaries]
+        cells = " | ".join("-" if r is None else f"{r:.2f} x" for r in ratios)
+        lines.append(f"| {queue} ({entitled:,.0f}) | {cells} |")
+    note = (
+        "GPU-hours each queue received / GPU-hours of its fair share over the arrival window (the "
+        "ratios of the Jain index); fair share as entitled under the first policy."
+    )
+    return "\n".join([note, "", *lines])
+
+
 def checks_md(checks) -> str:
     mark = {True: "met", False: "**MISSED**", None: "n/a"}
     lines = ["| target | value | |", "|---|---:|---|"]
@@ -248,6 +268,7 @@ def trace_section(
 ) -> str:
     files = write_plots(results, summaries, plot_dir, title)
     unfinished = unfinished_md(summaries)
+    shares = queue_share_md(summaries)
     img = {k: f"{rel}/{v}" if rel else v for k, v in files.items()}
     parts = [
         f"## {title}",
@@ -262,6 +283,7 @@ def trace_section(
         *([unfinished, ""] if unfinished else []),
         checks_md(target_checks(summaries)),
         "",
+        *([shares, ""] if shares else []),
         f"![JCT CDF]({img['jct_cdf']})",
         f"![wait by size]({img['wait_by_bucket']})",
         "",

@@ -84,6 +84,21 @@ def test_single_report_writes_markdown_and_pngs(tmp_path):
     assert json.loads((tmp_path / "summary.json").read_text())[0]["policy"] == "strict_fifo"
 
 
+def test_report_shows_each_queues_share_against_its_fair_share(tmp_path):
+    # tiny_result: q1 received 100 of 100 fair GPU-seconds, q2 200 of 100
+    s = summarise(tiny_result())
+    assert s["queue_fair_gpu_h"] == {"q1": pytest.approx(100 / 3600), "q2": pytest.approx(100 / 3600)}
+    path = write_single_report(str(tmp_path), "tiny", [tiny_result("railforge"), tiny_result("strict_fifo")])
+    with open(path) as fh:
+        text = fh.read()
+    assert "| queue (fair share, GPU-h) | railforge (exact) | strict_fifo (exact) |" in text
+    assert "| q1 (0) | 1.00 x | 1.00 x |" in text and "| q2 (0) | 2.00 x | 2.00 x |" in text
+    single = tiny_result()
+    single.queue_fair = {"q1": 100.0}
+    with open(write_single_report(str(tmp_path), "one", [single])) as fh:
+        assert "fair share, GPU-h" not in fh.read()
+
+
 def test_report_lists_unfinished_jobs_with_their_reasons(tmp_path):
     res = tiny_result("railforge")
     res.jobs.append(JobOutcome("e", "q1", 64, 5, 10))
