@@ -9,11 +9,29 @@ from railforge.scheduler.model import GPU, Queue, Resources, add_resources
 
 
 class QueueTree:
-    """Queues by name with their ancestor paths; unknown queue names become root queues."""
+    """Queues by name with their ancestor paths; a gang's queue that is not declared becomes a root
+    queue with no quota. The declared hierarchy itself must be sound: a queue declared twice, a
+    parent not declared (a typo would lift the subtree out of its parent's limit) or a cycle of
+    parents raises ``ValueError``."""
 
     def __init__(self, queues: Iterable[Queue]):
-        self.queues: dict[str, Queue] = {q.name: q for q in sorted(queues, key=lambda q: q.name)}
+        self.queues: dict[str, Queue] = {}
+        for queue in sorted(queues, key=lambda q: q.name):
+            if queue.name in self.queues:
+                raise ValueError(f"queues: {queue.name!r} is declared twice; expected one Queue per name")
+            self.queues[queue.name] = queue
         self._paths: dict[str, tuple[str, ...]] = {}
+        for queue in self.queues.values():
+            if queue.parent is not None and queue.parent not in self.queues:
+                raise ValueError(
+                    f"queues: {queue.name!r} names parent {queue.parent!r}, which is not declared; "
+                    "expected a declared queue or None"
+                )
+            path = self.path(queue.name)
+            root = self.queues[path[-1]].parent
+            if root is not None:
+                cycle = " -> ".join((*path, root))
+                raise ValueError(f"queues: parents form a cycle ({cycle}); expected a tree")
 
     def get(self, name: str) -> Queue:
         queue = self.queues.get(name)

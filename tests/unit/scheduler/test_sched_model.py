@@ -1,4 +1,5 @@
-"""Malformed model values are refused when they are built, with what is wrong and what was expected."""
+"""Malformed model values are refused when they are built, and an unsound queue hierarchy when
+decide() is handed it, with what is wrong and what was expected."""
 
 import pytest
 from sched_helpers import gang
@@ -12,8 +13,10 @@ from railforge.scheduler import (
     Queue,
     RunningGang,
     SchedulerConfig,
+    Snapshot,
     Taint,
     Toleration,
+    decide,
 )
 
 WORKER = Member("w0", {GPU: 8})
@@ -57,3 +60,19 @@ def test_well_formed_values_pass():
     NodeSelectorRequirement("k", "Exists")
     RunningGang(Gang("g", "a", (WORKER, Member("w1", {GPU: 8})), min_member=1), {"w0": "n0"}, 0.0)
     assert SchedulerConfig(aging_bound=None, reclaim_cost_limit=None).aging_bound is None
+
+
+@pytest.mark.parametrize(
+    ("queues", "message"),
+    [
+        ((Queue("a"), Queue("a", quota={GPU: 8})), "queues: 'a' is declared twice; expected one Queue per name"),
+        ((Queue("a", parent="orgg"),), "queues: 'a' names parent 'orgg', which is not declared"),
+        ((Queue("a", parent="b"), Queue("b", parent="a")), "queues: parents form a cycle (a -> b -> a)"),
+    ],
+)
+def test_unsound_queue_hierarchy_is_refused_before_deciding(queues, message):
+    # an undeclared parent would lift the queue out of its parent's limit; a cycle has no root
+    snapshot = Snapshot(0.0, (Node("n0", {GPU: 8}),), queues, (gang("g", 1, 1),), ())
+    with pytest.raises(ValueError) as refused:
+        decide(snapshot)
+    assert message in str(refused.value)
