@@ -434,9 +434,9 @@ class _Pass:
         runtime = self.runtime(gang)
         cached = self.failure_cache.get(key)
         if cached is None or runtime < cached[0]:
-            allowed = self.cluster.allowed_nodes(gang, profile)
-            finest, widest = self.levels_for(gang, profile)
-            if not (self.unknown_level(gang, key) or self.unfit(profile, allowed, finest, widest)):
+            if not self.never_starts(gang):
+                _, widest = self.levels_for(gang, profile)
+                allowed = self.cluster.allowed_nodes(gang, profile)
                 self.failure_cache[key] = (runtime, self.capacity_reason(gang, profile, allowed, widest))
             cached = self.failure_cache[key]
         self.decisions.reasons[gang.name] = cached[1]
@@ -554,12 +554,9 @@ class _Pass:
         """True when the gang does not fit even the empty cluster (more GPUs than the nodes it may
         use hold, say). Such a gang holds nobody up: it takes no reservation, reclaims nothing and
         does not stop a strict order; its reason, kept for its placement class, says what it lacks."""
-        key = profile.failure_key
         if self.cluster.fits_when_empty(profile, allowed, finest, widest):
             return False
-        self.unfit_keys.add(key)
-        self.failure_cache[key] = (0.0, self.unfit_reason(profile, allowed, widest))
-        return True
+        return self.refuse(profile.failure_key, self.unfit_reason(profile, allowed, widest))
 
     def unknown_level(self, gang: Gang, key: int) -> bool:
         """True when the gang requires a topology level the scheduler has no name for (a typo, or
@@ -567,8 +564,12 @@ class _Pass:
         constraint = gang.topology
         if constraint is None or not constraint.required or constraint.level in self.level_names:
             return False
+        return self.refuse(key, reasons.unknown_level(constraint.level, self.level_names))
+
+    def refuse(self, key: int, reason: str) -> bool:
+        """Mark the placement class as one that never starts (see ``unfit``), with its reason."""
         self.unfit_keys.add(key)
-        self.failure_cache[key] = (0.0, reasons.unknown_level(constraint.level, self.level_names))
+        self.failure_cache[key] = (0.0, reason)  # fails for every run time: the class closes
         return True
 
     def unfit_reason(self, profile: GangProfile, allowed: list[bool] | None, widest: int) -> str:
