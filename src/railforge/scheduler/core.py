@@ -3,9 +3,10 @@
 Steps: (1) restart or fail running gangs hit by a member failure or node loss; (2) build the
 free-capacity view and queue usage; (3) fail pending gangs past their schedule timeout; (4) order
 the rest (aged gangs first, then by fair share, FIFO or oracle SJF); (5) for each gang: check its
-queue limits, place it all-or-nothing, reclaim borrowed capacity when it is within quota, or, when
-blocked, give it a reservation (EASY: the first blocked gang; conservative: the first K) that
-later gangs may not delay. Once every reservation is made, the remaining gangs can only backfill
+queue limits, place it all-or-nothing, reclaim borrowed capacity when it is within quota, preempt
+the gangs of its queue that backfilled past its reservation when they alone keep it from starting
+now, or, when blocked, give it a reservation (EASY: the first blocked gang; conservative: the first
+K) that later gangs may not delay. Once every reservation is made, the remaining gangs can only backfill
 and are tried shortest estimate first. The pass stops as soon as no untried gang could be placed
 or reclaim (gangs of one placement class that failed for a run window fail for every longer one);
 the rest get the reasons they would have got, worked out when first read (``Reasons``).
@@ -40,6 +41,7 @@ from railforge.scheduler.model import (
     Bind,
     Decisions,
     Evict,
+    EvictCause,
     Fail,
     Gang,
     Reservation,
@@ -150,6 +152,10 @@ class _Pass:
     def may_reclaim(self, running: RunningGang) -> bool:
         return self.now - running.start_time >= self.config.min_runtime_before_reclaim
 
+    def may_preempt(self, gang: Gang) -> bool:
+        """Gangs started past the gang's reservation still run, and preemption is on."""
+        return self.config.preempt_backfill and gang.name in self.running_index.backfilled
+
     @functools.cached_property
     def can_reclaim(self) -> bool:
         """Reclaim is on and some borrowed gang has run its minimum runtime."""
@@ -157,11 +163,12 @@ class _Pass:
 
     @functools.cached_property
     def reclaimable(self) -> list[RunningGang]:
-        """Possible reclaim victims, in victim order: lowest priority, least progress first."""
-        return sorted(
-            filter(self.may_reclaim, self.running_index.borrowed.values()),
-            key=lambda r: (r.gang.priority, self.now - r.start_time, r.gang.name),
-        )
+        """Possible reclaim victims, in victim order."""
+        return sorted(filter(self.may_reclaim, self.running_index.borrowed.values()), key=self.victim_order)
+
+    def victim_order(self, running: RunningGang) -> tuple:
+        """Evict the lowest priority first, then the least progress (the least work lost)."""
+        return running.gang.priority, self.now - running.start_time, running.gang.name
 
     # -- ordering ------------------------------------------------------------------------------
 
@@ -460,7 +467,8 @@ class _Pass:
         the per-shape failure cache (placement cannot succeed for a gang whose shape already failed
         with a run window no longer than this one, since capacity only shrinks between reclaims).
         Only the gangs at the head of the line (the first blocked ones: those that get the
-        reservations, or the first one without backfill) may reclaim, when within quota.
+        reservations, or the first one without backfill) may reclaim, when within quota; only the
+        first may preempt what backfilled past it.
         """
         profile = gang_profile(gang)
         decisions = self.decisions
@@ -496,6 +504,12 @@ class _Pass:
             expected = self.earliest_start(profile, allowed, runtime, finest, widest)
             wait = math.inf if expected is None else expected[0] - self.now
             assignment, declined = self.reclaim(gang, profile, allowed, end, finest, widest, wait)
+        if assignment is None and self.blocked == 0 and self.may_preempt(gang):
+            if expected is None:
+                expected = self.earliest_start(profile, allowed, runtime, finest, widest)
+            start = math.inf if expected is None else expected[0]
+            if start > self.now:
+                assignment = self.preempt(gang, profile, allowed, end, finest, widest, start)
         if assignment is not None:
             if borrowed is None:
                 borrowed = self.borrows(queue, profile)
@@ -548,7 +562,8 @@ class _Pass:
             self.bound_releases.append((end, index, requests))
         self.usage.add(gang.queue, charge)
         self.version += 1
-        self.decisions.binds.append(Bind(gang.name, placement, borrowed))
+        passed = self.first_reservation.gang_name if self.first_reservation is not None else None
+        self.decisions.binds.append(Bind(gang.name, placement, borrowed, passed))
 
     def unfit(self, profile: GangProfile, allowed: list[bool] | None, finest: int, widest: int) -> bool:
         """True when the gang does not fit even the empty cluster (more GPUs than the nodes it may
@@ -668,10 +683,68 @@ class _Pass:
         declined = "cost" if too_costly else "served" if better_served else "room" if victims else None
         if not victims:
             return None, declined
+        reason = f"reclaimed by queue {gang.queue} (within its quota) for gang {gang.name}"
+        assignment = self.evict_for(profile, allowed, end, finest, widest, victims, reason, "reclaim")
+        return assignment, None if assignment is not None else declined
+
+    def preempt(
+        self,
+        gang: Gang,
+        profile: GangProfile,
+        allowed: list[bool] | None,
+        end: float,
+        finest: int,
+        widest: int,
+        start: float,
+    ) -> Assignment | None:
+        """Evict gangs of the gang's own queue that started past its reservation (``preempt_backfill``)
+        when it could then start now instead of at ``start``; victims as for reclaim (lowest priority,
+        least progress first, past their minimum runtime), their lost work bounded in the same way.
+
+        Only gangs whose estimated end is no later than ``start`` are taken: the gangs that, as their
+        estimates promised, would be gone by then. A gang that backfilled onto other nodes for a
+        longer run holds nothing the reservation was promised."""
+        cost_limit = self.config.reclaim_cost_limit
+        budget = math.inf if cost_limit is None else cost_limit * profile.gpu * (start - self.now)
+        candidates = sorted(
+            (
+                running
+                for running in self.running_index.backfilled.get(gang.name, {}).values()
+                if running.gang.queue == gang.queue
+                and running.expected_end <= start
+                and running.gang.name not in self.evicted
+                and self.may_reclaim(running)
+            ),
+            key=self.victim_order,
+        )
+        victims = []
+        for running in candidates:
+            lost = placed_by_node(running)[2].get(GPU, 0) * (self.now - running.start_time)
+            if lost <= budget:
+                budget -= lost
+                victims.append(running)
+        if not victims:
+            return None
+        reason = f"preempted for gang {gang.name}, whose reservation it started past: that gang can start now"
+        return self.evict_for(profile, allowed, end, finest, widest, victims, reason, "preempt")
+
+    def evict_for(
+        self,
+        profile: GangProfile,
+        allowed: list[bool] | None,
+        end: float,
+        finest: int,
+        widest: int,
+        victims: list[RunningGang],
+        reason: str,
+        cause: EvictCause,
+    ) -> Assignment | None:
+        """Place the gang by evicting the fewest of ``victims`` (taken in their order); evict
+        nothing and return None when it would not fit even with all of them gone."""
         cluster = self.cluster
         need = profile.required_gpu
         if cluster.total_free_gpu + sum(placed_by_node(r)[2].get(GPU, 0) for r in victims) < need:
-            return None, declined  # even evicting every victim would not free enough GPUs
+            return None  # even evicting every victim would not free enough GPUs
         released: list[RunningGang] = []
         assignment = None
         for victim in victims:
@@ -684,7 +757,7 @@ class _Pass:
         if assignment is None:
             for victim in released:
                 self.release(victim, -1)
-            return None, declined
+            return None
         # Victims were released in victim order, wherever they ran: spare every one the gang can
         # do without, trying the ones that have run longest first.
         needed: list[RunningGang] = []
@@ -699,16 +772,11 @@ class _Pass:
         for victim in reversed(needed):
             self.evicted.add(victim.gang.name)
             self.usage.add(victim.gang.queue, placed_by_node(victim)[2], -1)
-            self.decisions.evictions.append(
-                Evict(
-                    victim.gang.name,
-                    f"reclaimed by queue {gang.queue} (within its quota) for gang {gang.name}",
-                )
-            )
+            self.decisions.evictions.append(Evict(victim.gang.name, reason, cause))
         self.failure_cache.clear()  # capacity grew: every class with untried gangs may fit again
         self.open_classes = {key for key in self.classes if self.untried_runtime(key) is not None}
         self.version += 1
-        return assignment, None
+        return assignment
 
     def release(self, running: RunningGang, sign: int) -> None:
         cluster = self.cluster

@@ -159,8 +159,9 @@ def placed_by_node(running: RunningGang) -> tuple[tuple[str, ...], list[tuple[st
 
 
 class RunningIndex:
-    """Running gangs: resources used per node, charge per leaf queue, the borrowers, the gangs by
-    expected end, and whether any has a failed member."""
+    """Running gangs: resources used per node, charge per leaf queue, the borrowers, the gangs that
+    backfilled past each reservation holder, the gangs by expected end, and whether any has a
+    failed member."""
 
     def __init__(self) -> None:
         self.running: _Held[RunningGang] = _Held()
@@ -172,6 +173,7 @@ class RunningIndex:
         self.by_queue: dict[str, dict[str, int]] = {}
         self.queue_gangs: dict[str, int] = {}
         self.borrowed: dict[int, RunningGang] = {}
+        self.backfilled: dict[str, dict[int, RunningGang]] = {}  # gang passed -> gangs that backfilled past it
         self.failed = 0  # gangs with a failed member
         # the last earliest start found in a cluster these gangs alone occupy (_Pass.earliest_start)
         self.start_memo: tuple | None = None
@@ -205,6 +207,15 @@ class RunningIndex:
                 self.borrowed[id(running)] = running
             else:
                 del self.borrowed[id(running)]
+        passed = running.backfilled_past
+        if passed is not None:
+            gangs = self.backfilled.setdefault(passed, {})
+            if sign > 0:
+                gangs[id(running)] = running
+            else:
+                del gangs[id(running)]
+                if not gangs:
+                    del self.backfilled[passed]
         if running.failed_members:
             self.failed += sign
 

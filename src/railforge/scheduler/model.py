@@ -40,6 +40,7 @@ BackfillMode = Literal["easy", "conservative", "none"]
 BackfillOrder = Literal["shortest", "fair"]
 OrderMode = Literal["fair", "fifo", "sjf_oracle"]
 FailurePolicy = Literal["restart", "fail"]
+EvictCause = Literal["reclaim", "preempt"]
 
 
 def topology_from_labels(
@@ -254,6 +255,9 @@ class RunningGang:
     expected_end: float = math.inf  # start_time + max runtime; inf when unbounded
     borrowed: bool = False  # started beyond its queue's quota, so reclaimable
     failed_members: tuple[str, ...] = ()
+    # The gang whose reservation it started past (``Bind.backfilled_past``): the caller keeps it
+    # with the running gang, since it decides what may preempt it (``preempt_backfill``).
+    backfilled_past: str | None = None
 
     def __post_init__(self) -> None:
         gang = self.gang
@@ -287,6 +291,10 @@ class SchedulerConfig:
     # claimer's GPUs x time waited. Every eviction loses its victim's progress, so a fresh claim may
     # only take young borrowers and a long wait buys more. None: no bound.
     reclaim_cost_limit: float | None = 1.0
+    # A reservation holder that could start now but for gangs of its own queue that started past its
+    # reservation (their estimates promised to end before it starts, and the gangs holding it up
+    # ended earlier than estimated) evicts them, whole, within the same bound on lost work.
+    preempt_backfill: bool = True
     failure_policy: FailurePolicy = "restart"
     restart_backoff_base: float = 30.0
     restart_backoff_max: float = 3600.0
@@ -353,12 +361,14 @@ class Bind:
     gang_name: str
     placement: dict[str, str]  # member name -> node name
     borrowed: bool = False
+    backfilled_past: str | None = None  # the gang holding the reservation this one started past
 
 
 @dataclass(frozen=True, slots=True)
 class Evict:
     gang_name: str
     reason: str
+    cause: EvictCause = "reclaim"
 
 
 @dataclass(frozen=True, slots=True)

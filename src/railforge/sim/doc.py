@@ -33,17 +33,22 @@ SETUP = """\
   log-uniform on [1, 10], rounded up to a whole hour and capped at 7 days (never below the
   runtime: every trace job finished).
 * **Policies** (`SchedulerConfig.preset`): `railforge` = fair share + EASY backfill with
-  reservations + reclaim of borrowed capacity; `strict_fifo` = gang FIFO, nothing passes a blocked
-  head; `best_effort_fifo` = FIFO order, any gang that fits starts (no reservations: large gangs
-  can starve); `sjf_oracle` = shortest true runtime first, skip-ahead, no reservations.
+  reservations + reclaim of borrowed capacity + preemption of gangs that backfilled past their
+  queue's reservation holder when it could start in their place; `strict_fifo` = gang FIFO,
+  nothing passes a blocked head; `best_effort_fifo` = FIFO order, any gang that fits starts (no
+  reservations: large gangs can starve); `sjf_oracle` = shortest true runtime first, skip-ahead,
+  no reservations.
 * **Metrics**: JCT = end - submit; wait (queueing delay) = JCT - runtime (includes runs lost to
   evictions/restarts).  Size buckets by GPUs: 1, 2-8, 16+ (= more than 8, i.e. multi-node).
   Utilisation = time-weighted allocated GPUs / cluster GPUs over the arrival window (first to
-  last submission).  Jain index over queues of (GPU-seconds received / fair-share GPU-seconds),
-  the fair share being the scheduler's own water-filling (quota first, the rest by over-quota
-  weight) of the queues' demand, recomputed after every pass; `-` with a single queue.
+  last submission); useful utilisation leaves out the GPU-time of runs later cut short (by an
+  eviction or a restart: their work is done again), and is what the target compares.  Jain index
+  over queues of (GPU-seconds received / fair-share GPU-seconds), the fair share being the
+  scheduler's own water-filling (quota first, the rest by over-quota weight) of the queues'
+  demand, recomputed after every pass; `-` with a single queue.
   Backfills = gangs started past an older gang that held a reservation; reclaims = evictions of
-  borrowed gangs; restarts = gangs restarted after a node failure.  Times in hours.
+  borrowed gangs; preemptions = evictions of gangs that started past their own queue's
+  reservation holder, for it; restarts = gangs restarted after a node failure.  Times in hours.
 """
 
 
@@ -102,7 +107,7 @@ def write_results_doc(doc: str, plots_dir: str, sections, command: str, elapsed:
             "## Quality targets",
             "",
             f"{len(checks) - missed} of {len(checks)} met.  Targets: railforge mean JCT <= 0.7 x strict "
-            "FIFO's; p99 wait of 16+ GPU gangs <= strict FIFO's; utilisation within 2 points of "
+            "FIFO's; p99 wait of 16+ GPU gangs <= strict FIFO's; useful utilisation within 2 points of "
             "best-effort FIFO.",
             "",
             checks_md(checks),

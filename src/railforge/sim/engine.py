@@ -126,10 +126,12 @@ class Simulator:
             "binds": 0,
             "backfills": 0,
             "reclaims": 0,
+            "preemptions": 0,
             "restarts": 0,
             "failures": 0,
             "node_failures": 0,
             "lost_gpu_seconds": 0.0,  # GPU-time of runs cut short by evictions and restarts
+            "lost_window_gpu_seconds": 0.0,  # the part of it within the arrival window
         }
         submits = [j.gang.submit_time for j in self.jobs.values()]
         self.window = (min(submits, default=0.0), max(submits, default=0.0))
@@ -194,7 +196,10 @@ class Simulator:
     def _interrupt(self, name: str) -> RunningGang:
         """Release a gang whose run is cut short (evicted or restarted); its progress is lost."""
         rg = self._release(name)
-        self.counters["lost_gpu_seconds"] += self.jobs[name].gpus * (self.now - rg.start_time)
+        gpus = self.jobs[name].gpus
+        self.counters["lost_gpu_seconds"] += gpus * (self.now - rg.start_time)
+        first, last = self.window
+        self.counters["lost_window_gpu_seconds"] += gpus * max(0.0, min(self.now, last) - max(rg.start_time, first))
         return rg
 
     def _apply(self, d: Decisions) -> None:
@@ -204,7 +209,7 @@ class Simulator:
                 continue
             rg = self._interrupt(ev.gang_name)
             self.outcomes[ev.gang_name].evictions += 1
-            self.counters["reclaims"] += 1
+            self.counters["reclaims" if ev.cause == "reclaim" else "preemptions"] += 1
             self._add_pending(rg.gang)
         for rs in d.restarts:
             if rs.gang_name not in self.running:
@@ -247,6 +252,7 @@ class Simulator:
                 start_time=now,
                 expected_end=now + est if est is not None else math.inf,
                 borrowed=b.borrowed,
+                backfilled_past=b.backfilled_past,
             )
             out = self.outcomes[gang.name]
             if out.first_start is None:

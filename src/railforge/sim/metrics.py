@@ -114,12 +114,16 @@ def jain_index(values: list[float]) -> float:
     return (s * s) / (len(values) * sq) if sq > 0 else math.nan
 
 
-def _window_util(res: SimResult) -> float:
-    """Exact: the simulator integrates each queue's allocated GPUs over the arrival window."""
+def _window_util(res: SimResult, lost: bool = False) -> float:
+    """Exact: the simulator integrates each queue's allocated GPUs over the arrival window. With
+    ``lost``, less the GPU-time within the window of runs later cut short (their work is redone)."""
     span = res.window[1] - res.window[0]
     if span <= 0 or not res.total_gpus:
         return math.nan
-    return sum(res.queue_alloc.values()) / (res.total_gpus * span)
+    allocated = sum(res.queue_alloc.values())
+    if lost:
+        allocated -= res.counters.get("lost_window_gpu_seconds", 0.0)
+    return allocated / (res.total_gpus * span)
 
 
 def summarise(res: SimResult) -> dict:
@@ -148,6 +152,7 @@ def summarise(res: SimResult) -> dict:
         "by_bucket": by_bucket,
         "makespan": makespan_end - first,
         "util": _window_util(res),
+        "util_useful": _window_util(res, lost=True),
         "util_makespan": time_weighted_mean(res.series, first, makespan_end) / res.total_gpus,
         "queue_ratio": ratios,
         "queue_fair_gpu_h": {q: f / 3600 for q, f in res.queue_fair.items() if f > 0},

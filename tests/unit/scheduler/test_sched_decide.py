@@ -500,6 +500,54 @@ def test_reclaim_destroys_at_most_the_work_it_saves(runtime, evicted):
     assert [e.gang_name for e in d.evictions] == ["b"]
 
 
+def test_a_gang_backfilling_past_the_reservation_records_whom_it_passed():
+    busy = running(gang("busy", 1, 8, runtime=5000), ["n00"])
+    pending = [gang("first", 1, 4, submit=0), gang("head", 2, 8, submit=1), gang("small", 1, 4, submit=2)]
+    d = decide(snap(nodes(2), pending, [busy], now=0))
+    assert [r.gang_name for r in d.reservations] == ["head"]
+    assert {b.gang_name: b.backfilled_past for b in d.binds} == {"first": None, "small": "head"}
+
+
+def preemption_case(victim_queue="a", victim_end=6000.0, victim_start=1000.0, other_end=None, config=None):
+    # The head needs two nodes. It reserved them while a long run held n00; "bf" then backfilled
+    # onto n01 past it, its estimate ending by the reserved start. The long run has ended early.
+    # With ``other_end``, a third node's gang ends then and gives the head its second node.
+    victim = gang("bf", 1, 8, queue=victim_queue, runtime=victim_end - victim_start)
+    run = [running(victim, ["n01"], start=victim_start, backfilled_past="head")]
+    if other_end is not None:
+        run.append(running(gang("other", 1, 8, runtime=other_end), ["n02"]))
+    cluster = nodes(2 if other_end is None else 3)
+    return decide(snap(cluster, [gang("head", 2, 8)], run, now=2000, config=config))
+
+
+def test_reservation_holder_preempts_what_backfilled_past_it_when_it_could_start_now():
+    d = preemption_case()
+    assert [(e.gang_name, e.cause) for e in d.evictions] == [("bf", "preempt")]
+    assert d.evictions[0].reason == (
+        "preempted for gang head, whose reservation it started past: that gang can start now"
+    )
+    assert bound(d) == {"head": {"head-0": "n00", "head-1": "n01"}}
+
+
+@pytest.mark.parametrize(
+    ("case", "reason"),
+    [
+        ({"config": SchedulerConfig(preempt_backfill=False)}, "switched off"),
+        ({"victim_queue": "b"}, "another queue's gang: fair share and reclaim govern it"),
+        ({"victim_start": 1500.0}, "under its minimum runtime"),
+        # the head starts at 6000 on n00 and n02 anyway; "bf" runs on past it: a longer run on
+        # another node, which holds nothing the reservation was promised
+        ({"victim_end": 90_000.0, "other_end": 6000.0}, "ends after the head's start"),
+        # 8 GPUs x 1900 s lost would buy the head (16 GPUs) only 15 s: it waits instead
+        ({"victim_end": 2015.0, "victim_start": 100.0}, "costs more than the wait it saves"),
+    ],
+)
+def test_preemption_is_declined(case, reason):
+    d = preemption_case(**case)
+    assert d.evictions == [] and d.binds == [], reason
+    assert [r.gang_name for r in d.reservations] == ["head"]
+
+
 def test_reasons_of_untried_gangs_are_worked_out_when_read():
     """A full cluster settles the pass after the head: the other gangs are never tried, yet each
     gets its reason on the first read, and the mapping behaves like a dict."""

@@ -97,7 +97,8 @@ def snapshots(draw) -> Snapshot:
             start = now - rng.uniform(0, 3000)
             end = start + gang.max_runtime if gang.max_runtime else float("inf")
             failed = (gang.members[0].name,) if rng.random() < 0.1 else ()
-            running.append(RunningGang(gang, placement, start, end, rng.random() < 0.5, failed))
+            passed = f"p{rng.randint(0, 9)}" if rng.random() < 0.4 else None  # may be preempted by it
+            running.append(RunningGang(gang, placement, start, end, rng.random() < 0.5, failed, passed))
         else:
             for member_name, node in placement.items():
                 requests = next(m.requests for m in gang.members if m.name == member_name)
@@ -166,6 +167,26 @@ def check_limits(snap: Snapshot) -> None:
             used = now_use.get(queue.name, {}).get(resource, 0)
             grew = used > before.get(queue.name, {}).get(resource, 0)
             assert not grew or used <= limit, (queue.name, used, limit)
+
+
+def check_evictions_have_a_cause(snap: Snapshot) -> None:
+    """Only whole gangs past their minimum runtime are evicted, each for a gang that starts in the
+    same call: a borrower reclaimed, or a gang of the starter's queue that backfilled past it."""
+    decisions = decide(snap)
+    running = {r.gang.name: r for r in snap.running}
+    bound = {b.gang_name for b in decisions.binds}
+    pending = {g.name: g for g in snap.pending}
+    for eviction in decisions.evictions:
+        victim = running[eviction.gang_name]
+        assert not victim.failed_members
+        assert snap.now - victim.start_time >= snap.config.min_runtime_before_reclaim
+        if eviction.cause == "reclaim":
+            assert snap.config.reclaim and victim.borrowed
+        else:
+            claimer = victim.backfilled_past
+            assert snap.config.preempt_backfill and claimer in bound
+            assert pending[claimer].queue == victim.gang.queue
+    assert not decisions.evictions or decisions.binds
 
 
 def check_reservations_hold(snap: Snapshot) -> None:
@@ -252,7 +273,11 @@ def check_warm_index_changes_nothing(snap: Snapshot) -> None:
             earlier = list(snap.pending)
     else:
         earlier_running = [r if rng.random() < 0.7 else replace(r) for r in snap.running if rng.random() < 0.5]
-        earlier_running += [replace(r, borrowed=not r.borrowed) for r in snap.running if r not in earlier_running]
+        earlier_running += [
+            replace(r, borrowed=not r.borrowed, backfilled_past=None if r.backfilled_past else "p0")
+            for r in snap.running
+            if r not in earlier_running
+        ]
         earlier_now = snap.now
     decide(replace(snap, now=earlier_now, pending=tuple(earlier), running=tuple(earlier_running)))
     warm = decide(snap)
@@ -262,6 +287,7 @@ def check_warm_index_changes_nothing(snap: Snapshot) -> None:
 
 PROPERTIES = (
     check_capacity_and_whole_gangs,
+    check_evictions_have_a_cause,
     check_limits,
     check_reservations_hold,
     check_deterministic,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import pytest
 
@@ -94,6 +95,28 @@ def test_railforge_backfills_without_delaying_reservation():
 def test_railforge_user_estimates_run():
     _res, jobs, _ = run(SCENARIO, "railforge", estimates="user")
     assert all(j.end is not None for j in jobs.values())
+
+
+@pytest.mark.parametrize(("preempt", "head_start", "lost"), [(True, 1000, 8 * 998), (False, 5002, 0)])
+def test_over_estimated_backfill_is_preempted_for_the_reservation_holder(preempt, head_start, lost):
+    # Two 8-GPU nodes. "long" asked for 100,000 s and ends at 1,000. "head" (16 GPUs) reserves both
+    # nodes for 100,000; "small" (5,000 s, asked for 50,000) backfills past it onto the free node.
+    # When "long" ends early, "head" could start but for "small": preempted, it runs again after.
+    # "late" only stretches the arrival window to [0, 3000], over which utilisation is measured.
+    jobs = [("long", 0, 1000, 8, 100_000), ("head", 1, 100, 16, 100), ("small", 2, 5000, 8, 50_000)]
+    jobs.append(("late", 3000, 10, 1, 10))
+    records = [(JobRecord(name, submit, runtime, gpus), asked) for name, submit, runtime, gpus, asked in jobs]
+    sim_jobs = [SimJob(replace(build_gang(r, "exact"), max_runtime=asked), r.duration, r.gpus) for r, asked in records]
+    config = SchedulerConfig.preset("railforge", preempt_backfill=preempt)
+    trace = Trace("tiny", [r for r, _ in records])
+    sim = Simulator(build_nodes(ClusterShape(nodes=2)), build_queues(trace, 16), sim_jobs, config)
+    res = sim.run()
+    out = {j.job_id: j for j in res.jobs}
+    assert out["head"].first_start == head_start
+    assert sim.counters["preemptions"] == int(preempt) and sim.counters["lost_gpu_seconds"] == lost
+    assert out["small"].end == (1100 + 5000 if preempt else 5002)
+    s = summarise(res)
+    assert s["util"] - s["util_useful"] == pytest.approx(lost / (16 * 3000))  # the lost run is all in the window
 
 
 @pytest.mark.parametrize("policy", ["railforge", "strict_fifo", "best_effort_fifo"])
