@@ -498,18 +498,22 @@ class _Pass:
             return True
         borrowed: bool | None = None
         expected: Start | None = None
-        declined: str | None = None
+        declined: list[tuple[str, str]] = []  # (action, why) of each eviction the gang declined
         reclaims = assignment is None and head and self.can_reclaim
         if reclaims and not (borrowed := self.borrows(queue, profile)):
             expected = self.earliest_start(profile, allowed, runtime, finest, widest)
             wait = math.inf if expected is None else expected[0] - self.now
-            assignment, declined = self.reclaim(gang, profile, allowed, end, finest, widest, wait)
+            assignment, why = self.reclaim(gang, profile, allowed, end, finest, widest, wait)
+            if why is not None:
+                declined.append(("reclaiming", why))
         if assignment is None and self.blocked == 0 and self.may_preempt(gang):
             if expected is None:
                 expected = self.earliest_start(profile, allowed, runtime, finest, widest)
             start = math.inf if expected is None else expected[0]
             if start > self.now:
-                assignment = self.preempt(gang, profile, allowed, end, finest, widest, start)
+                assignment, why = self.preempt(gang, profile, allowed, end, finest, widest, start)
+                if why is not None:
+                    declined.append(("preempting", why))
         if assignment is not None:
             if borrowed is None:
                 borrowed = self.borrows(queue, profile)
@@ -535,8 +539,8 @@ class _Pass:
             if expected is None:
                 expected = self.earliest_start(profile, allowed, runtime, finest, widest)
             self.reserve(gang, profile, runtime, expected)
-        if declined is not None:
-            decisions.reasons[gang.name] = reasons.reclaim_declined(decisions.reasons[gang.name], declined)
+        for action, why in declined:
+            decisions.reasons[gang.name] = reasons.declined(decisions.reasons[gang.name], action, why)
         return False
 
     def borrows(self, queue: str, profile: GangProfile) -> bool:
@@ -641,7 +645,7 @@ class _Pass:
     ) -> tuple[Assignment | None, str | None]:
         """Evict whole borrowed gangs of other queues (lowest priority, least progress first) until
         the gang fits; evict nothing when it would not fit even then. Returns the assignment, or
-        None and why the claim was declined (a ``reasons.RECLAIM_DECLINED`` key; None when there
+        None and why the claim was declined (a ``reasons.DECLINED`` key; None when there
         was nothing to reclaim).
 
         A victim is taken only while its queue stays at least as well served as the claiming queue
@@ -680,12 +684,9 @@ class _Pass:
                 left[victim_queue] = after
                 budget -= lost
                 victims.append(r)
-        declined = "cost" if too_costly else "served" if better_served else "room" if victims else None
-        if not victims:
-            return None, declined
         reason = f"reclaimed by queue {gang.queue} (within its quota) for gang {gang.name}"
-        assignment = self.evict_for(profile, allowed, end, finest, widest, victims, reason, "reclaim")
-        return assignment, None if assignment is not None else declined
+        spared = "cost" if too_costly else "served" if better_served else None
+        return self.evict_for(profile, allowed, end, finest, widest, victims, reason, "reclaim", spared)
 
     def preempt(
         self,
@@ -696,10 +697,11 @@ class _Pass:
         finest: int,
         widest: int,
         start: float,
-    ) -> Assignment | None:
+    ) -> tuple[Assignment | None, str | None]:
         """Evict gangs of the gang's own queue that started past its reservation (``preempt_backfill``)
         when it could then start now instead of at ``start``; victims as for reclaim (lowest priority,
         least progress first, past their minimum runtime), their lost work bounded in the same way.
+        Returns what ``reclaim`` returns.
 
         Only gangs whose estimated end is no later than ``start`` are taken: the gangs that, as their
         estimates promised, would be gone by then. A gang that backfilled onto other nodes for a
@@ -718,15 +720,18 @@ class _Pass:
             key=self.victim_order,
         )
         victims = []
+        too_costly = False
         for running in candidates:
             lost = placed_by_node(running)[2].get(GPU, 0) * (self.now - running.start_time)
             if lost <= budget:
                 budget -= lost
                 victims.append(running)
-        if not victims:
-            return None
+            else:
+                too_costly = True
         reason = f"preempted for gang {gang.name}, whose reservation it started past: that gang can start now"
-        return self.evict_for(profile, allowed, end, finest, widest, victims, reason, "preempt")
+        return self.evict_for(
+            profile, allowed, end, finest, widest, victims, reason, "preempt", "cost" if too_costly else None
+        )
 
     def evict_for(
         self,
@@ -738,13 +743,16 @@ class _Pass:
         victims: list[RunningGang],
         reason: str,
         cause: EvictCause,
-    ) -> Assignment | None:
-        """Place the gang by evicting the fewest of ``victims`` (taken in their order); evict
-        nothing and return None when it would not fit even with all of them gone."""
+        spared: str | None,
+    ) -> tuple[Assignment | None, str | None]:
+        """Place the gang by evicting the fewest of ``victims`` (taken in their order). When it
+        would not fit even with all of them gone, evict nothing and say why (a ``reasons.DECLINED``
+        key): ``spared``, why the caller left some candidates out, if it did; else "room"."""
         cluster = self.cluster
         need = profile.required_gpu
+        declined = spared or ("room" if victims else None)
         if cluster.total_free_gpu + sum(placed_by_node(r)[2].get(GPU, 0) for r in victims) < need:
-            return None  # even evicting every victim would not free enough GPUs
+            return None, declined  # even evicting every victim would not free enough GPUs
         released: list[RunningGang] = []
         assignment = None
         for victim in victims:
@@ -757,7 +765,7 @@ class _Pass:
         if assignment is None:
             for victim in released:
                 self.release(victim, -1)
-            return None
+            return None, declined
         # Victims were released in victim order, wherever they ran: spare every one the gang can
         # do without, trying the ones that have run longest first.
         needed: list[RunningGang] = []
@@ -776,7 +784,7 @@ class _Pass:
         self.failure_cache.clear()  # capacity grew: every class with untried gangs may fit again
         self.open_classes = {key for key in self.classes if self.untried_runtime(key) is not None}
         self.version += 1
-        return assignment
+        return assignment, None
 
     def release(self, running: RunningGang, sign: int) -> None:
         cluster = self.cluster

@@ -101,15 +101,18 @@ def behind_reservation(gang: str, start_in: float) -> str:
     )
 
 
-RECLAIM_DECLINED = {
-    "cost": "evicting the borrowers would destroy more work than the wait it saves",
-    "served": "the borrowing queues would end up less served (held / quota) than this one",
-    "room": "evicting the borrowers that may be taken would not make room",
+# Why the head of the line did not evict: (what it would have done, why not) -> text
+DECLINED = {
+    ("reclaiming", "cost"): "evicting the borrowers would destroy more work than the wait it saves",
+    ("reclaiming", "served"): "the borrowing queues would end up less served (held / quota) than this one",
+    ("reclaiming", "room"): "evicting the borrowers that may be taken would not make room",
+    ("preempting", "cost"): "evicting the gangs that backfilled past it would destroy more work than the wait it saves",
+    ("preempting", "room"): "evicting the gangs that backfilled past it and may be taken would not make room",
 }
 
 
-def reclaim_declined(reason: str, why: str) -> str:
-    return f"{reason}; not reclaiming: {RECLAIM_DECLINED[why]}"
+def declined(reason: str, action: str, why: str) -> str:
+    return f"{reason}; not {action}: {DECLINED[action, why]}"
 
 
 def no_start_time() -> str:

@@ -546,6 +546,25 @@ def test_preemption_is_declined(case, reason):
     d = preemption_case(**case)
     assert d.evictions == [] and d.binds == [], reason
     assert [r.gang_name for r in d.reservations] == ["head"]
+    if reason.startswith("costs"):  # a candidate spared by the bound: the reason says so
+        assert d.reasons["head"] == (
+            "reserved to start at +15s; waiting for backfill; not preempting: "
+            "evicting the gangs that backfilled past it would destroy more work than the wait it saves"
+        )
+    else:  # no candidate at all: nothing to report
+        assert "not preempting" not in d.reasons["head"]
+
+
+def test_preemption_that_would_not_make_room_is_declined_with_its_reason():
+    # "bf" backfilled past the head, but the head also needs n00, busy until 6000 with a gang that
+    # did not pass it: evicting "bf" alone would not let the head start.
+    bf = running(gang("bf", 1, 8, runtime=4000), ["n01"], start=1000, backfilled_past="head")
+    busy = running(gang("busy", 1, 8, runtime=6000), ["n00"])
+    d = decide(snap(nodes(2), [gang("head", 2, 8)], [bf, busy], now=2000))
+    assert d.evictions == [] and d.reasons["head"] == (
+        "reserved to start at +1h06m; waiting for backfill; not preempting: "
+        "evicting the gangs that backfilled past it and may be taken would not make room"
+    )
 
 
 def test_reasons_of_untried_gangs_are_worked_out_when_read():
