@@ -166,6 +166,16 @@ class _Pass:
         """Possible reclaim victims, in victim order."""
         return sorted(filter(self.may_reclaim, self.running_index.borrowed.values()), key=self.victim_order)
 
+    def eviction_budget(self, profile: GangProfile, wait: float) -> float:
+        """The work one claim (reclaim or preemption) may destroy: ``reclaim_cost_limit`` times the
+        claimer's GPUs x ``wait``, the time it would wait otherwise."""
+        cost_limit = self.config.reclaim_cost_limit
+        return math.inf if cost_limit is None else cost_limit * profile.gpu * wait
+
+    def lost_work(self, running: RunningGang) -> float:
+        """What evicting the gang destroys: its GPUs x its run time so far."""
+        return placed_by_node(running)[2].get(GPU, 0) * (self.now - running.start_time)
+
     def victim_order(self, running: RunningGang) -> tuple:
         """Evict the lowest priority first, then the least progress (the least work lost)."""
         return running.gang.priority, self.now - running.start_time, running.gang.name
@@ -657,8 +667,7 @@ class _Pass:
         """
         own_path = set(self.tree.path(gang.queue))
         usage = self.usage
-        cost_limit = self.config.reclaim_cost_limit
-        budget = math.inf if cost_limit is None else cost_limit * profile.gpu * wait
+        budget = self.eviction_budget(profile, wait)
         claimed = quota_ratio(usage.gpus(gang.queue) + profile.gpu, self.tree.get(gang.queue).quota.get(GPU, 0))
         over_quota: dict[str, bool] = {}
         left: dict[str, int] = {}  # victim queue -> GPUs it would hold after the victims so far
@@ -673,9 +682,8 @@ class _Pass:
                 over = over_quota[victim_queue] = usage.over_quota(victim_queue)
             if not over:
                 continue
-            gpus = placed_by_node(r)[2].get(GPU, 0)
-            after = left.get(victim_queue, usage.gpus(victim_queue)) - gpus
-            lost = gpus * (self.now - r.start_time)
+            after = left.get(victim_queue, usage.gpus(victim_queue)) - placed_by_node(r)[2].get(GPU, 0)
+            lost = self.lost_work(r)
             if lost > budget:
                 too_costly = True
             elif quota_ratio(after, self.tree.get(victim_queue).quota.get(GPU, 0)) < claimed:
@@ -706,8 +714,7 @@ class _Pass:
         Only gangs whose estimated end is no later than ``start`` are taken: the gangs that, as their
         estimates promised, would be gone by then. A gang that backfilled onto other nodes for a
         longer run holds nothing the reservation was promised."""
-        cost_limit = self.config.reclaim_cost_limit
-        budget = math.inf if cost_limit is None else cost_limit * profile.gpu * (start - self.now)
+        budget = self.eviction_budget(profile, start - self.now)
         candidates = sorted(
             (
                 running
@@ -722,7 +729,7 @@ class _Pass:
         victims = []
         too_costly = False
         for running in candidates:
-            lost = placed_by_node(running)[2].get(GPU, 0) * (self.now - running.start_time)
+            lost = self.lost_work(running)
             if lost <= budget:
                 budget -= lost
                 victims.append(running)
