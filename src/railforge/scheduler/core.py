@@ -349,11 +349,15 @@ class _Pass:
 
     def index_waiting(self) -> PendingIndex:
         """The gangs that may start now, indexed (``incremental.PendingIndex``): gangs past their
-        schedule timeout fail, gangs in restart backoff wait."""
+        schedule timeout fail, gangs in restart backoff wait, and so do gangs of a queue that is not
+        declared (the index leaves those out)."""
         pending = self.snapshot.pending
         index = self.pending_index.update(pending, self.class_record)
         # Only gangs with a timeout or a backoff can be held back (any gang when now < 0).
-        timed = sorted(index.timed.values() if self.now >= 0 else pending, key=AGE_ORDER)
+        timed = sorted(
+            itertools.chain(index.timed.values(), index.undeclared.values()) if self.now >= 0 else pending,
+            key=AGE_ORDER,
+        )
         held_back = set()
         for gang in timed:
             timeout = gang.schedule_timeout
@@ -361,12 +365,15 @@ class _Pass:
                 self.decisions.failures.append(Fail(gang.name, reasons.schedule_timeout(timeout)))
             elif gang.not_before > self.now:
                 self.decisions.reasons[gang.name] = reasons.backoff(gang.not_before - self.now)
+            elif gang.queue not in index.declared:
+                self.decisions.reasons[gang.name] = reasons.undeclared_queue(gang.queue)
             else:
                 continue
-            held_back.add(gang.name)
+            if gang.queue in index.declared:  # the index holds it
+                held_back.add(gang.name)
         if held_back:
             waiting = [gang for gang in pending if gang.name not in held_back]
-            index = PendingIndex().update(waiting, self.class_record)
+            index = PendingIndex(index.queues).update(waiting, self.class_record)
         return index
 
     def explain_untried(self, waiting: list[Gang], head_blocker: str | None) -> None:
@@ -420,8 +427,10 @@ class _Pass:
                 self.open_classes.discard(key)
 
     def frozen(self) -> bool:
-        """True when no gang still waiting can reclaim: only the first blocked gangs may."""
-        return not self.can_reclaim or self.blocked >= max(self.depth, 1)
+        """True when no gang still waiting can evict: only the first blocked gangs may reclaim,
+        only the first may preempt."""
+        can_preempt = self.config.preempt_backfill and self.running_index.backfilled
+        return not (self.can_reclaim or can_preempt) or self.blocked >= max(self.depth, 1)
 
     def limit_reason(self, queue: str, profile: GangProfile) -> str | None:
         """Why the queue's limits (or an ancestor's) keep this gang out; None when they do not.

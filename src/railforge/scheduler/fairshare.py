@@ -9,10 +9,11 @@ from railforge.scheduler.model import GPU, Queue, Resources, add_resources
 
 
 class QueueTree:
-    """Queues by name with their ancestor paths; a gang's queue that is not declared becomes a root
-    queue with no quota. The declared hierarchy itself must be sound: a queue declared twice, a
-    parent not declared (a typo would lift the subtree out of its parent's limit) or a cycle of
-    parents raises ``ValueError``."""
+    """Queues by name with their ancestor paths. A running gang's queue that is not declared (one
+    removed while it ran) is accounted as a root queue with no quota; pending gangs of such a queue
+    do not start (``PendingIndex``). The declared hierarchy itself must be sound: a queue declared
+    twice, a parent not declared (a typo would lift the subtree out of its parent's limit) or a
+    cycle of parents raises ``ValueError``."""
 
     def __init__(self, queues: Iterable[Queue]):
         self.queues: dict[str, Queue] = {}

@@ -51,10 +51,12 @@ def _remove(items: list, item: object, sort_key: Callable | None = None) -> None
 
 class PendingIndex:
     """Waiting gangs as placement classes (failure key -> entries, shortest run first), per-queue
-    lists in queue order with their GPU demand, and one list by age (submit time, name)."""
+    lists in queue order with their GPU demand, and one list by age (submit time, name). Gangs of
+    a queue that is not declared are only listed apart (``undeclared``): they may not start."""
 
     def __init__(self, queues: tuple[Queue, ...] = ()):
         self.queues = queues  # run times of gangs without their own limit come from queue defaults
+        self.declared = frozenset(queue.name for queue in queues)
         self.gangs: _Held[Gang] = _Held()
         self._clear()
 
@@ -65,6 +67,7 @@ class PendingIndex:
         self.by_age: list[Gang] = []
         self.required: dict[int, int] = {}  # required GPUs -> number of gangs
         self.timed: dict[int, Gang] = {}  # gangs with a schedule timeout or a restart backoff
+        self.undeclared: dict[int, Gang] = {}
 
     def update(self, gangs: Sequence[Gang], record: ClassRecord) -> PendingIndex:
         """Make the index hold exactly ``gangs``."""
@@ -87,6 +90,9 @@ class PendingIndex:
 
     def _add(self, gang: Gang, record: ClassRecord, put: Callable) -> None:
         """Put the gang in every list with ``put`` (``insort``, or ``append`` before a sort)."""
+        if gang.queue not in self.declared:
+            self.undeclared[id(gang)] = gang
+            return
         key, required_gpu, entry = record(gang)
         members = self.classes.get(key)
         if members is None:
@@ -105,6 +111,8 @@ class PendingIndex:
             self.timed[id(gang)] = gang
 
     def _discard(self, gang: Gang, record: ClassRecord) -> None:
+        if self.undeclared.pop(id(gang), None) is not None:
+            return
         key, required_gpu, entry = record(gang)
         members = self.classes[key]
         _remove(members, entry)

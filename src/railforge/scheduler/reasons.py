@@ -123,6 +123,10 @@ def strict_order(gang: str) -> str:
     return f"waiting behind gang {gang} (strict FIFO: nothing starts before the head of the queue)"
 
 
+def undeclared_queue(queue: str) -> str:
+    return f"queue {queue} is not declared; it waits until the queue is declared or the gang names a declared one"
+
+
 def backoff(wait: float) -> str:
     return f"restarting after a failure; backoff ends in {duration(wait)}"
 

@@ -24,7 +24,10 @@ from railforge.scheduler.reasons import duration
 DAY = 86400.0
 
 
-def snap(node_list, pending=(), run=(), queues=(), now=100.0, config=None, usage=None):
+def snap(node_list, pending=(), run=(), queues=None, now=100.0, config=None, usage=None):
+    """A snapshot; without ``queues``, every queue its gangs name is declared (no quota, no limit)."""
+    if queues is None:
+        queues = [Queue(name) for name in sorted({g.queue for g in pending} | {r.gang.queue for r in run})]
     return Snapshot(
         now,
         tuple(node_list),
@@ -229,6 +232,32 @@ def test_gang_larger_than_the_cluster_holds_nobody_up(preset):
         assert list(bound(d)) == ["small"]  # ends before pair's start: backfills on n01
     else:
         assert d.binds == [] and d.reasons["small"].startswith("waiting behind gang pair")
+
+
+@pytest.mark.parametrize("preset", ["railforge", "strict_fifo"])
+def test_gang_of_an_undeclared_queue_waits_and_holds_nobody_up(preset):
+    # "vison" is a typo for "vision", which is at its limit: the gang may not escape the limit by
+    # naming a queue nobody declared. It takes no reservation, does not stop a strict order, counts
+    # toward no queue's demand, and still fails at its schedule timeout. A running gang of an
+    # undeclared queue (one deleted while it ran) keeps its GPUs.
+    queues = [Queue("vision", limit={GPU: 8}), Queue("speech")]
+    busy = [running(gang("held", 1, 8, queue="vision"), ["n00"]), running(gang("orphan", 1, 4, queue="old"), ["n01"])]
+    pending = [
+        gang("typo", 1, 8, queue="vison"),
+        gang("typo-timed", 1, 8, queue="vison", schedule_timeout=50),
+        gang("capped", 1, 8, queue="vision", submit=1),
+        gang("speech", 1, 4, queue="speech", submit=2),
+    ]
+    d = decide(snap(nodes(2), pending, busy, queues=queues, config=SchedulerConfig.preset(preset)))
+    assert d.reasons["typo"] == (
+        "queue vison is not declared; it waits until the queue is declared or the gang names a declared one"
+    )
+    assert [f.gang_name for f in d.failures] == ["typo-timed"]
+    assert d.reasons["capped"] == "queue vision is at its limit of 8 GPUs"
+    assert list(bound(d)) == ["speech"] and bound(d)["speech"] == {"speech-0": "n01"}
+    assert d.reservations == [] and d.evictions == []
+    declared = decide(snap(nodes(2), pending[:1], busy[:1], queues=[*queues, Queue("vison")]))
+    assert bound(declared) == {"typo": {"typo-0": "n01"}}
 
 
 def test_unfit_reasons_name_what_is_missing():
@@ -520,8 +549,11 @@ def preemption_case(victim_queue="a", victim_end=6000.0, victim_start=1000.0, ot
     return decide(snap(cluster, [gang("head", 2, 8)], run, now=2000, config=config))
 
 
-def test_reservation_holder_preempts_what_backfilled_past_it_when_it_could_start_now():
-    d = preemption_case()
+# Without backfill (the scheduler's config changed while "bf" ran) the head makes no reservation,
+# and the pass may stop before trying it once nothing fits; it must still get its turn to preempt.
+@pytest.mark.parametrize("config", [None, SchedulerConfig.preset("best_effort_fifo")], ids=["easy", "no backfill"])
+def test_reservation_holder_preempts_what_backfilled_past_it_when_it_could_start_now(config):
+    d = preemption_case(config=config)
     assert [(e.gang_name, e.cause) for e in d.evictions] == [("bf", "preempt")]
     assert d.evictions[0].reason == (
         "preempted for gang head, whose reservation it started past: that gang can start now"

@@ -26,7 +26,7 @@ from railforge.scheduler import (
 from railforge.scheduler.core import _Pass
 from railforge.scheduler.fairshare import QueueTree
 
-QUEUES = ("org", "a", "b", "c")
+QUEUES = ("org", "a", "b", "c", "undeclared")  # gangs may name a queue the snapshot does not declare
 CONFIGS = (
     SchedulerConfig(),
     SchedulerConfig(backfill="conservative", reservation_depth=3),
@@ -159,7 +159,11 @@ def check_capacity_and_whole_gangs(snap: Snapshot) -> None:
 
 
 def check_limits(snap: Snapshot) -> None:
+    """No queue grows past its limit, and no gang of an undeclared queue starts (a gang cannot
+    leave its queue's limit behind by naming another)."""
     decisions = decide(snap)
+    declared = {queue.name for queue in snap.queues}
+    assert all(g.queue in declared for g in snap.pending if g.name in {b.gang_name for b in decisions.binds})
     _, before, _ = after(snap, type(decisions)())  # nothing applied: the starting usage
     _, now_use, _ = after(snap, decisions)
     for queue in snap.queues:

@@ -10,7 +10,7 @@ def test_big_gang_at_head_small_jobs_backfill_around_it():
     busy = [running(gang(f"r{i}", 1, 8, runtime=4000 + 1000 * i), [f"n{i:02d}"]) for i in range(6)]
     big = gang("big", 8, 8, submit=1, runtime=10_000)
     smalls = [gang(f"s{i}", 1, 8, submit=2 + i, runtime=rt) for i, rt in enumerate((3000, 50_000))]
-    d = decide(Snapshot(0.0, tuple(cluster), (), (big, *smalls), tuple(busy)))
+    d = decide(Snapshot(0.0, tuple(cluster), (Queue("a"),), (big, *smalls), tuple(busy)))
     assert [(r.gang_name, r.start) for r in d.reservations] == [("big", 9000)]
     assert [b.gang_name for b in d.binds] == ["s0"]  # ends before the reservation starts
     assert d.reasons["s1"].startswith("blocked behind reservation of gang big")
