@@ -59,8 +59,8 @@ def _rel(path: str, start: str) -> str:
 def overview(rows) -> str:
     head = (
         "| trace | GPUs | policy (estimates) | mean JCT | p99 JCT | mean wait | p99 wait 16+ | util "
-        "| Jain |\n"
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|"
+        "| useful util | Jain |\n"
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"
     )
     lines = [head]
     for trace, shape, s in rows:
@@ -68,7 +68,8 @@ def overview(rows) -> str:
         lines.append(
             f"| {trace.name} | {shape.total_gpus} | {label(s)} | {hours(s['jct']['mean'])} | "
             f"{hours(s['jct']['p99'])} | {hours(s['wait']['mean'])} | "
-            f"{hours(s['by_bucket']['16+']['wait']['p99'])} | {100 * s['util']:.1f}% | {jain} |"
+            f"{hours(s['by_bucket']['16+']['wait']['p99'])} | {100 * s['util']:.1f}% | "
+            f"{100 * s['util_useful']:.1f}% | {jain} |"
         )
     return "\n".join(lines)
 

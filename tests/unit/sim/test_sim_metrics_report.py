@@ -168,6 +168,10 @@ def test_cli_report_end_to_end(tmp_path, traces_dir):
     assert "--failures 0.5" in text
     assert (tmp_path / "docs" / "simulation-results" / "philly" / "jct_cdf.png").exists()
     assert "](simulation-results/generic/queue_depth.png)" in text
+    overview = text.split("## Overview", 1)[1].split("\n## ", 1)[0]
+    assert "| util | useful util | Jain |" in overview  # allocated, and net of runs cut short
+    rows = [line for line in overview.splitlines() if line.startswith(("| philly |", "| generic |"))]
+    assert len(rows) == 6 and all(row.count("%") == 2 for row in rows)
 
 
 @pytest.mark.parametrize(
