@@ -353,6 +353,12 @@ class _Pass:
         declared (the index leaves those out)."""
         pending = self.snapshot.pending
         index = self.pending_index.update(pending, self.class_record)
+        repeated = index.names.repeated if index.names is not None else ()
+        if repeated:
+            raise ValueError(
+                f"gang name {min(repeated)!r} is used more than once among the pending and running gangs; "
+                "expected one gang per name"
+            )
         # Only gangs with a timeout or a backoff can be held back (any gang when now < 0).
         timed = sorted(
             itertools.chain(index.timed.values(), index.undeclared.values()) if self.now >= 0 else pending,

@@ -54,9 +54,10 @@ class PendingIndex:
     lists in queue order with their GPU demand, and one list by age (submit time, name). Gangs of
     a queue that is not declared are only listed apart (``undeclared``): they may not start."""
 
-    def __init__(self, queues: tuple[Queue, ...] = ()):
+    def __init__(self, queues: tuple[Queue, ...] = (), names: GangNames | None = None):
         self.queues = queues  # run times of gangs without their own limit come from queue defaults
         self.declared = frozenset(queue.name for queue in queues)
+        self.names = names
         self.gangs: _Held[Gang] = _Held()
         self._clear()
 
@@ -72,6 +73,8 @@ class PendingIndex:
     def update(self, gangs: Sequence[Gang], record: ClassRecord) -> PendingIndex:
         """Make the index hold exactly ``gangs``."""
         gone, new = self.gangs.update(gangs)
+        if self.names is not None:
+            self.names.update([gang.name for gang in gone], [gang.name for gang in new])
         if len(new) > len(self.gangs.items) // 2:  # mostly new (a cold start): sorting once is cheaper
             self._clear()
             for gang in self.gangs.items.values():
@@ -171,7 +174,8 @@ class RunningIndex:
     backfilled past each reservation holder, the gangs by expected end, and whether any has a
     failed member."""
 
-    def __init__(self) -> None:
+    def __init__(self, names: GangNames | None = None) -> None:
+        self.names = names
         self.running: _Held[RunningGang] = _Held()
         self.by_end: list[RunningGang] = []  # in end_order
         self.used: dict[str, dict[str, int]] = {}
@@ -189,6 +193,8 @@ class RunningIndex:
     def update(self, running: Sequence[RunningGang]) -> RunningIndex:
         """Make the index hold exactly ``running``."""
         gone, new = self.running.update(running)
+        if self.names is not None:
+            self.names.update([r.gang.name for r in gone], [r.gang.name for r in new])
         if gone or new:
             self.start_memo = None
         for gang in gone:
@@ -236,6 +242,29 @@ def _count(totals: dict[str, dict[str, int]], counts: dict[str, int], key: str, 
         add_resources(totals.setdefault(key, {}), amounts, sign)
     else:
         del counts[key], totals[key]
+
+
+class GangNames:
+    """The gang names a pending and a running index hold together, each with its count, and the
+    names held more than once (a snapshot naming two gangs alike, or one gang both pending and
+    running, is malformed: decide() refuses it)."""
+
+    def __init__(self) -> None:
+        self.count: dict[str, int] = {}
+        self.repeated: set[str] = set()
+
+    def update(self, gone: list[str], new: list[str]) -> None:
+        count = self.count
+        for name in gone:
+            left = count.pop(name) - 1
+            if left:
+                count[name] = left
+                if left == 1:
+                    self.repeated.discard(name)
+        for name in new:
+            held = count[name] = count.get(name, 0) + 1
+            if held == 2:
+                self.repeated.add(name)
 
 
 class _Held(Generic[T]):
@@ -339,6 +368,7 @@ def cached_indexes(queues: Sequence[Queue]) -> tuple[PendingIndex, RunningIndex]
     """This thread's indexes from the previous call; fresh ones when the queues changed."""
     pending = getattr(_local, "pending", None)
     if pending is None or (pending.queues is not queues and pending.queues != tuple(queues)):
-        pending = _local.pending = PendingIndex(tuple(queues))
-        _local.running = RunningIndex()
+        names = GangNames()
+        pending = _local.pending = PendingIndex(tuple(queues), names)
+        _local.running = RunningIndex(names)
     return pending, _local.running

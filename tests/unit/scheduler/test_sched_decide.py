@@ -1,3 +1,4 @@
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import pytest
@@ -610,3 +611,18 @@ def test_reasons_of_untried_gangs_are_worked_out_when_read():
     assert len(d.reasons) == 6 and set(d.reasons) == {g.name for g in pending}
     assert all(d.reasons[f"w{i}"] == "needs 8 GPUs; the cluster has 0 free" for i in range(5))
     assert d.reasons == dict(d.reasons) and "w4" in d.reasons
+
+
+def test_a_gang_name_used_twice_is_refused_and_the_next_snapshot_decides_as_a_cold_start():
+    # Binds and reasons name gangs, so two gangs under one name (or one gang both pending and
+    # running) would make them ambiguous: the snapshot is refused, saying which name.
+    busy = running(gang("x", 1, 8), ["n00"])
+    for pending, run in (([gang("x", 1, 4), gang("x", 1, 2, submit=1)], []), ([gang("x", 1, 4)], [busy])):
+        with pytest.raises(ValueError, match="gang name 'x' is used more than once among the pending and running"):
+            decide(snap(nodes(2), pending, run))
+    # decide() keeps indexes between calls (incremental): a corrected snapshot decides as from cold
+    fixed = snap(nodes(2), [gang("x", 1, 4), gang("y", 1, 2)], [])
+    warm = decide(fixed)
+    with ThreadPoolExecutor(1) as new_thread:
+        assert warm == new_thread.submit(decide, fixed).result()
+    assert set(bound(warm)) == {"x", "y"}
