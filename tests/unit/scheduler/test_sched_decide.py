@@ -238,9 +238,9 @@ def test_gang_larger_than_the_cluster_holds_nobody_up(preset):
 @pytest.mark.parametrize("preset", ["railforge", "strict_fifo"])
 def test_gang_of_an_undeclared_queue_waits_and_holds_nobody_up(preset):
     # "vison" is a typo for "vision", which is at its limit: the gang may not escape the limit by
-    # naming a queue nobody declared. It takes no reservation, does not stop a strict order, counts
-    # toward no queue's demand, and still fails at its schedule timeout. A running gang of an
-    # undeclared queue (one deleted while it ran) keeps its GPUs.
+    # naming a queue nobody declared. It takes no reservation, does not stop a strict order, and
+    # still fails at its schedule timeout. A running gang of an undeclared queue (one deleted while
+    # it ran) keeps its GPUs.
     queues = [Queue("vision", limit={GPU: 8}), Queue("speech")]
     busy = [running(gang("held", 1, 8, queue="vision"), ["n00"]), running(gang("orphan", 1, 4, queue="old"), ["n01"])]
     pending = [
