@@ -24,6 +24,7 @@ import math
 import operator
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
+from typing import NamedTuple
 
 from railforge.scheduler import reasons
 from railforge.scheduler.fairshare import QueueTree, Usage, fair_shares
@@ -57,6 +58,17 @@ LN2 = math.log(2)
 _SUBMIT_TIME = operator.attrgetter("submit_time")
 _TIME = operator.itemgetter(0)
 Start = tuple[float, dict[int, dict[str, int]]]  # a reservation's time and what it holds per node index
+
+
+class Claim(NamedTuple):
+    """What a gang that evicts (reclaim, preemption) asks room for: its placement request as
+    ``Cluster.place`` takes it, running from now to ``end``."""
+
+    profile: GangProfile
+    allowed: list[bool] | None
+    end: float
+    finest: int
+    widest: int
 
 
 def decide(snapshot: Snapshot) -> Decisions:
@@ -154,7 +166,12 @@ class _Pass:
 
     def may_preempt(self, gang: Gang) -> bool:
         """Gangs started past the gang's reservation still run, and preemption is on."""
-        return self.config.preempt_backfill and gang.name in self.running_index.backfilled
+        return self.can_preempt and gang.name in self.running_index.backfilled
+
+    @functools.cached_property
+    def can_preempt(self) -> bool:
+        """Preemption is on and some running gang started past a reservation holder."""
+        return self.config.preempt_backfill and bool(self.running_index.backfilled)
 
     @functools.cached_property
     def can_reclaim(self) -> bool:
@@ -367,15 +384,16 @@ class _Pass:
         held_back = set()
         for gang in timed:
             timeout = gang.schedule_timeout
+            indexed = gang.queue in index.declared  # the index leaves the others out already
             if timeout is not None and self.now - gang.submit_time > timeout:
                 self.decisions.failures.append(Fail(gang.name, reasons.schedule_timeout(timeout)))
             elif gang.not_before > self.now:
                 self.decisions.reasons[gang.name] = reasons.backoff(gang.not_before - self.now)
-            elif gang.queue not in index.declared:
+            elif not indexed:
                 self.decisions.reasons[gang.name] = reasons.undeclared_queue(gang.queue)
             else:
                 continue
-            if gang.queue in index.declared:  # the index holds it
+            if indexed:
                 held_back.add(gang.name)
         if held_back:
             waiting = [gang for gang in pending if gang.name not in held_back]
@@ -435,8 +453,7 @@ class _Pass:
     def frozen(self) -> bool:
         """True when no gang still waiting can evict: only the first blocked gangs may reclaim,
         only the first may preempt."""
-        can_preempt = self.config.preempt_backfill and self.running_index.backfilled
-        return not (self.can_reclaim or can_preempt) or self.blocked >= max(self.depth, 1)
+        return not (self.can_reclaim or self.can_preempt) or self.blocked >= max(self.depth, 1)
 
     def limit_reason(self, queue: str, profile: GangProfile) -> str | None:
         """Why the queue's limits (or an ancestor's) keep this gang out; None when they do not.
@@ -528,7 +545,7 @@ class _Pass:
         if reclaims and not (borrowed := self.borrows(queue, profile)):
             expected = self.earliest_start(profile, allowed, runtime, finest, widest)
             wait = math.inf if expected is None else expected[0] - self.now
-            assignment, why = self.reclaim(gang, profile, allowed, end, finest, widest, wait)
+            assignment, why = self.reclaim(gang, Claim(profile, allowed, end, finest, widest), wait)
             if why is not None:
                 declined.append(("reclaiming", why))
         if assignment is None and self.blocked == 0 and self.may_preempt(gang):
@@ -536,7 +553,7 @@ class _Pass:
                 expected = self.earliest_start(profile, allowed, runtime, finest, widest)
             start = math.inf if expected is None else expected[0]
             if start > self.now:
-                assignment, why = self.preempt(gang, profile, allowed, end, finest, widest, start)
+                assignment, why = self.preempt(gang, Claim(profile, allowed, end, finest, widest), start)
                 if why is not None:
                     declined.append(("preempting", why))
         if assignment is not None:
@@ -658,16 +675,7 @@ class _Pass:
 
     # -- reclaim -------------------------------------------------------------------------------
 
-    def reclaim(
-        self,
-        gang: Gang,
-        profile: GangProfile,
-        allowed: list[bool] | None,
-        end: float,
-        finest: int,
-        widest: int,
-        wait: float,
-    ) -> tuple[Assignment | None, str | None]:
+    def reclaim(self, gang: Gang, claim: Claim, wait: float) -> tuple[Assignment | None, str | None]:
         """Evict whole borrowed gangs of other queues (lowest priority, least progress first) until
         the gang fits; evict nothing when it would not fit even then. Returns the assignment, or
         None and why the claim was declined (a ``reasons.DECLINED`` key; None when there
@@ -682,8 +690,8 @@ class _Pass:
         """
         own_path = set(self.tree.path(gang.queue))
         usage = self.usage
-        budget = self.eviction_budget(profile, wait)
-        claimed = quota_ratio(usage.gpus(gang.queue) + profile.gpu, self.tree.get(gang.queue).quota.get(GPU, 0))
+        budget = self.eviction_budget(claim.profile, wait)
+        claimed = quota_ratio(usage.gpus(gang.queue) + claim.profile.gpu, self.tree.get(gang.queue).quota.get(GPU, 0))
         over_quota: dict[str, bool] = {}
         left: dict[str, int] = {}  # victim queue -> GPUs it would hold after the victims so far
         victims = []
@@ -709,18 +717,9 @@ class _Pass:
                 victims.append(r)
         reason = f"reclaimed by queue {gang.queue} (within its quota) for gang {gang.name}"
         spared = "cost" if too_costly else "served" if better_served else None
-        return self.evict_for(profile, allowed, end, finest, widest, victims, reason, "reclaim", spared)
+        return self.evict_for(claim, victims, reason, "reclaim", spared)
 
-    def preempt(
-        self,
-        gang: Gang,
-        profile: GangProfile,
-        allowed: list[bool] | None,
-        end: float,
-        finest: int,
-        widest: int,
-        start: float,
-    ) -> tuple[Assignment | None, str | None]:
+    def preempt(self, gang: Gang, claim: Claim, start: float) -> tuple[Assignment | None, str | None]:
         """Evict gangs of the gang's own queue that started past its reservation (``preempt_backfill``)
         when it could then start now instead of at ``start``; victims as for reclaim (lowest priority,
         least progress first, past their minimum runtime), their lost work bounded in the same way.
@@ -729,7 +728,7 @@ class _Pass:
         Only gangs whose estimated end is no later than ``start`` are taken: the gangs that, as their
         estimates promised, would be gone by then. A gang that backfilled onto other nodes for a
         longer run holds nothing the reservation was promised."""
-        budget = self.eviction_budget(profile, start - self.now)
+        budget = self.eviction_budget(claim.profile, start - self.now)
         candidates = sorted(
             (
                 running
@@ -751,28 +750,21 @@ class _Pass:
             else:
                 too_costly = True
         reason = f"preempted for gang {gang.name}, whose reservation it started past: that gang can start now"
-        return self.evict_for(
-            profile, allowed, end, finest, widest, victims, reason, "preempt", "cost" if too_costly else None
-        )
+        return self.evict_for(claim, victims, reason, "preempt", "cost" if too_costly else None)
 
     def evict_for(
-        self,
-        profile: GangProfile,
-        allowed: list[bool] | None,
-        end: float,
-        finest: int,
-        widest: int,
-        victims: list[RunningGang],
-        reason: str,
-        cause: EvictCause,
-        spared: str | None,
+        self, claim: Claim, victims: list[RunningGang], reason: str, cause: EvictCause, spared: str | None
     ) -> tuple[Assignment | None, str | None]:
         """Place the gang by evicting the fewest of ``victims`` (taken in their order). When it
         would not fit even with all of them gone, evict nothing and say why (a ``reasons.DECLINED``
         key): ``spared``, why the caller left some candidates out, if it did; else "room"."""
         cluster = self.cluster
-        need = profile.required_gpu
+        need = claim.profile.required_gpu
         declined = spared or ("room" if victims else None)
+
+        def place() -> Assignment | None:
+            return cluster.place(claim.profile, claim.allowed, (self.now, claim.end), claim.finest, claim.widest)
+
         if cluster.total_free_gpu + sum(placed_by_node(r)[2].get(GPU, 0) for r in victims) < need:
             return None, declined  # even evicting every victim would not free enough GPUs
         released: list[RunningGang] = []
@@ -781,7 +773,7 @@ class _Pass:
             self.release(victim, +1)
             released.append(victim)
             if cluster.total_free_gpu >= need:
-                assignment = cluster.place(profile, allowed, (self.now, end), finest, widest)
+                assignment = place()
                 if assignment is not None:
                     break
         if assignment is None:
@@ -793,12 +785,12 @@ class _Pass:
         needed: list[RunningGang] = []
         for victim in reversed(released):
             self.release(victim, -1)
-            spared = cluster.place(profile, allowed, (self.now, end), finest, widest)
-            if spared is None:
+            without = place()
+            if without is None:
                 self.release(victim, +1)
                 needed.append(victim)
             else:
-                assignment = spared
+                assignment = without
         for victim in reversed(needed):
             self.evicted.add(victim.gang.name)
             self.usage.add(victim.gang.queue, placed_by_node(victim)[2], -1)
