@@ -159,7 +159,9 @@ class _Pass:
         index = self.running_index
         for queue in sorted(index.by_queue):
             self.usage.add(queue, index.by_queue[queue])
-        return Cluster(self.snapshot.nodes, index.used, index.use_version, self.level_names)
+        return Cluster(
+            self.snapshot.nodes, index.used, index.use_version, self.level_names, self.config.topology_label_keys
+        )
 
     def may_reclaim(self, running: RunningGang) -> bool:
         return self.now - running.start_time >= self.config.min_runtime_before_reclaim
@@ -655,23 +657,58 @@ class _Pass:
         return reasons.unfit_requests()
 
     def capacity_reason(self, gang: Gang, profile: GangProfile, allowed: list[bool] | None, widest: int) -> str:
+        """Why the gang cannot start now, the first that holds of: too few free GPUs in its widest
+        domain, in the cluster or on the nodes it may use; a reservation holds what it would fit
+        in; a resource its pods find too little of, in all or node by node; the pods' requests
+        are not free together on the same nodes."""
         cluster = self.cluster
         need = profile.required_gpu
+        free_gpu = cluster.free_gpu
+        if allowed is not None:
+            free_gpu = [gpus if ok else 0 for gpus, ok in zip(free_gpu, allowed, strict=True)]
         if widest >= 0:
-            best = cluster.levels[widest].best_free()
+            level = cluster.levels[widest]
+            if allowed is None:
+                best = level.best_free()
+            else:
+                best = max((sum(free_gpu[index] for index in members) for members in level.members.values()), default=0)
             if need > best:
                 return reasons.within_domain(need, self.level_names[widest], best)
         if need > cluster.total_free_gpu:
             return reasons.cluster_short(GPU, need, cluster.total_free_gpu)
-        if allowed is not None:
-            matching = sum(free for free, ok in zip(cluster.free_gpu, allowed, strict=True) if ok)
-            if need > matching:
-                return reasons.no_matching_nodes(need, matching)
-        if self.first_reservation is not None:
-            reservation = self.first_reservation
+        if allowed is not None and need > sum(free_gpu):
+            return reasons.no_matching_nodes(need, sum(free_gpu))
+        finest, _ = self.levels_for(gang, profile)
+        reservation = self.first_reservation
+        if reservation is not None and cluster.place(profile, allowed, (self.now, self.now), finest, widest):
             return reasons.behind_reservation(reservation.gang_name, reservation.start - self.now)
+        return self.requests_reason(profile, allowed, free_gpu)
+
+    def requests_reason(self, profile: GangProfile, allowed: list[bool] | None, free_gpu: list[int]) -> str:
+        """The gang's GPUs are free in number but it does not fit: name the request it finds too
+        little of (in all, then node by node for one shape of pod), else fragmentation."""
+        free = [
+            node_free if allowed is None or allowed[index] else {} for index, node_free in enumerate(self.cluster.free)
+        ]
+        needed: dict[str, int] = {}
+        for shape in profile.required_shapes:
+            for name, amount in shape.others:
+                needed[name] = needed.get(name, 0) + amount * len(shape.member_names)
+        for name, amount in sorted(needed.items()):
+            available = sum(node_free.get(name, 0) for node_free in free)
+            if amount > available:
+                return reasons.cluster_short(name, amount, available)
+        for shape in profile.required_shapes:
+            count = len(shape.member_names)
+            if shape.gpu and sum(gpus // shape.gpu for gpus in free_gpu) < count:
+                return reasons.fragmented(profile.required_gpu, shape.gpu, max(free_gpu, default=0))
+            for name, amount in shape.others:
+                room = sum(node_free.get(name, 0) // amount for node_free in free)
+                if room < count:
+                    most = max((node_free.get(name, 0) for node_free in free), default=0)
+                    return reasons.pods_short(count, name, amount, room, most)
         largest = profile.required_shapes[0].gpu if profile.required_shapes else 0
-        return reasons.fragmented(need, largest, max(cluster.free_gpu, default=0))
+        return reasons.requests_apart(profile.required_gpu, largest)
 
     # -- reclaim -------------------------------------------------------------------------------
 

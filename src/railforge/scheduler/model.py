@@ -154,7 +154,9 @@ class Node:
     taints: tuple[Taint, ...] = ()
     schedulable: bool = True  # False when cordoned
     ready: bool = True
-    topology: tuple[str, ...] = ()  # root->leaf, e.g. ("spine0", "leaf03", "nvl-07")
+    # root->leaf, e.g. ("spine0", "leaf03", "nvl-07"); when empty, decide() reads the path from the
+    # labels named by SchedulerConfig.topology_label_keys
+    topology: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _check_resources(f"Node {self.name}", "allocatable", self.allocatable)

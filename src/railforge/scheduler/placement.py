@@ -14,7 +14,15 @@ from bisect import bisect_left, insort
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from railforge.scheduler.model import GPU, NO_SCHEDULE_EFFECTS, Gang, Node, Resources, add_resources
+from railforge.scheduler.model import (
+    GPU,
+    NO_SCHEDULE_EFFECTS,
+    Gang,
+    Node,
+    Resources,
+    add_resources,
+    topology_from_labels,
+)
 
 Assignment = list[tuple[str, int]]  # (member name, node index)
 
@@ -187,19 +195,21 @@ class _Level:
 
 
 class _Static:
-    """The parts of a Cluster that depend only on the node list and the topology level names."""
+    """The parts of a Cluster that depend only on the node list and the topology (level names, and
+    the label keys that give a node its path when it has no explicit ``topology``)."""
 
     __slots__ = ("empty_fits", "filters", "free", "index", "level_names", "levels", "nodes", "total_gpu")
 
-    def __init__(self, nodes: Sequence[Node], level_names: tuple[str, ...]):
+    def __init__(self, nodes: Sequence[Node], level_names: tuple[str, ...], label_keys: tuple[str, ...]):
         eligible = sorted((n for n in nodes if n.schedulable and n.ready), key=lambda n: n.name)
         self.nodes = eligible
         self.index = {node.name: i for i, node in enumerate(eligible)}
         self.total_gpu = sum(node.allocatable.get(GPU, 0) for node in eligible)
         self.level_names = level_names
         self.levels: list[tuple[str, list[tuple], dict[tuple, list[int]]]] = []
+        paths = [node.topology or topology_from_labels(node.labels, label_keys) for node in eligible]
         for depth, name in enumerate(level_names):
-            node_domain = [Cluster._domain_key(node, depth) for node in eligible]
+            node_domain = [_domain_key(node.name, path, depth) for node, path in zip(eligible, paths, strict=True)]
             members: dict[tuple, list[int]] = {}
             for index, domain in enumerate(node_domain):
                 members.setdefault(domain, []).append(index)
@@ -212,17 +222,22 @@ class _Static:
         self.free: list[tuple[int | None, dict[str, int], int] | None] = [None] * len(eligible)
 
 
-_static_cache: list = [None, None, None]  # nodes sequence, level names, _Static
+def _domain_key(node_name: str, path: tuple[str, ...], depth: int) -> tuple:
+    # A node without a label at this depth forms its own domain there.
+    return path[: depth + 1] if len(path) > depth else (*path, "node:" + node_name)
 
 
-def _static(nodes: Sequence[Node], level_names: tuple[str, ...]) -> _Static:
+_static_cache: list = [None, None, None]  # nodes sequence, (level names, label keys), _Static
+
+
+def _static(nodes: Sequence[Node], level_names: tuple[str, ...], label_keys: tuple[str, ...]) -> _Static:
     """The static cluster view, reused while decide() is handed the same (immutable) node tuple,
     as a simulator or controller does between node changes; rebuilt otherwise."""
-    cached_nodes, cached_levels, static = _static_cache
-    if cached_nodes is nodes and cached_levels == level_names and isinstance(nodes, tuple):
+    cached_nodes, cached_topology, static = _static_cache
+    if cached_nodes is nodes and cached_topology == (level_names, label_keys) and isinstance(nodes, tuple):
         return static
-    static = _Static(nodes, level_names)
-    _static_cache[:] = [nodes, level_names, static]
+    static = _Static(nodes, level_names, label_keys)
+    _static_cache[:] = [nodes, (level_names, label_keys), static]
     return static
 
 
@@ -248,11 +263,12 @@ class Cluster:
         used: Mapping[str, dict[str, int]],
         use_version: Mapping[str, int],
         level_names: Sequence[str],
+        label_keys: Sequence[str],
     ):
         """``used``: resources in use per node name; ``use_version``: per node name, a number that
         changes whenever its ``used`` entry does (absent while nothing ever ran there), so the free
         resources of nodes unchanged since the previous view are reused."""
-        static = _static(nodes, tuple(level_names))
+        static = _static(nodes, tuple(level_names), tuple(label_keys))
         eligible = self.nodes = static.nodes
         self.index = static.index
         self.free: list[dict[str, int]] = []
@@ -286,12 +302,6 @@ class Cluster:
         ]
         self._filters = static.filters
         self._empty_fits = static.empty_fits
-
-    @staticmethod
-    def _domain_key(node: Node, depth: int) -> tuple:
-        path = node.topology
-        # A node without a label at this depth forms its own domain there.
-        return path[: depth + 1] if len(path) > depth else (*path, "node:" + node.name)
 
     def future(self) -> Cluster:
         """A copy in which to replay expected releases and find a reservation's nodes. Among nodes

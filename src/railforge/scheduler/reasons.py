@@ -48,7 +48,7 @@ def within_domain(need: int, level: str, best: int) -> str:
 
 
 def cluster_short(resource: str, need: int, free: int) -> str:
-    return f"needs {amount(resource, need)}; the cluster has {free} free"
+    return f"needs {amount(resource, need)}; the cluster has {free if resource == GPU else amount(resource, free)} free"
 
 
 UNFIT = "does not fit even with nothing running: "
@@ -80,6 +80,21 @@ def fragmented(need: int, largest_member: int, best_node: int) -> str:
     return (
         f"needs {amount(GPU, need)} in pods of up to {largest_member}; free GPUs are fragmented "
         f"(the emptiest node has {best_node} free)"
+    )
+
+
+def pods_short(count: int, resource: str, each: int, room: int, most: int) -> str:
+    pods = "pod" if count == 1 else "pods"
+    return (
+        f"needs {count} {pods} of {amount(resource, each)}; the nodes it may use have room for {room} "
+        f"(the most free on one node is {amount(resource, most)})"
+    )
+
+
+def requests_apart(need: int, largest_member: int) -> str:
+    return (
+        f"needs {amount(GPU, need)} in pods of up to {largest_member}; the nodes it may use do not have "
+        "each pod's GPU, CPU, memory and other requests free together"
     )
 
 

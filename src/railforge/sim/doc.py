@@ -46,9 +46,10 @@ SETUP = """\
   over queues of (GPU-seconds received / fair-share GPU-seconds), the fair share being the
   scheduler's own water-filling (quota first, the rest by over-quota weight) of the queues'
   demand, recomputed after every pass; `-` with a single queue.
-  Backfills = gangs started past an older gang that held a reservation; reclaims = evictions of
-  borrowed gangs; preemptions = evictions of gangs that started past their own queue's
-  reservation holder, for it; restarts = gangs restarted after a node failure.  Times in hours.
+  Backfills = starts made while a gang ahead in the order held a reservation (the core's
+  `Bind.backfilled_past`); reclaims = evictions of borrowed gangs; preemptions = evictions of
+  gangs that started past their own queue's reservation holder, for it; restarts = gangs
+  restarted after a node failure.  Times in hours.
 """
 
 

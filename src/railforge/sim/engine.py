@@ -234,10 +234,6 @@ class Simulator:
             out.failed, out.end = True, now
             self.counters["failures"] += 1
             self.remaining -= 1
-        reserved_since = min(
-            (self.pending[r.gang_name].submit_time for r in d.reservations if r.gang_name in self.pending),
-            default=math.inf,
-        )
         for b in d.binds:
             gang = self.pending.pop(b.gang_name, None)
             if gang is None:
@@ -259,8 +255,8 @@ class Simulator:
                 out.first_start = now
             out.starts += 1
             self.counters["binds"] += 1
-            if gang.submit_time > reserved_since:
-                self.counters["backfills"] += 1  # started past an older gang holding a reservation
+            if b.backfilled_past is not None:
+                self.counters["backfills"] += 1  # started past a gang holding a reservation
             self.push(now + job.runtime, COMPLETE, (gang.name, self.run_token.get(gang.name, 0)))
         for key, value in d.stats.items():
             if isinstance(value, int | float) and ("backfill" in key or "reclaim" in key):

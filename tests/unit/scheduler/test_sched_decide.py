@@ -52,6 +52,22 @@ def test_topology_from_labels_stops_at_missing_key():
     assert topology_from_labels(labels) == ("s1", "l2")
 
 
+@pytest.mark.parametrize("keys", [None, ("site/spine", "site/leaf", "site/nvl")])
+def test_nodes_without_a_topology_path_take_it_from_the_configured_label_keys(keys):
+    spine, leaf, nvl = keys or ("railforge.io/spine", "railforge.io/leaf", "railforge.io/nvlink-domain")
+    cluster = [
+        Node(f"n{i}", {GPU: 8, "cpu": 64_000}, labels={spine: "s0", leaf: f"leaf{i // 2}", nvl: f"nvl{i}"})
+        for i in range(4)
+    ]
+    busy = running(gang("busy", 1, 4), ["n0"])
+    config = SchedulerConfig(topology_label_keys=keys) if keys else SchedulerConfig()
+    one_leaf = TopologyConstraint("leaf", required=True)
+    d = decide(snap(cluster, [gang("pair", 2, 8, topology=one_leaf)], [busy], config=config))
+    assert sorted(bound(d)["pair"].values()) == ["n2", "n3"]  # the leaf n0 shares has 12 GPUs free
+    d = decide(snap(cluster, [gang("three", 3, 8, topology=one_leaf)], config=config))
+    assert d.reasons["three"].startswith("does not fit even with nothing running: needs 24 GPUs within one leaf")
+
+
 def test_gang_prefers_one_nvlink_domain_then_one_leaf():
     cluster = nodes(8)  # nvl domains of 2 nodes, leaves of 4
     busy = running(gang("busy", 1, 8), ["n00"])
@@ -278,6 +294,39 @@ def test_unfit_reasons_name_what_is_missing():
     )
     assert d.reasons["cpu"].endswith("the schedulable nodes cannot hold its pods' CPU, memory or other requests")
     assert not decide(snap([], [gang("any", 1, 1)])).binds  # no schedulable node at all
+
+
+def test_capacity_reasons_name_the_short_request_and_count_only_the_nodes_a_gang_may_use():
+    # Each node: 8 GPUs and 16 CPUs, of which "hog" holds 4 GPUs and 12 CPUs (4 GPUs, 4 CPUs free).
+    cluster = [Node(f"n{i}", {GPU: 8, "cpu": 16_000}) for i in range(2)]
+    hog = Gang("hog", "a", tuple(Member(f"hog-{i}", {GPU: 4, "cpu": 12_000}) for i in range(2)), max_runtime=3600)
+
+    def pods(name, count, gpus, cpu, runtime, submit):
+        members = tuple(Member(f"{name}-{i}", {GPU: gpus, "cpu": cpu}) for i in range(count))
+        return Gang(name, "a", members, submit_time=submit, max_runtime=runtime)
+
+    pending = [
+        pods("big", 2, 8, 1000, 3600, 0),  # 16 GPUs: reserved at +58m
+        pods("cpu-total", 2, 1, 6000, 60, 1),  # 12 CPUs of the 8 free; would end before the reservation
+        pods("cpu-pod", 1, 1, 6000, 60, 2),  # 6 CPUs, but no node has more than 4 free
+        pods("long", 1, 4, 1000, 7200, 3),  # fits now, but would run into the reservation
+    ]
+    d = decide(snap(cluster, pending, [running(hog, ["n0", "n1"])]))
+    assert d.binds == [] and [r.gang_name for r in d.reservations] == ["big"]
+    assert d.reasons["cpu-total"] == "needs 12 CPUs; the cluster has 8 CPUs free"
+    assert d.reasons["cpu-pod"] == (
+        "needs 1 pod of 6 CPUs; the nodes it may use have room for 0 (the most free on one node is 4 CPUs)"
+    )
+    assert d.reasons["long"].startswith("blocked behind reservation of gang big (starts at +58m)")
+    # A required leaf counts only the nodes the gang's selector accepts.
+    pools = [
+        Node(f"m{i}", {GPU: 8, "cpu": 64_000}, labels={"pool": "ab"[i // 4]}, topology=("s0", f"leaf{i // 2}"))
+        for i in range(6)
+    ]
+    busy = [running(gang(f"busy{i}", 1, 8), [f"m{i}"]) for i in (1, 3)]
+    picky = gang("picky", 2, 8, node_selector={"pool": "a"}, topology=TopologyConstraint("leaf", required=True))
+    d = decide(snap(pools, [picky], busy, config=SchedulerConfig(backfill="none")))
+    assert d.reasons["picky"] == "needs 16 GPUs within one leaf; the best leaf has 8 free"
 
 
 def test_required_topology_level_the_scheduler_does_not_know_is_refused():
