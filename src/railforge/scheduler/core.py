@@ -378,19 +378,18 @@ class _Pass:
                 f"gang name {min(repeated)!r} is used more than once among the pending and running gangs; "
                 "expected one gang per name"
             )
-        # Only gangs with a timeout or a backoff can be held back (any gang when now < 0).
-        timed = sorted(
-            itertools.chain(index.timed.values(), index.undeclared.values()) if self.now >= 0 else pending,
-            key=AGE_ORDER,
-        )
+        # Only gangs with a timeout or a backoff can be held back.
+        timed = sorted(itertools.chain(index.timed.values(), index.undeclared.values()), key=AGE_ORDER)
         held_back = set()
         for gang in timed:
             timeout = gang.schedule_timeout
+            backoff_end = gang.not_before
+            waiting_since = gang.submit_time if backoff_end is None else max(gang.submit_time, backoff_end)
             indexed = gang.queue in index.declared  # the index leaves the others out already
-            if timeout is not None and self.now - gang.submit_time > timeout:
+            if timeout is not None and self.now - waiting_since > timeout:
                 self.decisions.failures.append(Fail(gang.name, reasons.schedule_timeout(timeout)))
-            elif gang.not_before > self.now:
-                self.decisions.reasons[gang.name] = reasons.backoff(gang.not_before - self.now)
+            elif backoff_end is not None and backoff_end > self.now:
+                self.decisions.reasons[gang.name] = reasons.backoff(backoff_end - self.now)
             elif not indexed:
                 self.decisions.reasons[gang.name] = reasons.undeclared_queue(gang.queue)
             else:

@@ -110,7 +110,7 @@ class PendingIndex:
         self.demand[queue] += gang_profile(gang).gpu
         put(self.by_age, gang, key=AGE_ORDER)
         self.required[required_gpu] = self.required.get(required_gpu, 0) + 1
-        if gang.schedule_timeout is not None or gang.not_before:
+        if gang.schedule_timeout is not None or gang.not_before is not None:
             self.timed[id(gang)] = gang
 
     def _discard(self, gang: Gang, record: ClassRecord) -> None:

@@ -183,7 +183,8 @@ class Gang:
 
     The first ``min_member`` members are required; later ones are placed only alongside them when
     they fit. ``oracle_runtime`` is the true runtime, used only by the ``sjf_oracle`` order.
-    ``restart_count`` and ``not_before`` are carried by the caller across restarts (backoff).
+    ``restart_count`` and ``not_before`` are carried by the caller across restarts (backoff). A
+    restarted gang's ``schedule_timeout`` counts from the end of its backoff.
     """
 
     name: str
@@ -201,7 +202,7 @@ class Gang:
     min_resources: Resources | None = None  # overrides the resources charged at admission
     oracle_runtime: float | None = None
     restart_count: int = 0
-    not_before: float = 0.0
+    not_before: float | None = None  # a restarted gang waits until then (backoff); None: no backoff
 
     def __post_init__(self) -> None:
         owner = f"Gang {self.name}"

@@ -508,6 +508,13 @@ def test_backoff_and_schedule_timeout():
     assert [(f.gang_name, f.reason) for f in d.failures] == [
         ("late", "not scheduled within its schedule timeout of 50s")
     ]
+    # A restarted gang's timeout counts from the end of its backoff, not from its submission.
+    restarted = gang("restarted", 1, 8, submit=0, schedule_timeout=50, restart_count=1, not_before=80)
+    d = decide(snap(nodes(1), [restarted, late], now=100))
+    assert bound(d) == {"restarted": {"restarted-0": "n00"}}
+    assert [f.gang_name for f in d.failures] == ["late"]
+    # A gang that never failed has no backoff, whatever the clock's origin.
+    assert bound(decide(snap(nodes(1), [gang("fresh", 1, 8, submit=-50)], now=-10))) == {"fresh": {"fresh-0": "n00"}}
 
 
 def test_reason_when_cluster_is_short_and_duration_format():

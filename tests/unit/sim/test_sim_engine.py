@@ -139,7 +139,7 @@ def test_restart_loses_progress():
             if rg.failed_members:
                 d.restarts.append(Restart(rg.gang.name, snap.now + 50, "node lost"))
         for g in snap.pending:
-            if g.not_before <= snap.now:
+            if g.not_before is None or g.not_before <= snap.now:
                 d.binds.append(Bind(g.name, {m.name: "node-0001" for m in g.members}))
         return d
 
