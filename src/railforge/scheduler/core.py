@@ -464,12 +464,12 @@ class _Pass:
             limited = self.limited[queue] = any(self.tree.get(name).limit for name in self.tree.path(queue))
         if not limited:
             return None
-        over = self.usage.over_limit(queue, profile.charge)
+        over = self.usage.over_limit(queue, profile.admission)
         if over is None:
             return None
         name, resource, limit = over
-        if profile.charge[resource] > limit:
-            return reasons.over_limit_alone(name, resource, profile.charge[resource], limit)
+        if profile.admission[resource] > limit:
+            return reasons.over_limit_alone(name, resource, profile.admission[resource], limit)
         return reasons.at_limit(name, resource, limit)
 
     def frozen_reason(self, gang: Gang) -> bool:
@@ -539,11 +539,10 @@ class _Pass:
         if assignment is None and fresh and self.unfit(profile, allowed, finest, widest):
             decisions.reasons[gang.name] = self.failure_cache[key][1]
             return True
-        borrowed: bool | None = None
         expected: Start | None = None
         declined: list[tuple[str, str]] = []  # (action, why) of each eviction the gang declined
         reclaims = assignment is None and head and self.can_reclaim
-        if reclaims and not (borrowed := self.borrows(queue, profile)):
+        if reclaims and not self.borrows(queue, profile):
             expected = self.earliest_start(profile, allowed, runtime, finest, widest)
             wait = math.inf if expected is None else expected[0] - self.now
             assignment, why = self.reclaim(gang, Claim(profile, allowed, end, finest, widest), wait)
@@ -558,9 +557,7 @@ class _Pass:
                 if why is not None:
                     declined.append(("preempting", why))
         if assignment is not None:
-            if borrowed is None:
-                borrowed = self.borrows(queue, profile)
-            self.bind(gang, profile, assignment, end, borrowed)
+            self.bind(gang, profile, assignment, end)
             return True
         if fresh:
             # Probe the class's shortest untried gang too: when even its shorter run window fails,
@@ -587,27 +584,37 @@ class _Pass:
         return False
 
     def borrows(self, queue: str, profile: GangProfile) -> bool:
-        """``usage.borrows`` for the gang's charge, cached per queue and charge while the cluster
-        version (which every change of usage bumps) stays the same."""
-        key = (queue, profile.charge_key)
+        """``usage.borrows`` for the gang's admission charge, cached per queue and charge while the
+        cluster version (which every change of usage bumps) stays the same."""
+        key = (queue, profile.admission_key)
         cached = self.borrow_cache.get(key)
         if cached is not None and cached[0] == self.version:
             return cached[1]
-        result = self.usage.borrows(queue, profile.charge)
+        result = self.usage.borrows(queue, profile.admission)
         self.borrow_cache[key] = (self.version, result)
         return result
 
-    def bind(self, gang: Gang, profile: GangProfile, assignment: Assignment, end: float, borrowed: bool) -> None:
+    def bind(self, gang: Gang, profile: GangProfile, assignment: Assignment, end: float) -> None:
+        """Start the gang as placed. An optional member (beyond ``min_member``) that would take the
+        queue past a limit is left out; the gang borrows when what it holds exceeds a quota."""
         cluster = self.cluster
+        queue = gang.queue
         placement = {}
         charge: dict[str, int] = {}
-        for member, index in assignment:
+        for position, (member, index) in enumerate(assignment):
             requests = profile.member_requests[member]
+            if (
+                position >= gang.required_members
+                and self.limited[queue]
+                and self.usage.over_limit(queue, add_resources(dict(charge), requests)) is not None
+            ):
+                continue
             cluster.adjust(index, requests, -1)
             add_resources(charge, requests)
             placement[member] = cluster.nodes[index].name
             self.bound_releases.append((end, index, requests))
-        self.usage.add(gang.queue, charge)
+        borrowed = self.usage.borrows(queue, charge)
+        self.usage.add(queue, charge)
         self.version += 1
         passed = self.first_reservation.gang_name if self.first_reservation is not None else None
         self.decisions.binds.append(Bind(gang.name, placement, borrowed, passed))

@@ -199,7 +199,9 @@ class Gang:
     node_selector: Mapping[str, str] = field(default_factory=dict)
     affinity: tuple[NodeSelectorRequirement, ...] = ()  # required node affinity, all must match
     tolerations: tuple[Toleration, ...] = ()
-    min_resources: Resources | None = None  # overrides the resources charged at admission
+    # admission checks at least this much (beyond the required members' requests) against quotas
+    # and limits, and placement needs at least its GPUs free
+    min_resources: Resources | None = None
     oracle_runtime: float | None = None
     restart_count: int = 0
     not_before: float | None = None  # a restarted gang waits until then (backoff); None: no backoff

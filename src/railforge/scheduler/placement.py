@@ -44,7 +44,10 @@ class Shape:
 class GangProfile:
     """Everything decide() needs about a gang that depends only on the gang itself."""
 
-    charge: dict[str, int]  # resources counted against queue quota and limit (all members)
+    charge: dict[str, int]  # resources of all members: what the gang holds when fully placed
+    # what admission checks against quotas and limits: the required members' requests, raised to
+    # min_resources where that asks for more
+    admission: dict[str, int]
     member_requests: dict[str, Resources]
     gpu: int  # GPUs the gang occupies when fully placed
     required_gpu: int  # GPUs of the required members (quick-rejection bound)
@@ -52,7 +55,7 @@ class GangProfile:
     optional_shapes: tuple[Shape, ...]
     filter_key: int  # node-filter signature (``key_id``): equal keys accept the same nodes
     failure_key: int  # placement-needs signature (``key_id``): equal keys fail to place in the same state
-    charge_key: tuple = ()  # the charge as sorted (resource, amount) pairs
+    admission_key: tuple = ()  # the admission charge as sorted (resource, amount) pairs
 
 
 _KEY_IDS: dict[tuple, int] = {}
@@ -86,9 +89,12 @@ def gang_profile(gang: Gang) -> GangProfile:
     required_shapes = _shapes(required)
     optional_shapes = _shapes(gang.members[gang.required_members :])
     charge = gang.total_requests()
-    required_gpu = sum(s.gpu * len(s.member_names) for s in required_shapes)
-    if gang.min_resources is not None:
-        required_gpu = max(required_gpu, gang.min_resources.get(GPU, 0))
+    admission: dict[str, int] = {}
+    for member in required:
+        add_resources(admission, member.requests)
+    for name, amount in (gang.min_resources or {}).items():
+        admission[name] = max(admission.get(name, 0), amount)
+    required_gpu = admission.get(GPU, 0)
     filter_key = key_id(
         (
             tuple(sorted(gang.node_selector.items())),
@@ -99,6 +105,7 @@ def gang_profile(gang: Gang) -> GangProfile:
     failure_key = key_id((filter_key, gang.topology, tuple(s.signature for s in required_shapes), required_gpu))
     profile = GangProfile(
         charge=charge,
+        admission=admission,
         member_requests={m.name: m.requests for m in gang.members},
         gpu=charge.get(GPU, 0),
         required_gpu=required_gpu,
@@ -106,7 +113,7 @@ def gang_profile(gang: Gang) -> GangProfile:
         optional_shapes=optional_shapes,
         filter_key=filter_key,
         failure_key=failure_key,
-        charge_key=tuple(sorted(charge.items())),
+        admission_key=tuple(sorted(admission.items())),
     )
     object.__setattr__(gang, "_profile", profile)
     return profile
@@ -198,7 +205,7 @@ class _Static:
     """The parts of a Cluster that depend only on the node list and the topology (level names, and
     the label keys that give a node its path when it has no explicit ``topology``)."""
 
-    __slots__ = ("empty_fits", "filters", "free", "index", "level_names", "levels", "nodes", "total_gpu")
+    __slots__ = ("empty_fits", "filters", "free", "grouping", "index", "level_names", "levels", "nodes", "total_gpu")
 
     def __init__(self, nodes: Sequence[Node], level_names: tuple[str, ...], label_keys: tuple[str, ...]):
         eligible = sorted((n for n in nodes if n.schedulable and n.ready), key=lambda n: n.name)
@@ -214,6 +221,10 @@ class _Static:
             for index, domain in enumerate(node_domain):
                 members.setdefault(domain, []).append(index)
             self.levels.append((name, node_domain, members))
+        # the levels whose domains hold more than one node: a gang spread over several of them fills one first
+        self.grouping = [
+            depth for depth, (_, _, members) in enumerate(self.levels) if any(len(m) > 1 for m in members.values())
+        ]
         # filter key -> per-node acceptance (None: all accept); depends only on the nodes
         self.filters: dict[tuple, list[bool] | None] = {}
         self.empty_fits: dict[int, bool] = {}  # failure key -> fits with nothing running or reserved
@@ -301,6 +312,7 @@ class Cluster:
             _Level(name, node_domain, self.free_gpu, members) for name, node_domain, members in static.levels
         ]
         self._filters = static.filters
+        self._grouping = static.grouping
         self._empty_fits = static.empty_fits
 
     def future(self) -> Cluster:
@@ -424,11 +436,12 @@ class Cluster:
         if not self.could_fit(profile) or (widest_level >= 0 and self.levels[widest_level].best_free() < need):
             return None
         for depth in range(finest_level, widest_level - 1, -1):
+            inner = [self.levels[finer] for finer in self._grouping if finer > depth]
             if depth < 0:
-                return self._place_in(range(len(self.nodes)), profile, allowed, window)
+                return self._place_in(range(len(self.nodes)), profile, allowed, window, inner)
             level = self.levels[depth]
             for domain in level.best_fit(need):
-                placed = self._place_in(level.members[domain], profile, allowed, window)
+                placed = self._place_in(level.members[domain], profile, allowed, window, inner)
                 if placed is not None:
                     return placed
         return None
@@ -439,14 +452,16 @@ class Cluster:
         profile: GangProfile,
         allowed: list[bool] | None,
         window: tuple[float, float],
+        inner: list[_Level],
     ) -> Assignment | None:
+        """``inner``: the finer levels whose domains group nodes; see ``_fill``."""
         taken: dict[int, dict[str, int]] = {}
         assignment: Assignment = []
         for shape in profile.required_shapes:
-            if not self._fill(shape, node_indexes, allowed, window, taken, assignment, required=True):
+            if not self._fill(shape, node_indexes, allowed, window, inner, taken, assignment, required=True):
                 return None
         for shape in profile.optional_shapes:
-            self._fill(shape, node_indexes, allowed, window, taken, assignment, required=False)
+            self._fill(shape, node_indexes, allowed, window, inner, taken, assignment, required=False)
         return assignment
 
     def _fill(
@@ -455,13 +470,15 @@ class Cluster:
         node_indexes: Iterable[int],
         allowed: list[bool] | None,
         window: tuple[float, float],
+        inner: list[_Level],
         taken: dict[int, dict[str, int]],
         assignment: Assignment,
         required: bool,
     ) -> bool:
         """Best-fit: put members on the nodes with the fewest free GPUs that still hold them, nodes
         the gang already uses first (an MPI launcher joins its workers: the gang spans fewer
-        nodes and a node failure stops fewer gangs)."""
+        nodes and a node failure stops fewer gangs). A gang placed over several ``inner`` domains
+        fills the one with the most free GPUs first, so it spans as few of them as it can."""
         gpu, others, names = shape.gpu, shape.others, shape.member_names
         free_gpu, free, reserved_start, now_free = self.free_gpu, self.free, self.reserved_start, self.now_free_gpu
         start, end = window
@@ -485,11 +502,16 @@ class Cluster:
                 if fits <= 0:
                     break
             if fits > 0:
-                candidates.append((already is None, room_gpu, now_free[index] if now_free else 0, index, fits))
+                grouped = [
+                    part for lv in inner for part in (-lv.domain_free[lv.node_domain[index]], lv.node_domain[index])
+                ]
+                candidates.append(
+                    (already is None, *grouped, room_gpu, now_free[index] if now_free else 0, index, fits)
+                )
         candidates.sort()
         remaining = len(names)
         position = 0
-        for _, _, _, index, fits in candidates:
+        for *_, index, fits in candidates:
             count = min(fits, remaining)
             used = taken.setdefault(index, {})
             if gpu:

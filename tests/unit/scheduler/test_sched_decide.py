@@ -79,6 +79,16 @@ def test_gang_prefers_one_nvlink_domain_then_one_leaf():
     assert len(quad_leaves) == 1
 
 
+def test_gang_wider_than_a_leaf_fills_the_emptiest_leaves_first():
+    cluster = nodes(12)  # three leaves of 4 nodes
+    # leaf0 all free (32 GPUs); leaf1 28 free; leaf2 4 free
+    busy = [running(gang("half1", 1, 4), ["n04"]), running(gang("half2", 1, 4), ["n08"])]
+    busy += [running(gang(f"full{i}", 1, 8), [f"n{i:02d}"]) for i in (9, 10, 11)]
+    d = decide(snap(cluster, [gang("wide", 10, 4)], busy))  # 40 GPUs: more than any leaf has
+    # all of leaf0, then in leaf1 the emptier NVLink domain (n06, n07): 5 nodes in 2 leaves
+    assert sorted(set(bound(d)["wide"].values())) == ["n00", "n01", "n02", "n03", "n06"]
+
+
 def test_best_fit_fills_partly_used_node_first():
     cluster = nodes(4)
     busy = running(gang("busy", 1, 6), ["n02"])
@@ -159,6 +169,21 @@ def test_parent_limit_applies_to_children():
     d = decide(snap(nodes(4), [gang("a", 1, 8, queue="team"), gang("b", 1, 8, queue="team", submit=1)], (), queues))
     assert list(bound(d)) == ["a"]
     assert d.reasons["b"] == "queue org is at its limit of 12 GPUs"
+
+
+def test_admission_charges_the_required_members_and_min_resources_and_the_limit_trims_optional_ones():
+    elastic = gang("elastic", 3, 8, min_member=1)  # one 8-GPU worker required, two optional
+    one_domain = nodes(4, per_nvl=4)  # optional members join the domain the required ones use
+    d = decide(snap(one_domain, [elastic], (), [Queue("a", limit={GPU: 16})]))
+    assert sorted(bound(d)["elastic"]) == ["elastic-0", "elastic-1"]  # the third would pass the limit
+    d = decide(snap(one_domain, [elastic], (), [Queue("a", quota={GPU: 8})]))
+    assert len(bound(d)["elastic"]) == 3 and d.binds[0].borrowed  # holds 24 GPUs on a quota of 8
+    d = decide(snap(nodes(1), [elastic], (), [Queue("a", quota={GPU: 8})]))
+    assert bound(d) == {"elastic": {"elastic-0": "n00"}} and not d.binds[0].borrowed
+    # min_resources raises what admission checks: 48 CPUs asked where the queue may hold 32
+    hungry = gang("hungry", 1, 8, min_resources={"cpu": 48_000})
+    d = decide(snap(nodes(4), [hungry], (), [Queue("a", limit={"cpu": 32_000})]))
+    assert d.binds == [] and d.reasons["hungry"] == "needs 48 CPUs but queue a is limited to 32 CPUs"
 
 
 def test_borrowing_is_marked():
