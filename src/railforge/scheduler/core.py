@@ -734,7 +734,7 @@ class _Pass:
         own_path = set(self.tree.path(gang.queue))
         usage = self.usage
         budget = self.eviction_budget(claim.profile, wait)
-        claimed = quota_ratio(usage.gpus(gang.queue) + claim.profile.gpu, self.tree.get(gang.queue).quota.get(GPU, 0))
+        claimed = quota_ratio(usage.gpus(gang.queue) + claim.profile.gpu, self.tree.quota(gang.queue).get(GPU, 0))
         over_quota: dict[str, bool] = {}
         left: dict[str, int] = {}  # victim queue -> GPUs it would hold after the victims so far
         victims = []
@@ -752,7 +752,7 @@ class _Pass:
             lost = self.lost_work(r)
             if lost > budget:
                 too_costly = True
-            elif quota_ratio(after, self.tree.get(victim_queue).quota.get(GPU, 0)) < claimed:
+            elif quota_ratio(after, self.tree.quota(victim_queue).get(GPU, 0)) < claimed:
                 better_served = True
             else:
                 left[victim_queue] = after

@@ -22,6 +22,7 @@ class QueueTree:
                 raise ValueError(f"queues: {queue.name!r} is declared twice; expected one Queue per name")
             self.queues[queue.name] = queue
         self._paths: dict[str, tuple[str, ...]] = {}
+        self._quotas: dict[str, dict[str, int]] = {}
         for queue in self.queues.values():
             if queue.parent is not None and queue.parent not in self.queues:
                 raise ValueError(
@@ -51,6 +52,25 @@ class QueueTree:
                 parent = self.get(parent).parent
             path = self._paths[name] = tuple(chain)
         return path
+
+    def quota(self, name: str) -> Resources:
+        """The queue's guarantee: what it names, and for each resource it does not name that its
+        children do, their guarantees summed (a parent that only groups teams guarantees what they
+        are guaranteed, rather than nothing, which would make every gang below it a borrower)."""
+        if not self._quotas:
+            children = self.children()
+
+            def settle(queue: str) -> dict[str, int]:
+                summed: dict[str, int] = {}
+                for child in children.get(queue, []):
+                    add_resources(summed, settle(child))
+                quota = self._quotas[queue] = {**summed, **self.queues[queue].quota}
+                return quota
+
+            for root in children.get(None, []):
+                settle(root)
+        quota = self._quotas.get(name)
+        return quota if quota is not None else self.get(name).quota  # a root registered since
 
     def children(self) -> dict[str | None, list[str]]:
         """Parent name (None for roots) -> child names, sorted."""
@@ -89,7 +109,7 @@ class Usage:
         """True when the charge takes the queue or an ancestor beyond its quota. Quotas cover GPUs
         (missing means 0) and the other resources they name."""
         for name in self.tree.path(queue):
-            quota = self.tree.get(name).quota
+            quota = self.tree.quota(name)
             used = self.used.get(name, {})
             for resource in _quota_resources(quota):
                 amount = charge.get(resource, 0)
@@ -98,7 +118,7 @@ class Usage:
         return False
 
     def over_quota(self, queue: str) -> bool:
-        quota = self.tree.get(queue).quota
+        quota = self.tree.quota(queue)
         used = self.used.get(queue, {})
         return any(used.get(resource, 0) > quota.get(resource, 0) for resource in _quota_resources(quota))
 
@@ -164,7 +184,7 @@ def fair_shares(tree: QueueTree, leaf_demand: Mapping[str, float], capacity: flo
         split = water_fill(
             available,
             {k: demand[k] for k in kids},
-            {k: float(tree.get(k).quota.get(GPU, 0)) for k in kids},
+            {k: float(tree.quota(k).get(GPU, 0)) for k in kids},
             {k: tree.get(k).over_quota_weight for k in kids},
         )
         for kid in kids:

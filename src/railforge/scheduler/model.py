@@ -237,7 +237,8 @@ class Gang:
 class Queue:
     name: str
     parent: str | None = None
-    quota: Resources = field(default_factory=dict)  # guaranteed; missing resource: 0
+    # guaranteed; a resource it does not name: 0, or for a parent, the sum its children are guaranteed
+    quota: Resources = field(default_factory=dict)
     limit: Resources = field(default_factory=dict)  # hard cap; missing resource: unlimited
     over_quota_weight: float = 1.0
     priority: int = 0

@@ -45,3 +45,24 @@ def test_usage_limits_and_borrowing_count_ancestors():
     assert usage.borrows("team", {GPU: 1})
     assert usage.over_limit("team", {GPU: 8}) is None
     assert usage.over_limit("team", {GPU: 9}) == ("org", GPU, 16)
+
+
+def test_a_parent_guarantees_what_its_children_are_guaranteed_for_what_it_does_not_name():
+    tree = QueueTree(
+        [
+            Queue("org"),  # groups its teams; names no quota
+            Queue("capped", quota={GPU: 8}),  # names its GPUs; its child's count no more
+            Queue("t1", parent="org", quota={GPU: 8, "cpu": 4000}),
+            Queue("t2", parent="org", quota={GPU: 4}),
+            Queue("t3", parent="capped", quota={GPU: 16, "cpu": 2000}),
+        ]
+    )
+    assert tree.quota("org") == {GPU: 12, "cpu": 4000}
+    assert tree.quota("capped") == {GPU: 8, "cpu": 2000}
+    usage = Usage(tree)
+    assert not usage.borrows("t1", {GPU: 8})  # within t1's and org's guarantee
+    usage.add("t1", {GPU: 8})
+    assert usage.borrows("t2", {GPU: 8})  # past t2's 4 and org's 12
+    assert usage.borrows("t3", {GPU: 12})  # within t3's 16, past capped's 8
+    shares = fair_shares(tree, {"t1": 16, "t2": 16}, capacity=12)
+    assert shares["org"] == pytest.approx(12) and shares["t1"] == pytest.approx(8)
