@@ -52,7 +52,7 @@ from railforge.scheduler.model import (
     Snapshot,
     add_resources,
 )
-from railforge.scheduler.placement import Assignment, Cluster, FutureWalk, GangProfile, gang_profile
+from railforge.scheduler.placement import Acceptance, Assignment, Cluster, FutureWalk, GangProfile, gang_profile
 
 LN2 = math.log(2)
 _SUBMIT_TIME = operator.attrgetter("submit_time")
@@ -65,7 +65,7 @@ class Claim(NamedTuple):
     ``Cluster.place`` takes it, running from now to ``end``."""
 
     profile: GangProfile
-    allowed: list[bool] | None
+    allowed: Acceptance | None
     end: float
     finest: int
     widest: int
@@ -120,16 +120,25 @@ class _Pass:
     # -- running gangs -------------------------------------------------------------------------
 
     def handle_failures(self) -> None:
-        """Sort the running gangs into survivors and gangs to restart or fail; index the survivors."""
+        """Sort the running gangs into survivors and gangs to restart or fail; index the survivors.
+        A gang fails when a member failed, or a node it uses is lost, not ready, or has a NoExecute
+        taint the gang does not tolerate (Kubernetes evicts such pods)."""
         index = self.running_index.update(self.snapshot.running)
-        ready = {node.name for node in self.snapshot.nodes if node.ready}
-        if not index.failed and ready.issuperset(index.node_gangs):
+        ready = set()
+        evicting = set()  # nodes with a NoExecute taint
+        for node in self.snapshot.nodes:
+            if node.ready:
+                ready.add(node.name)
+            if node.taints and any(taint.effect == "NoExecute" for taint in node.taints):
+                evicting.add(node.name)
+        if not index.failed and ready.issuperset(index.node_gangs) and evicting.isdisjoint(index.node_gangs):
             return
         nodes = {node.name: node for node in self.snapshot.nodes}
         survivors = []
         for running in sorted(self.snapshot.running, key=lambda r: r.gang.name):
             problem = None
-            if not running.failed_members and ready.issuperset(placed_by_node(running)[0]):
+            used = placed_by_node(running)[0]
+            if not running.failed_members and ready.issuperset(used) and evicting.isdisjoint(used):
                 survivors.append(running)
                 continue
             if running.failed_members:
@@ -139,6 +148,17 @@ class _Pass:
                     node = nodes.get(node_name)
                     if node is None or not node.ready:
                         problem = f"node {node_name} of member {member} is lost or not ready"
+                        break
+                    evicted_by = [
+                        taint
+                        for taint in node.taints
+                        if taint.effect == "NoExecute" and not any(t.tolerates(taint) for t in running.gang.tolerations)
+                    ]
+                    if evicted_by:
+                        problem = (
+                            f"node {node_name} of member {member} has taint {evicted_by[0].key}:NoExecute, "
+                            "which the gang does not tolerate"
+                        )
                         break
             if problem is None:
                 survivors.append(running)
@@ -530,7 +550,7 @@ class _Pass:
         cached = self.failure_cache.get(key)
         fresh = cached is None or runtime < cached[0]
         head = self.blocked < max(self.depth, 1)
-        allowed: list[bool] | None = None
+        allowed: Acceptance | None = None
         finest = widest = -1
         if fresh or head:  # placement, the reservation and reclaim need the node filter and levels
             allowed = cluster.allowed_nodes(gang, profile)
@@ -619,7 +639,7 @@ class _Pass:
         passed = self.first_reservation.gang_name if self.first_reservation is not None else None
         self.decisions.binds.append(Bind(gang.name, placement, borrowed, passed))
 
-    def unfit(self, profile: GangProfile, allowed: list[bool] | None, finest: int, widest: int) -> bool:
+    def unfit(self, profile: GangProfile, allowed: Acceptance | None, finest: int, widest: int) -> bool:
         """True when the gang does not fit even the empty cluster (more GPUs than the nodes it may
         use hold, say). Such a gang holds nobody up: it takes no reservation, reclaims nothing and
         does not stop a strict order; its reason, kept for its placement class, says what it lacks."""
@@ -641,7 +661,7 @@ class _Pass:
         self.failure_cache[key] = (0.0, reason)  # fails for every run time: the class closes
         return True
 
-    def unfit_reason(self, profile: GangProfile, allowed: list[bool] | None, widest: int) -> str:
+    def unfit_reason(self, profile: GangProfile, allowed: Acceptance | None, widest: int) -> str:
         cluster = self.cluster
         capacity = [
             node.allocatable.get(GPU, 0) if allowed is None or allowed[index] else 0
@@ -662,7 +682,7 @@ class _Pass:
                     return reasons.unfit_pods(len(shape.member_names), shape.gpu, room)
         return reasons.unfit_requests()
 
-    def capacity_reason(self, gang: Gang, profile: GangProfile, allowed: list[bool] | None, widest: int) -> str:
+    def capacity_reason(self, gang: Gang, profile: GangProfile, allowed: Acceptance | None, widest: int) -> str:
         """Why the gang cannot start now, the first that holds of: too few free GPUs in its widest
         domain, in the cluster or on the nodes it may use; a reservation holds what it would fit
         in; a resource its pods find too little of, in all or node by node; the pods' requests
@@ -690,7 +710,7 @@ class _Pass:
             return reasons.behind_reservation(reservation.gang_name, reservation.start - self.now)
         return self.requests_reason(profile, allowed, free_gpu)
 
-    def requests_reason(self, profile: GangProfile, allowed: list[bool] | None, free_gpu: list[int]) -> str:
+    def requests_reason(self, profile: GangProfile, allowed: Acceptance | None, free_gpu: list[int]) -> str:
         """The gang's GPUs are free in number but it does not fit: name the request it finds too
         little of (in all, then node by node for one shape of pod), else fragmentation."""
         free = [
@@ -878,7 +898,7 @@ class _Pass:
     def earliest_start(
         self,
         profile: GangProfile,
-        allowed: list[bool] | None,
+        allowed: Acceptance | None,
         runtime: float,
         finest: int,
         widest: int,
@@ -907,7 +927,7 @@ class _Pass:
     def _first_fit(
         self,
         profile: GangProfile,
-        allowed: list[bool] | None,
+        allowed: Acceptance | None,
         runtime: float,
         finest: int,
         widest: int,

@@ -119,18 +119,34 @@ def gang_profile(gang: Gang) -> GangProfile:
     return profile
 
 
-def node_accepts(node: Node, gang: Gang) -> bool:
-    """Taints, node selector and required node affinity."""
+# How a node takes a gang (``Cluster.allowed_nodes``); truthy when the gang may use it.
+REJECTS, AVOIDED, ACCEPTS = 0, 1, 2
+
+
+class Acceptance(list):
+    """Per-node ``node_acceptance`` values, noting whether any node is one to avoid."""
+
+    def __init__(self, values: Iterable[int]):
+        super().__init__(values)
+        self.avoids = AVOIDED in self
+
+
+def node_acceptance(node: Node, gang: Gang) -> int:
+    """Node selector, required node affinity and taints: a NoSchedule or NoExecute taint the gang
+    does not tolerate rejects it; a PreferNoSchedule one makes the node one to avoid."""
     labels = node.labels
     for key, value in gang.node_selector.items():
         if labels.get(key) != value:
-            return False
+            return REJECTS
     if not all(req.matches(labels) for req in gang.affinity):
-        return False
+        return REJECTS
+    acceptance = ACCEPTS
     for taint in node.taints:
-        if taint.effect in NO_SCHEDULE_EFFECTS and not any(t.tolerates(taint) for t in gang.tolerations):
-            return False
-    return True
+        if not any(t.tolerates(taint) for t in gang.tolerations):
+            if taint.effect in NO_SCHEDULE_EFFECTS:
+                return REJECTS
+            acceptance = AVOIDED
+    return acceptance
 
 
 class _Level:
@@ -226,7 +242,7 @@ class _Static:
             depth for depth, (_, _, members) in enumerate(self.levels) if any(len(m) > 1 for m in members.values())
         ]
         # filter key -> per-node acceptance (None: all accept); depends only on the nodes
-        self.filters: dict[tuple, list[bool] | None] = {}
+        self.filters: dict[tuple, Acceptance | None] = {}
         self.empty_fits: dict[int, bool] = {}  # failure key -> fits with nothing running or reserved
         # per node: (use version, free resources, free GPUs) of the last view built; the free
         # dicts are shared by views and never changed in place (see Cluster.adjust)
@@ -303,7 +319,7 @@ class Cluster:
         for free_gpu in self.free_gpu:
             self.gpu_histogram[free_gpu] = self.gpu_histogram.get(free_gpu, 0) + 1
         self.total_gpu = static.total_gpu
-        self.now_free_gpu: list[int] | None = None  # see future()
+        self.now_free_gpu: Acceptance | None = None  # see future()
         self.reserved_start = [math.inf] * len(eligible)  # earliest reservation start per node
         # node -> reserved (start, end, resources): amounts held for a reserved gang in its window
         self.windows: dict[int, list[tuple[float, float, Resources]]] = {}
@@ -349,12 +365,13 @@ class Cluster:
             clone.levels.append(copied)
         return clone
 
-    def allowed_nodes(self, gang: Gang, profile: GangProfile) -> list[bool] | None:
-        """Per-node acceptance for the gang's filters; None when every node accepts."""
+    def allowed_nodes(self, gang: Gang, profile: GangProfile) -> Acceptance | None:
+        """Per-node ``node_acceptance`` for the gang's filters; None when every node accepts it
+        without reserve."""
         key = profile.filter_key
         if key not in self._filters:
-            accepted = [node_accepts(node, gang) for node in self.nodes]
-            self._filters[key] = None if all(accepted) else accepted
+            accepted = Acceptance(node_acceptance(node, gang) for node in self.nodes)
+            self._filters[key] = None if all(a == ACCEPTS for a in accepted) else accepted
         return self._filters[key]
 
     def adjust(self, node_index: int, requests: Resources, sign: int) -> None:
@@ -399,7 +416,7 @@ class Cluster:
         return held
 
     def fits_when_empty(
-        self, profile: GangProfile, allowed: list[bool] | None, finest_level: int, widest_level: int
+        self, profile: GangProfile, allowed: Acceptance | None, finest_level: int, widest_level: int
     ) -> bool:
         """Whether the gang could be placed with nothing running and nothing reserved; worked out
         once per placement class while the node list stays the same."""
@@ -421,7 +438,7 @@ class Cluster:
     def place(
         self,
         profile: GangProfile,
-        allowed: list[bool] | None,
+        allowed: Acceptance | None,
         window: tuple[float, float],
         finest_level: int,
         widest_level: int,
@@ -430,17 +447,22 @@ class Cluster:
 
         Levels are tried from ``finest_level`` down to ``widest_level`` (index into the topology
         levels; -1 means the whole cluster). A node is usable only when the gang's run ``window``
-        (start, end) overlaps none of the node's reservations.
+        (start, end) overlaps none of the node's reservations. Domains holding a node the gang
+        avoids are tried after the others of their level.
         """
         need = profile.required_gpu
         if not self.could_fit(profile) or (widest_level >= 0 and self.levels[widest_level].best_free() < need):
             return None
+        avoids = allowed is not None and allowed.avoids
         for depth in range(finest_level, widest_level - 1, -1):
             inner = [self.levels[finer] for finer in self._grouping if finer > depth]
             if depth < 0:
                 return self._place_in(range(len(self.nodes)), profile, allowed, window, inner)
             level = self.levels[depth]
-            for domain in level.best_fit(need):
+            domains = level.best_fit(need)
+            if avoids:
+                domains = sorted(domains, key=lambda d: any(allowed[i] == AVOIDED for i in level.members[d]))
+            for domain in domains:
                 placed = self._place_in(level.members[domain], profile, allowed, window, inner)
                 if placed is not None:
                     return placed
@@ -450,7 +472,7 @@ class Cluster:
         self,
         node_indexes: Iterable[int],
         profile: GangProfile,
-        allowed: list[bool] | None,
+        allowed: Acceptance | None,
         window: tuple[float, float],
         inner: list[_Level],
     ) -> Assignment | None:
@@ -468,7 +490,7 @@ class Cluster:
         self,
         shape: Shape,
         node_indexes: Iterable[int],
-        allowed: list[bool] | None,
+        allowed: Acceptance | None,
         window: tuple[float, float],
         inner: list[_Level],
         taken: dict[int, dict[str, int]],
@@ -478,7 +500,8 @@ class Cluster:
         """Best-fit: put members on the nodes with the fewest free GPUs that still hold them, nodes
         the gang already uses first (an MPI launcher joins its workers: the gang spans fewer
         nodes and a node failure stops fewer gangs). A gang placed over several ``inner`` domains
-        fills the one with the most free GPUs first, so it spans as few of them as it can."""
+        fills the one with the most free GPUs first, so it spans as few of them as it can; then
+        nodes it does not avoid (``AVOIDED``) come first."""
         gpu, others, names = shape.gpu, shape.others, shape.member_names
         free_gpu, free, reserved_start, now_free = self.free_gpu, self.free, self.reserved_start, self.now_free_gpu
         start, end = window
@@ -505,8 +528,9 @@ class Cluster:
                 grouped = [
                     part for lv in inner for part in (-lv.domain_free[lv.node_domain[index]], lv.node_domain[index])
                 ]
+                avoided = allowed is not None and allowed[index] == AVOIDED
                 candidates.append(
-                    (already is None, *grouped, room_gpu, now_free[index] if now_free else 0, index, fits)
+                    (already is None, *grouped, avoided, room_gpu, now_free[index] if now_free else 0, index, fits)
                 )
         candidates.sort()
         remaining = len(names)
@@ -562,7 +586,7 @@ class FutureWalk:
     def place(
         self,
         profile: GangProfile,
-        allowed: list[bool] | None,
+        allowed: Acceptance | None,
         window: tuple[float, float],
         finest_level: int,
         widest_level: int,

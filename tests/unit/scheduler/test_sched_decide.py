@@ -132,6 +132,16 @@ def test_all_or_nothing_with_unready_cordoned_and_tainted_nodes():
     assert sorted(bound(d)["t"].values()) == ["a", "d"]
 
 
+def test_prefer_no_schedule_taint_is_avoided_unless_tolerated_or_needed():
+    spot = Taint("spot", "", "PreferNoSchedule")
+    cluster = [Node(name, {GPU: 8, "cpu": 64_000}, taints=(spot,) if name < "c" else ()) for name in "abc"]
+    d = decide(snap(cluster, [gang("g", 1, 4)]))
+    assert bound(d) == {"g": {"g-0": "c"}}
+    tolerant = gang("t", 1, 4, tolerations=(Toleration("spot", "Exists"),))
+    assert bound(decide(snap(cluster, [tolerant]))) == {"t": {"t-0": "a"}}  # best fit by name among equals
+    assert sorted(bound(decide(snap(cluster, [gang("wide", 3, 8)])))["wide"].values()) == ["a", "b", "c"]
+
+
 def test_node_selector_and_affinity():
     cluster = [
         Node("a", {GPU: 8, "cpu": 8000}, labels={"gpu": "h100", "zone": "x"}),
@@ -516,6 +526,22 @@ def test_node_loss_fails_gang_by_policy_and_frees_capacity():
     assert [f.gang_name for f in d.failures] == ["g"]
     assert "node n00" in d.failures[0].reason
     assert bound(d) == {"next": {"next-0": "n01"}}
+
+
+def test_no_execute_taint_restarts_the_gangs_on_the_node_that_do_not_tolerate_it():
+    drain = Taint("maintenance", "", "NoExecute")
+    cluster = [replace(n, taints=(drain,)) if n.name == "n00" else n for n in nodes(3)]
+    tolerant = gang("tolerant", 1, 4, tolerations=(Toleration("maintenance", "Exists", effect="NoExecute"),))
+    run = [running(gang("g", 2, 4), ["n00", "n01"]), running(tolerant, ["n00"]), running(gang("away", 1, 8), ["n02"])]
+    d = decide(snap(cluster, (), run, now=1000))
+    assert [(r.gang_name, r.reason) for r in d.restarts] == [
+        (
+            "g",
+            "node n00 of member g-0 has taint maintenance:NoExecute, which the gang does not tolerate; "
+            "restarting the whole gang",
+        )
+    ]
+    assert d.failures == [] and d.evictions == []
 
 
 def test_max_restarts_turns_restart_into_failure():
