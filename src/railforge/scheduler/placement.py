@@ -454,8 +454,11 @@ class Cluster:
         if not self.could_fit(profile) or (widest_level >= 0 and self.levels[widest_level].best_free() < need):
             return None
         avoids = allowed is not None and allowed.avoids
+        # A start spans as few inner domains as it can. A reservation's nodes (a future view) are
+        # a plan: it holds the nodes busiest now instead, so idle ones stay open to backfill.
+        grouping = self._grouping if self.now_free_gpu is None else ()
         for depth in range(finest_level, widest_level - 1, -1):
-            inner = [self.levels[finer] for finer in self._grouping if finer > depth]
+            inner = [self.levels[finer] for finer in grouping if finer > depth]
             if depth < 0:
                 return self._place_in(range(len(self.nodes)), profile, allowed, window, inner)
             level = self.levels[depth]
