@@ -16,10 +16,13 @@ from railforge.scheduler import (
     Gang,
     Member,
     Node,
+    NodeSelectorRequirement,
     Queue,
     RunningGang,
     SchedulerConfig,
     Snapshot,
+    Taint,
+    Toleration,
     TopologyConstraint,
     decide,
 )
@@ -40,10 +43,28 @@ FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthChe
 SLOW = settings(max_examples=2500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+RAIL = "rdma/rail0"
+TAINTS = (
+    Taint("dedicated", "infra"),
+    Taint("spot", "", "PreferNoSchedule"),
+    Taint("drain", "", "NoExecute"),
+)
+AFFINITY = (
+    NodeSelectorRequirement("pool", "NotIn", ("b",)),
+    NodeSelectorRequirement("pool", "Exists"),
+    NodeSelectorRequirement("pool", "DoesNotExist"),
+)
+
+
 def random_gang(rng: random.Random, name: str, now: float) -> Gang:
     pods = rng.randint(1, 4)
     gpus = rng.choice((0, 1, 2, 4, 8))
-    members = tuple(Member(f"{name}-{j}", {GPU: gpus, "cpu": rng.choice((500, 4000, 16000))}) for j in range(pods))
+    requests = {GPU: gpus, "cpu": rng.choice((500, 4000, 16000))}
+    if rng.random() < 0.3:
+        requests["memory"] = rng.choice((2**30, 64 * 2**30))
+    if rng.random() < 0.2:
+        requests[RAIL] = 1
+    members = tuple(Member(f"{name}-{j}", dict(requests)) for j in range(pods))
     if rng.random() < 0.3:
         members = (Member(f"{name}-launcher", {"cpu": 1000}), *members)
     return Gang(
@@ -57,6 +78,12 @@ def random_gang(rng: random.Random, name: str, now: float) -> Gang:
         topology=rng.choice(
             (None, TopologyConstraint("leaf"), TopologyConstraint("nvlink", required=False), TopologyConstraint("rack"))
         ),  # "rack" is no level of the scheduler's: such gangs are refused
+        node_selector=rng.choice(({}, {}, {"pool": "a"})),
+        affinity=(rng.choice(AFFINITY),) if rng.random() < 0.2 else (),
+        tolerations=tuple(
+            Toleration(taint.key, "Exists", effect=taint.effect) for taint in TAINTS if rng.random() < 0.3
+        ),
+        min_resources={GPU: gpus * pods + 4} if rng.random() < 0.1 else None,
     )
 
 
@@ -67,10 +94,22 @@ def snapshots(draw) -> Snapshot:
     nodes = tuple(
         Node(
             f"n{i}",
-            {GPU: rng.choice((4, 8)), "cpu": 32_000},
+            {
+                GPU: rng.choice((4, 8)),
+                "cpu": 32_000,
+                "memory": 256 * 2**30,
+                **({RAIL: 2} if rng.random() < 0.5 else {}),
+            },
+            labels={
+                **({"pool": rng.choice("ab")} if rng.random() < 0.7 else {}),
+                # the path in labels, read through topology_label_keys when topology is empty
+                "railforge.io/spine": "s0",
+                "railforge.io/leaf": f"l{i // 3}",
+            },
+            taints=(rng.choice(TAINTS),) if rng.random() < 0.2 else (),
             schedulable=rng.random() > 0.1,
             ready=rng.random() > 0.1,
-            topology=("s0", f"l{i // 3}", f"v{i // 2}"),
+            topology=("s0", f"l{i // 3}", f"v{i // 2}") if rng.random() < 0.8 else (),
         )
         for i in range(rng.randint(1, 9))
     )
@@ -78,7 +117,7 @@ def snapshots(draw) -> Snapshot:
         Queue("org", limit={GPU: rng.choice((16, 32, 1000))}),
         Queue("a", parent="org", quota={GPU: rng.choice((0, 8, 16))}, limit={GPU: rng.choice((8, 24, 1000))}),
         Queue("b", parent="org", quota={GPU: rng.choice((0, 8))}, over_quota_weight=2.0),
-        Queue("c", quota={GPU: 4}, default_max_runtime=3600.0),
+        Queue("c", quota={GPU: 4}, limit={"cpu": rng.choice((20_000, 10**6))}, default_max_runtime=3600.0),
     )
     free = {node.name: dict(node.allocatable) for node in nodes}
     running = []
@@ -151,7 +190,16 @@ def check_capacity_and_whole_gangs(snap: Snapshot) -> None:
     pending = {g.name: g for g in snap.pending}
     for bind in decisions.binds:
         gang = pending[bind.gang_name]
-        assert all(nodes[n].ready and nodes[n].schedulable for n in bind.placement.values())
+        for name in set(bind.placement.values()):
+            node = nodes[name]
+            assert node.ready and node.schedulable
+            assert all(node.labels.get(key) == value for key, value in gang.node_selector.items())
+            assert all(requirement.matches(node.labels) for requirement in gang.affinity)
+            assert all(
+                any(t.tolerates(taint) for t in gang.tolerations)
+                for taint in node.taints
+                if taint.effect != "PreferNoSchedule"
+            ), (name, node.taints)
         required = {m.name for m in gang.members[: gang.required_members]}
         assert required <= set(bind.placement)
         assert set(bind.placement) <= {m.name for m in gang.members}
