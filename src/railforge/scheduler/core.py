@@ -152,7 +152,7 @@ class _Pass:
                     evicted_by = [
                         taint
                         for taint in node.taints
-                        if taint.effect == "NoExecute" and not any(t.tolerates(taint) for t in running.gang.tolerations)
+                        if taint.effect == "NoExecute" and not running.gang.tolerates(taint)
                     ]
                     if evicted_by:
                         problem = (
@@ -476,13 +476,17 @@ class _Pass:
         only the first may preempt."""
         return not (self.can_reclaim or self.can_preempt) or self.blocked >= max(self.depth, 1)
 
-    def limit_reason(self, queue: str, profile: GangProfile) -> str | None:
-        """Why the queue's limits (or an ancestor's) keep this gang out; None when they do not.
-        Only queues with a limit somewhere on their path pay for the check."""
+    def queue_limited(self, queue: str) -> bool:
+        """Whether some queue on the queue's path has a limit (cached per queue)."""
         limited = self.limited.get(queue)
         if limited is None:
             limited = self.limited[queue] = any(self.tree.get(name).limit for name in self.tree.path(queue))
-        if not limited:
+        return limited
+
+    def limit_reason(self, queue: str, profile: GangProfile) -> str | None:
+        """Why the queue's limits (or an ancestor's) keep this gang out; None when they do not.
+        Only queues with a limit somewhere on their path pay for the check."""
+        if not self.queue_limited(queue):
             return None
         over = self.usage.over_limit(queue, profile.admission)
         if over is None:
@@ -505,9 +509,9 @@ class _Pass:
         cached = self.failure_cache.get(key)
         if cached is None or runtime < cached[0]:
             if not self.never_starts(gang):
-                _, widest = self.levels_for(gang, profile)
+                finest, widest = self.levels_for(gang, profile)
                 allowed = self.cluster.allowed_nodes(gang, profile)
-                self.failure_cache[key] = (runtime, self.capacity_reason(gang, profile, allowed, widest))
+                self.failure_cache[key] = (runtime, self.capacity_reason(profile, allowed, finest, widest))
             cached = self.failure_cache[key]
         self.decisions.reasons[gang.name] = cached[1]
         return key not in self.unfit_keys
@@ -590,7 +594,7 @@ class _Pass:
                 and cluster.place(profile, allowed, (self.now, self.now + shortest), finest, widest) is None
             ):
                 failed = shortest
-            cached = (failed, self.capacity_reason(gang, profile, allowed, widest))
+            cached = (failed, self.capacity_reason(profile, allowed, finest, widest))
             self.failure_cache[key] = cached
         decisions.reasons[gang.name] = cached[1]
         self.blocked += 1
@@ -625,7 +629,7 @@ class _Pass:
             requests = profile.member_requests[member]
             if (
                 position >= gang.required_members
-                and self.limited[queue]
+                and self.queue_limited(queue)
                 and self.usage.over_limit(queue, add_resources(dict(charge), requests)) is not None
             ):
                 continue
@@ -682,7 +686,7 @@ class _Pass:
                     return reasons.unfit_pods(len(shape.member_names), shape.gpu, room)
         return reasons.unfit_requests()
 
-    def capacity_reason(self, gang: Gang, profile: GangProfile, allowed: Acceptance | None, widest: int) -> str:
+    def capacity_reason(self, profile: GangProfile, allowed: Acceptance | None, finest: int, widest: int) -> str:
         """Why the gang cannot start now, the first that holds of: too few free GPUs in its widest
         domain, in the cluster or on the nodes it may use; a reservation holds what it would fit
         in; a resource its pods find too little of, in all or node by node; the pods' requests
@@ -704,7 +708,6 @@ class _Pass:
             return reasons.cluster_short(GPU, need, cluster.total_free_gpu)
         if allowed is not None and need > sum(free_gpu):
             return reasons.no_matching_nodes(need, sum(free_gpu))
-        finest, _ = self.levels_for(gang, profile)
         reservation = self.first_reservation
         if reservation is not None and cluster.place(profile, allowed, (self.now, self.now), finest, widest):
             return reasons.behind_reservation(reservation.gang_name, reservation.start - self.now)

@@ -225,6 +225,9 @@ class Gang:
     def required_members(self) -> int:
         return len(self.members) if self.min_member is None else self.min_member
 
+    def tolerates(self, taint: Taint) -> bool:
+        return any(toleration.tolerates(taint) for toleration in self.tolerations)
+
     def total_requests(self) -> dict[str, int]:
         """Summed requests of all members (the most the gang can occupy)."""
         total: dict[str, int] = {}

@@ -142,7 +142,7 @@ def node_acceptance(node: Node, gang: Gang) -> int:
         return REJECTS
     acceptance = ACCEPTS
     for taint in node.taints:
-        if not any(t.tolerates(taint) for t in gang.tolerations):
+        if not gang.tolerates(taint):
             if taint.effect in NO_SCHEDULE_EFFECTS:
                 return REJECTS
             acceptance = AVOIDED
@@ -319,7 +319,7 @@ class Cluster:
         for free_gpu in self.free_gpu:
             self.gpu_histogram[free_gpu] = self.gpu_histogram.get(free_gpu, 0) + 1
         self.total_gpu = static.total_gpu
-        self.now_free_gpu: Acceptance | None = None  # see future()
+        self.now_free_gpu: list[int] | None = None  # see future()
         self.reserved_start = [math.inf] * len(eligible)  # earliest reservation start per node
         # node -> reserved (start, end, resources): amounts held for a reserved gang in its window
         self.windows: dict[int, list[tuple[float, float, Resources]]] = {}
@@ -528,9 +528,11 @@ class Cluster:
                 if fits <= 0:
                     break
             if fits > 0:
-                grouped = [
-                    part for lv in inner for part in (-lv.domain_free[lv.node_domain[index]], lv.node_domain[index])
-                ]
+                grouped = (
+                    [part for lv in inner for part in (-lv.domain_free[lv.node_domain[index]], lv.node_domain[index])]
+                    if inner
+                    else ()
+                )
                 avoided = allowed is not None and allowed[index] == AVOIDED
                 candidates.append(
                     (already is None, *grouped, avoided, room_gpu, now_free[index] if now_free else 0, index, fits)
