@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shlex
 
@@ -164,11 +165,30 @@ def _specs(trace_spec: str, shape, args):
         raise SystemExit(f"railforge: error: {error}") from None
 
 
-def run_key(spec, max_jobs: int = 0) -> str:
-    """Cache file name of one run: trace, policy, estimates + a hash of everything else."""
+@functools.cache
+def _code_digest() -> str:
+    """Hash of the scheduler's and simulator's source: a cached run is reused only by the same code."""
     import hashlib
 
-    blob = repr((spec, max_jobs))
+    import railforge.scheduler
+    import railforge.sim
+
+    digest = hashlib.sha256()
+    for package in (railforge.scheduler, railforge.sim):
+        folder = os.path.dirname(package.__file__)
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(".py"):
+                with open(os.path.join(folder, name), "rb") as fh:
+                    digest.update(name.encode() + fh.read())
+    return digest.hexdigest()
+
+
+def run_key(spec, max_jobs: int = 0) -> str:
+    """Cache file name of one run: trace, policy, estimates + a hash of everything else, the
+    scheduler's and simulator's code included."""
+    import hashlib
+
+    blob = repr((spec, max_jobs, _code_digest()))
     safe = "".join(c if c.isalnum() else "-" for c in f"{spec.trace}-{spec.policy}-{spec.estimates}")
     return f"{safe}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}.pickle"
 
@@ -176,7 +196,8 @@ def run_key(spec, max_jobs: int = 0) -> str:
 def _run(trace, specs, args):
     """Run the specs on an already loaded (possibly truncated) trace.  With ``--cache DIR`` every
     finished run is stored there and reused, so several processes can share the work (e.g. one
-    per policy) and a final run only assembles.  Clear the cache after changing the core."""
+    per policy) and a final run only assembles.  A change to the scheduler or simulator code
+    changes every run's key, so runs of older code are not reused."""
     import pickle
 
     from tqdm import tqdm

@@ -230,3 +230,17 @@ def test_cli_set_rejects_unknown_fields_and_wrong_values(traces_dir, capsys, set
     with pytest.raises(SystemExit):
         main(["simulate", "--trace", "philly", "--traces-dir", str(traces_dir), "--set", setting])
     assert message in capsys.readouterr().err
+
+
+def test_cached_runs_are_keyed_by_the_scheduler_and_simulator_code(monkeypatch):
+    from railforge.sim import commands
+    from railforge.sim.cluster import ClusterShape
+    from railforge.sim.runner import RunSpec
+
+    spec = RunSpec("philly", "railforge", "exact", ClusterShape(nodes=2))
+    assert len(commands._code_digest()) == 64  # a sha256 of the packages' source files
+    monkeypatch.setattr(commands, "_code_digest", lambda: "code-a")
+    first = commands.run_key(spec)
+    assert first.startswith("philly-railforge-exact-") and first == commands.run_key(spec)
+    monkeypatch.setattr(commands, "_code_digest", lambda: "code-b")
+    assert commands.run_key(spec) != first
