@@ -17,6 +17,7 @@ from railforge.scheduler import (
     Toleration,
     TopologyConstraint,
     decide,
+    placement,
     topology_from_labels,
 )
 from railforge.scheduler.core import _Pass
@@ -161,6 +162,51 @@ def test_heterogeneous_members_and_every_resource_respected():
     mpi = Gang("mpi", "a", (launcher, *workers), max_runtime=60)
     d = decide(snap(cluster, [mpi]))
     assert bound(d)["mpi"] == {"w0": "a", "launcher": "b"}
+
+
+def worker_and_loader(worker_cpu: int, loader_cpu: int = 120_000) -> Gang:
+    """A worker (8 GPUs) and a data loader (no GPU, many CPUs): the greedy fill places the worker
+    first, by free GPUs and then by name, so on a tie it may take the node the loader needs."""
+    members = (Member("worker", {GPU: 8, "cpu": worker_cpu}), Member("loader", {"cpu": loader_cpu}))
+    return Gang("g", "a", members, max_runtime=3600)
+
+
+@pytest.mark.parametrize("big, small", [("A", "B"), ("B", "A"), ("pool-b", "pool-a")])
+@pytest.mark.parametrize("preset", ["railforge", "strict_fifo"])
+def test_a_gang_the_greedy_fill_misses_is_placed_whatever_the_node_names(big, small, preset):
+    cluster = [Node(big, {GPU: 8, "cpu": 128_000}), Node(small, {GPU: 8, "cpu": 32_000})]
+    d = decide(snap(cluster, [worker_and_loader(16_000)], config=SchedulerConfig.preset(preset)))
+    assert bound(d) == {"g": {"worker": small, "loader": big}}
+
+
+def test_a_gang_that_fits_only_on_nodes_freed_later_is_reserved_not_refused():
+    # Real pool shapes: 8 GPUs with 96 or 64 CPUs. Once "busy" ends the gang fits (worker on the
+    # 64-CPU node, loader on the 96-CPU one), so it is reserved, never declared unfit.
+    cluster = [Node("a96", {GPU: 8, "cpu": 96_000}), Node("b64", {GPU: 8, "cpu": 64_000})]
+    pair = worker_and_loader(16_000, loader_cpu=90_000)
+    busy = running(gang("busy", 1, 1, runtime=600), ["b64"])
+    d = decide(snap(cluster, [pair], [busy]))
+    assert d.binds == [] and [(r.gang_name, r.start) for r in d.reservations] == [("g", 600.0)]
+    assert not d.reasons["g"].startswith("does not fit even with nothing running")
+    later = decide(snap(cluster, [pair], now=600.0))
+    assert bound(later) == {"g": {"worker": "b64", "loader": "a96"}}
+
+
+def test_unfit_is_declared_only_when_the_exact_search_proves_it(monkeypatch):
+    # A 40-CPU worker fits only the 128-CPU node, which then has 88 CPUs left: the 120-CPU loader
+    # fits nowhere, and the exhausted search proves it.
+    cluster = [Node("A", {GPU: 8, "cpu": 128_000}), Node("B", {GPU: 8, "cpu": 32_000})]
+    config = SchedulerConfig(backfill="none")
+    d = decide(snap(cluster, [worker_and_loader(40_000)], config=config))
+    assert d.binds == [] and d.reasons["g"].startswith("does not fit even with nothing running")
+    # A search cut short by its budget proves nothing: the gang waits with a capacity reason.
+    monkeypatch.setattr(placement, "EXACT_SEARCH_BUDGET", 1)
+    d = decide(snap(cluster, [worker_and_loader(40_000)], config=config))
+    assert d.binds == [] and d.reasons["g"] == (
+        "needs 8 GPUs in pods of up to 8; the nodes it may use do not have each pod's GPU, CPU, "
+        "memory and other requests free together"
+    )
+    assert bound(decide(snap(cluster, [worker_and_loader(16_000)], config=config))) == {}  # nor a placement
 
 
 # -- admission and order ---------------------------------------------------------------------

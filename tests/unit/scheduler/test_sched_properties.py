@@ -3,7 +3,9 @@
 The default run draws a few examples per property; ``pytest -m slow`` draws 2,500 per property.
 """
 
+import itertools
 import random
+import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
@@ -25,6 +27,7 @@ from railforge.scheduler import (
     Toleration,
     TopologyConstraint,
     decide,
+    reasons,
 )
 from railforge.scheduler.core import _Pass
 from railforge.scheduler.fairshare import QueueTree
@@ -361,3 +364,90 @@ def test_property(check, snap):
 @given(snap=snapshots())
 def test_property_many_cases(check, snap):
     check(snap)
+
+
+# -- placement against a brute-force checker ------------------------------------------------------
+
+
+@st.composite
+def one_gang_on_a_small_cluster(draw) -> Snapshot:
+    """A few nodes of different GPU, CPU and RDMA shapes, maybe a running gang, and one pending gang
+    of up to 3 pod shapes (6 pods), maybe with a node selector or a required leaf."""
+    rng = random.Random(draw(st.integers(0, 2**32)))
+    nodes = tuple(
+        Node(
+            f"n{i}",
+            {GPU: rng.choice((0, 4, 8)), "cpu": rng.choice((16, 32, 64, 96, 128)) * 1000, RAIL: rng.choice((0, 1, 2))},
+            labels={"pool": rng.choice("ab")},
+            topology=("s0", f"l{i // 2}"),
+        )
+        for i in range(rng.randint(1, 4))
+    )
+    members = []
+    for s in range(rng.randint(1, 3)):
+        requests = {GPU: rng.choice((0, 2, 4, 8)), "cpu": rng.choice((8, 16, 32, 60, 90, 120)) * 1000}
+        if rng.random() < 0.3:
+            requests[RAIL] = 1
+        members += [Member(f"s{s}-{k}", requests) for k in range(rng.randint(1, 2))]
+    pending = Gang(
+        "g",
+        "q",
+        tuple(members),
+        max_runtime=3600.0,
+        node_selector=rng.choice(({}, {}, {"pool": "a"})),
+        topology=rng.choice((None, None, TopologyConstraint("leaf"))),
+    )
+    running = ()
+    if rng.random() < 0.5:
+        node = rng.choice(nodes)
+        share = {name: amount // rng.choice((1, 2, 4)) for name, amount in node.allocatable.items()}
+        busy = Gang("busy", "q", (Member("busy-0", share),), max_runtime=600.0)
+        running = (RunningGang(busy, {"busy-0": node.name}, 0.0, 600.0),)
+    config = SchedulerConfig(backfill=rng.choice(("easy", "none")))
+    return Snapshot(100.0, nodes, (Queue("q"),), (pending,), running, {}, config)
+
+
+def brute_force_fits(gang: Gang, nodes: tuple[Node, ...], used: dict[str, dict[str, int]]) -> bool:
+    """Whether some assignment of the gang's pods to the nodes it may use fits, trying them all."""
+    allowed = [n for n in nodes if all(n.labels.get(k) == v for k, v in gang.node_selector.items())]
+    for choice in itertools.product(allowed, repeat=len(gang.members)):
+        if gang.topology is not None and len({node.topology[:2] for node in choice}) > 1:
+            continue
+        load = {node.name: dict(used.get(node.name, {})) for node in allowed}
+        for member, node in zip(gang.members, choice, strict=True):
+            for name, amount in member.requests.items():
+                load[node.name][name] = load[node.name].get(name, 0) + amount
+        if all(amount <= node.allocatable.get(name, 0) for node in allowed for name, amount in load[node.name].items()):
+            return True
+    return False
+
+
+def check_placed_whenever_a_placement_exists(snap: Snapshot) -> None:
+    """The gang starts when some placement fits now; otherwise it waits, and it is called unfit
+    exactly when no placement fits even the empty cluster; a "cluster has N free" reason is true."""
+    decisions = decide(snap)
+    gang = snap.pending[0]
+    used = {r.placement["busy-0"]: dict(r.gang.members[0].requests) for r in snap.running}
+    fits_now = brute_force_fits(gang, snap.nodes, used)
+    assert bool(decisions.binds) == fits_now, decisions.reasons
+    if fits_now:
+        return
+    reason = decisions.reasons["g"]
+    assert reason.startswith(reasons.UNFIT) == (not brute_force_fits(gang, snap.nodes, {})), reason
+    short = re.match(r"needs (\d+) GPUs?; the cluster has (\d+) free", reason)
+    if short:
+        free = sum(n.allocatable[GPU] for n in snap.nodes) - sum(u.get(GPU, 0) for u in used.values())
+        assert int(short[2]) == free < int(short[1])
+
+
+@settings(FAST, max_examples=300)  # cheap cases: enough of them to meet the greedy fill's misses
+@given(snap=one_gang_on_a_small_cluster())
+def test_property_placed_whenever_a_placement_exists(snap):
+    check_placed_whenever_a_placement_exists(snap)
+
+
+@pytest.mark.slow
+@SLOW
+@given(snap=one_gang_on_a_small_cluster())
+def test_property_placed_whenever_a_placement_exists_many_cases(snap):
+    check_placed_whenever_a_placement_exists(snap)
