@@ -8,12 +8,12 @@ export CONTAINERS_CONF := $(CURDIR)/molecule/containers.conf
 
 SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 
-.PHONY: setup test check lint unit test-slow molecule $(addprefix molecule-,$(SCENARIOS)) lab lab-down sim bench
+.PHONY: setup test check lint unit testbed cluster-up test-slow molecule $(addprefix molecule-,$(SCENARIOS)) lab lab-down sim bench
 
 setup:            ## host packages, test image, pinned .venv and collections (idempotent)
 	scripts/setup.sh
 
-test: check molecule   ## everything CI runs: lint, unit tests, every Molecule scenario
+test: check testbed molecule   ## everything CI runs: lint, unit tests, the Kubernetes test bed, every Molecule scenario
 
 check: lint unit  ## the inner loop: lint and unit tests, no containers
 
@@ -25,6 +25,12 @@ lint:
 
 unit:
 	pytest -n 2
+
+testbed:          ## tests against real Kubernetes: control plane on loopback, a real node, the MPI operator (root)
+	pytest tests/k8s -p no:xdist
+
+cluster-up:       ## a test-bed cluster to debug against (prints KUBECONFIG); Ctrl-C stops it and cleans up
+	railforge testbed up
 
 test-slow:        ## long property-based runs and the full trace replays
 	pytest -n 2 -m slow

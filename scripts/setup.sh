@@ -4,7 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-host_packages=(podman runc debootstrap dpkg-dev)
+# podman .. dpkg-dev: Molecule's test image and stand-in repository. The rest: the Kubernetes test bed (cgo for
+# runc's seccomp support, Debian's CNI plugins, iptables for the kubelet).
+host_packages=(podman runc debootstrap dpkg-dev gcc libc6-dev pkg-config libseccomp-dev containernetworking-plugins
+    iptables)
 missing=()
 for pkg in "${host_packages[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -32,3 +35,6 @@ else
 fi
 
 .venv/bin/python scripts/install-collections.py
+
+# The Kubernetes test bed: pinned upstream components built from Go modules into a versioned cache (cold: minutes).
+.venv/bin/railforge testbed build

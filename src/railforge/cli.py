@@ -13,8 +13,9 @@ from collections.abc import Sequence
 
 from railforge import __version__
 from railforge.sim import commands as sim_commands
+from railforge.testbed import commands as testbed_commands
 
-COMMANDS = (sim_commands.register,)
+COMMANDS = (sim_commands.register, testbed_commands.register)
 
 
 def build_parser() -> argparse.ArgumentParser:

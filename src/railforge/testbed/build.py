@@ -1,0 +1,329 @@
+"""Build the test bed's upstream components from their pinned Go modules, into a cache keyed by what they are.
+
+The versions come from roles/versions/defaults/main.yml (the file the Kubernetes roles read); the wrapper modules
+under tools/ (go.mod + go.sum, committed) must require exactly those versions. Each component lands in
+``<cache>/testbed/<name>-<version>-<key>/`` where the key hashes the version, the wrapper's go.mod and go.sum and
+the build recipe, so a second build finds everything in place and returns in well under a second.
+
+Only the test bed needs Go; the operator's path (ansible-playbook against real hosts) never builds anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[3]
+TOOLS = ROOT / "tools"
+VERSIONS_FILE = ROOT / "roles/versions/defaults/main.yml"
+TEST_IMAGE = "localhost/railforge-testpod:1"
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("RAILFORGE_CACHE", "/var/cache/railforge"))
+
+
+def pinned_versions() -> dict[str, str]:
+    return yaml.safe_load(VERSIONS_FILE.read_text())
+
+
+@dataclass(frozen=True)
+class Component:
+    """One wrapper module under tools/ and the binaries built from it."""
+
+    name: str
+    tool_dir: str
+    version_key: str | None
+    module: str  # the upstream module the wrapper requires at the pinned version
+    binaries: dict[str, str]  # output name -> main package
+    cgo: bool = False
+    tags: str = ""
+    version_vars: tuple[str, ...] = ()  # package.Variable names the linker sets to the version (vX.Y.Z)
+    extra: dict[str, str] = field(default_factory=dict)  # file in the output -> "module:path" to copy from
+
+    @property
+    def version(self) -> str:
+        return pinned_versions()[self.version_key] if self.version_key else "local"
+
+    def key(self) -> str:
+        wrapper = TOOLS / self.tool_dir
+        digest = hashlib.sha256()
+        for part in (self.version, pinned_versions()["versions_go_toolchain"], repr(self)):
+            digest.update(part.encode())
+        for name in ("go.mod", "go.sum", "main.go"):
+            if (wrapper / name).exists():
+                digest.update((wrapper / name).read_bytes())
+        return digest.hexdigest()[:12]
+
+    @property
+    def out_dir(self) -> Path:
+        return cache_root() / "testbed" / f"{self.name}-{self.version}-{self.key()}"
+
+
+# Where Kubernetes binaries read their version from; kubeadm derives the control-plane versions it supports from
+# its own, so unstamped binaries (v0.0.0-master) break it.
+KUBERNETES_VERSION_PACKAGES = ("k8s.io/client-go/pkg/version", "k8s.io/component-base/version")
+
+
+COMPONENTS = (
+    Component(
+        "kubernetes",
+        "k8s",
+        "versions_kubernetes",
+        "k8s.io/kubernetes",
+        {
+            name: f"k8s.io/kubernetes/cmd/{name}"
+            for name in (
+                "kube-apiserver",
+                "kube-controller-manager",
+                "kube-scheduler",
+                "kube-proxy",
+                "kubelet",
+                "kubeadm",
+                "kubectl",
+            )
+        },
+        tags="selinux,notest",
+        version_vars=tuple(f"{package}.gitVersion" for package in KUBERNETES_VERSION_PACKAGES),
+    ),
+    Component(
+        "etcd",
+        "etcd",
+        "versions_etcd",
+        "go.etcd.io/etcd/server/v3",
+        {"etcd": "go.etcd.io/etcd/server/v3", "etcdctl": "go.etcd.io/etcd/etcdctl/v3"},
+    ),
+    Component(
+        "containerd",
+        "containerd",
+        "versions_containerd",
+        "github.com/containerd/containerd/v2",
+        {
+            name: f"github.com/containerd/containerd/v2/cmd/{name}"
+            for name in ("containerd", "containerd-shim-runc-v2", "ctr")
+        },
+        version_vars=("github.com/containerd/containerd/v2/version.Version",),
+    ),
+    # cgo + libseccomp: pods run with seccompProfile RuntimeDefault. runc embeds its VERSION file itself.
+    Component(
+        "runc",
+        "runc",
+        "versions_runc",
+        "github.com/opencontainers/runc",
+        {"runc": "github.com/opencontainers/runc"},
+        cgo=True,
+        tags="seccomp urfave_cli_no_docs",
+    ),
+    Component(
+        "crictl",
+        "crictl",
+        "versions_crictl",
+        "sigs.k8s.io/cri-tools",
+        {"crictl": "sigs.k8s.io/cri-tools/cmd/crictl"},
+        version_vars=("sigs.k8s.io/cri-tools/pkg/version.Version",),
+    ),
+    Component(
+        "mpi-operator",
+        "mpi-operator",
+        "versions_mpi_operator",
+        "github.com/kubeflow/mpi-operator",
+        {"mpi-operator": "github.com/kubeflow/mpi-operator/cmd/mpi-operator"},
+        version_vars=("github.com/kubeflow/mpi-operator/pkg/version.Version",),
+        # The CRDs and RBAC the tests install, taken from the downloaded release modules (never copied into the
+        # repository).
+        extra={
+            "kubeflow.org_mpijobs.yaml": "github.com/kubeflow/mpi-operator:manifests/base/kubeflow.org_mpijobs.yaml",
+            "cluster-role.yaml": "github.com/kubeflow/mpi-operator:manifests/base/cluster-role.yaml",
+            "scheduling.x-k8s.io_podgroups.yaml": (
+                "sigs.k8s.io/scheduler-plugins:config/crd/bases/scheduling.x-k8s.io_podgroups.yaml"
+            ),
+        },
+    ),
+)
+
+
+def component(name: str) -> Component:
+    return next(c for c in COMPONENTS if c.name == name)
+
+
+def binary(name: str) -> str:
+    """Path of a built test-bed binary; a clear error when `make setup` has not built it."""
+    comp = next((c for c in COMPONENTS if name in c.binaries), None)
+    if comp is None:
+        raise KeyError(f"no test-bed component builds {name!r}")
+    path = comp.out_dir / "bin" / name
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: run `make setup` (it builds the test bed into a cache)")
+    return str(path)
+
+
+def required_version(go_mod: str, module: str) -> str | None:
+    """The version a go.mod requires of a module (`require X vN` or a line of a require block)."""
+    match = re.search(rf"^\s*(?:require\s+)?{re.escape(module)}\s+(v\S+)", go_mod, re.MULTILINE)
+    return match.group(1) if match else None
+
+
+def check_wrappers() -> list[str]:
+    """Every wrapper under tools/ requires exactly the version pinned in the versions file; problems, listed."""
+    problems = []
+    for comp in COMPONENTS:
+        go_mod = (TOOLS / comp.tool_dir / "go.mod").read_text()
+        found, wanted = required_version(go_mod, comp.module), "v" + comp.version
+        if found != wanted:
+            problems.append(
+                f"tools/{comp.tool_dir}/go.mod requires {comp.module} {found}, but {comp.version_key} in "
+                f"{VERSIONS_FILE.relative_to(ROOT)} pins {wanted}: run `go get {comp.module}@{wanted} && go mod tidy` "
+                f"in tools/{comp.tool_dir} (Kubernetes: update the staging replace lines too)"
+            )
+    return problems
+
+
+def go_env() -> dict[str, str]:
+    cache = cache_root()
+    return {
+        **os.environ,
+        "GOTOOLCHAIN": pinned_versions()["versions_go_toolchain"],
+        "GOFLAGS": "-trimpath -mod=readonly",
+        "GOCACHE": str(cache / "go-build"),
+        "GOMODCACHE": str(cache / "gomod"),
+    }
+
+
+def _go(args: list[str], cwd: Path, env: dict[str, str]) -> str:
+    result = subprocess.run(["go", *args], cwd=cwd, env=env, capture_output=True, text=True)
+    if result.returncode:
+        raise SystemExit(f"go {' '.join(args)} (in {cwd.relative_to(ROOT)}) failed:\n{result.stderr.strip()}")
+    return result.stdout
+
+
+def _module_dir(comp: Component, module: str, env: dict[str, str]) -> Path:
+    info = json.loads(_go(["mod", "download", "-json", module], TOOLS / comp.tool_dir, env))
+    return Path(info["Dir"])
+
+
+def _ldflags(comp: Component, env: dict[str, str]) -> str:
+    version = "v" + comp.version
+    flags = ["-s", "-w", *(f"-X {variable}={version}" for variable in comp.version_vars)]
+    if comp.name == "kubernetes":
+        major, minor, _ = comp.version.split(".")
+        info = json.loads(_go(["mod", "download", "-json", f"{comp.module}@{version}"], TOOLS / comp.tool_dir, env))
+        built = json.loads(Path(info["Info"]).read_text())["Time"]  # the release's time: a reproducible buildDate
+        for package in KUBERNETES_VERSION_PACKAGES:
+            flags += [
+                f"-X {package}.{name}" for name in (f"gitMajor={major}", f"gitMinor={minor}", "gitTreeState=clean")
+            ]
+            flags.append(f"-X {package}.buildDate={built}")
+    return " ".join(flags)
+
+
+def build_component(comp: Component, env: dict[str, str]) -> Path:
+    out = comp.out_dir
+    if (out / "manifest.json").exists():
+        return out
+    started = time.monotonic()
+    print(f"testbed: building {comp.name} {comp.version} (cold: minutes; cached afterwards in {out})", flush=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    (staging / "bin").mkdir()
+    build_env = {**env, "CGO_ENABLED": "1" if comp.cgo else "0"}
+    for binary, package in comp.binaries.items():
+        args = ["build", "-ldflags", _ldflags(comp, env), "-o", str(staging / "bin" / binary)]
+        _go([*args, *(["-tags", comp.tags] if comp.tags else []), package], TOOLS / comp.tool_dir, build_env)
+    for name, source in comp.extra.items():
+        module, path = source.split(":", 1)
+        shutil.copy(_module_dir(comp, module, env) / path, staging / name)
+    manifest = {"component": comp.name, "version": comp.version, "seconds": round(time.monotonic() - started, 1)}
+    (staging / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    staging.rename(out)
+    print(f"testbed: {comp.name} built in {manifest['seconds']} s", flush=True)
+    return out
+
+
+# Our own pause program (tools/pause), static: the sandbox image's only file.
+PAUSE = Component("pause", "pause", None, "railforge.invalid/tools/pause", {"pause": "."})
+
+
+def _import_image(rootfs: Path, ref: str, entrypoint: list[str], archive: Path) -> None:
+    """rootfs -> a local Podman image -> a docker-archive (keeps the full name) that `ctr images import` loads."""
+    tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
+    change = f"ENTRYPOINT {json.dumps(entrypoint)}"
+    subprocess.run(
+        ["podman", "import", "--change", change, "-", ref], stdin=tar.stdout, check=True, capture_output=True
+    )
+    if tar.wait():
+        raise SystemExit(f"tar of {rootfs} failed")
+    subprocess.run(["podman", "save", "--format", "docker-archive", "-o", str(archive), ref], check=True)
+    subprocess.run(["podman", "rmi", ref], check=True, capture_output=True)
+
+
+def _busybox_deb(work: Path) -> Path:
+    subprocess.run(["apt-get", "download", "-q", "busybox-static"], cwd=work, check=True, capture_output=True)
+    return next(work.glob("busybox-static_*.deb"))
+
+
+def images_dir() -> Path:
+    """Where the image archives are: keyed by the pause program's key and the image names."""
+    key = f"{PAUSE.key()}|{pinned_versions()['versions_pause_image']}|{TEST_IMAGE}"
+    return cache_root() / "testbed" / f"images-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+
+
+def build_images(env: dict[str, str]) -> Path:
+    """The sandbox image (our pause program, under the name kubelet expects) and a small Debian-based test image
+    (Debian's busybox-static), as docker archives. No registry is involved."""
+    out = images_dir()
+    if (out / "manifest.json").exists():
+        return out
+    pause = build_component(PAUSE, env)
+    pause_ref = pinned_versions()["versions_pause_image"]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+        work, staging = Path(tmp), Path(tmp) / "out"
+        staging.mkdir()
+        pause_root = work / "pause-root"
+        pause_root.mkdir()
+        shutil.copy(pause / "bin/pause", pause_root / "pause")
+        _import_image(pause_root, pause_ref, ["/pause"], staging / "pause.tar")
+        deb = _busybox_deb(work)
+        test_root = work / "test-root"
+        subprocess.run(["dpkg-deb", "-x", str(deb), str(test_root)], check=True)
+        subprocess.run([str(test_root / "bin/busybox"), "--install", "-s", str(test_root / "bin")], check=True)
+        for directory in ("tmp", "etc", "proc", "sys", "dev"):
+            (test_root / directory).mkdir(exist_ok=True)
+        (test_root / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534::/:/bin/false\n")
+        _import_image(test_root, TEST_IMAGE, ["/bin/sh"], staging / "testpod.tar")
+        images = {pause_ref: "pause.tar", TEST_IMAGE: "testpod.tar", "busybox-static": deb.name}
+        (staging / "manifest.json").write_text(json.dumps(images, indent=2) + "\n")
+        staging.rename(out)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    problems = check_wrappers()
+    if problems:
+        print("testbed: the wrapper modules disagree with the versions file:", *problems, sep="\n  ", file=sys.stderr)
+        return 1
+    if shutil.which("go") is None:
+        print(
+            "testbed: no `go` command; install Go >= 1.21 (the pinned toolchain "
+            f"{pinned_versions()['versions_go_toolchain']} is then fetched through the module proxy by GOTOOLCHAIN)",
+            file=sys.stderr,
+        )
+        return 1
+    started = time.monotonic()
+    env = go_env()
+    (cache_root() / "testbed").mkdir(parents=True, exist_ok=True)
+    for comp in COMPONENTS:
+        build_component(comp, env)
+    build_images(env)
+    print(f"testbed: components ready in {time.monotonic() - started:.1f} s ({cache_root() / 'testbed'})")
+    return 0

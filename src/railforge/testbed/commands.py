@@ -1,0 +1,65 @@
+"""``railforge testbed``: build the pinned Kubernetes components, or run a test-bed cluster by hand for debugging."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import threading
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("testbed", help="the real-Kubernetes test bed (build, or a cluster for debugging)")
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    build = actions.add_parser("build", help="build the pinned components into the cache (make setup runs this)")
+    build.set_defaults(func=_build)
+    up = actions.add_parser(
+        "up", help="start a control plane and a real node with fake GPUs/RDMA devices; Ctrl-C stops and cleans up"
+    )
+    up.add_argument("--gpus", type=int, default=4, help="fake nvidia.com/gpu devices on the node (default 4)")
+    up.add_argument("--rails", type=int, default=2, help="rdma/railN resources, 1 device each (default 2)")
+    up.add_argument("--scheduler", action="store_true", help="also run the default kube-scheduler")
+    up.set_defaults(func=_up)
+
+
+def _build(args: argparse.Namespace) -> int:
+    from railforge.testbed.build import main
+
+    return main()
+
+
+def _up(args: argparse.Namespace) -> int:
+    from railforge.testbed.controlplane import ControlPlane
+    from railforge.testbed.deviceplugin import FakeDevicePlugin
+    from railforge.testbed.node import Node
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    plane = ControlPlane.start(scheduler=args.scheduler)
+    node = plugins = None
+    try:
+        print(f"control plane ready in {plane.ready_seconds:.1f} s: {plane.server}", flush=True)
+        node = Node.start(plane)
+        plugins = [FakeDevicePlugin("nvidia.com/gpu", args.gpus, "NVIDIA_VISIBLE_DEVICES", node.directory).start()]
+        plugins += [
+            FakeDevicePlugin(f"rdma/rail{rail}", 1, "RAILFORGE_RDMA_DEVICES", node.directory).start()
+            for rail in range(args.rails)
+        ]
+        print(f"node {node.name} ready in {node.ready_seconds:.1f} s (logs: {node.directory}/*.log)")
+        print(f"export KUBECONFIG={plane.admin_kubeconfig}   # cluster admin; kubectl: {_kubectl()}")
+        print("Ctrl-C stops everything and removes what was created.", flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            stop.wait()
+    finally:
+        for plugin in plugins or []:
+            plugin.stop()
+        if node is not None:
+            node.stop()
+        plane.stop()
+    return 0
+
+
+def _kubectl() -> str:
+    from railforge.testbed.build import binary
+
+    return binary("kubectl")

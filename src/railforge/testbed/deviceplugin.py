@@ -1,0 +1,171 @@
+"""A device-plugin stand-in: the kubelet device-plugin API (v1beta1) served in Python for devices that do not exist.
+
+It stands in for NVIDIA's k8s-device-plugin (resource ``nvidia.com/gpu``) and Mellanox's k8s-rdma-shared-dev-plugin
+or the SR-IOV network device plugin (``rdma/<rail>``) on test-bed nodes that have no GPU and no HCA: it registers N
+fake devices with the real kubelet, keeps ListAndWatch open (resending on every health change), and answers Allocate
+with what a vendor plugin hands a container: an environment variable naming the devices (as NVIDIA_VISIBLE_DEVICES
+does) and a read-only mount of a per-device file. It proves the kubelet's accounting and admission path, not drivers.
+The API messages are our own .proto (deviceplugin.proto), compiled on first use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import os
+import sys
+import threading
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+
+API_VERSION = "v1beta1"
+DEVICE_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")  # fixed by the API, whatever the kubelet's root-dir
+KUBELET_SOCKET = "kubelet.sock"
+DEVICE_MOUNT = "/var/run/railforge/devices"
+PROTO = Path(__file__).with_name("deviceplugin.proto")
+
+
+def api():
+    """The generated message and service modules (protoc runs once per .proto content, into the user's cache)."""
+    digest = hashlib.sha256(PROTO.read_bytes()).hexdigest()[:12]
+    out = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "railforge" / f"deviceplugin-{digest}"
+    if not (out / "deviceplugin_pb2_grpc.py").exists():
+        from grpc_tools import protoc
+
+        out.mkdir(parents=True, exist_ok=True)
+        args = ["protoc", f"-I{PROTO.parent}", f"--python_out={out}", f"--grpc_python_out={out}", PROTO.name]
+        if protoc.main(args) != 0:
+            raise RuntimeError(f"protoc failed on {PROTO}")
+    if str(out) not in sys.path:
+        sys.path.insert(0, str(out))
+    return importlib.import_module("deviceplugin_pb2"), importlib.import_module("deviceplugin_pb2_grpc")
+
+
+class FakeDevicePlugin:
+    """N fake devices of one extended resource, registered with the kubelet of this host.
+
+    resource: e.g. "nvidia.com/gpu" or "rdma/rail0"; env: the variable Allocate sets to the allocated IDs.
+    """
+
+    def __init__(self, resource: str, count: int, env: str, state_dir: Path, *, numa_node: int = 0):
+        self.resource, self.env = resource, env
+        self.pb, self.rpc = api()
+        prefix = resource.split("/")[-1]
+        self.healthy = {f"{prefix}-{index}": True for index in range(count)}
+        self.numa_node = numa_node
+        self.socket_name = f"railforge-{resource.replace('/', '_').replace('.', '_')}.sock"
+        self.device_files = state_dir / self.socket_name.removesuffix(".sock")
+        self.allocations: list[list[str]] = []
+        self._changed = threading.Condition()
+        self._generation = 0
+        self._stopped = threading.Event()
+        self._server: grpc.Server | None = None
+        self._watcher: threading.Thread | None = None
+
+    # --- the DevicePlugin service -------------------------------------------------------------------------
+
+    def GetDevicePluginOptions(self, request, context):
+        return self.pb.DevicePluginOptions(pre_start_required=False, get_preferred_allocation_available=False)
+
+    def _devices(self):
+        topology = self.pb.TopologyInfo(nodes=[self.pb.NUMANode(ID=self.numa_node)])
+        return [
+            self.pb.Device(ID=device, health="Healthy" if healthy else "Unhealthy", topology=topology)
+            for device, healthy in self.healthy.items()
+        ]
+
+    def ListAndWatch(self, request, context):
+        seen = -1
+        while context.is_active() and not self._stopped.is_set():
+            with self._changed:
+                if seen == self._generation:
+                    self._changed.wait(timeout=1)
+                    continue
+                seen = self._generation
+                devices = self._devices()
+            yield self.pb.ListAndWatchResponse(devices=devices)
+
+    def GetPreferredAllocation(self, request, context):
+        return self.pb.PreferredAllocationResponse()
+
+    def Allocate(self, request, context):
+        responses = []
+        for container in request.container_requests:
+            ids = list(container.devices_ids)
+            unknown = [device for device in ids if device not in self.healthy]
+            if unknown:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"unknown devices {unknown}")
+            self.allocations.append(ids)
+            mounts = [
+                self.pb.Mount(
+                    container_path=f"{DEVICE_MOUNT}/{device}", host_path=str(self.device_files / device), read_only=True
+                )
+                for device in ids
+            ]
+            responses.append(self.pb.ContainerAllocateResponse(envs={self.env: ",".join(ids)}, mounts=mounts))
+        return self.pb.AllocateResponse(container_responses=responses)
+
+    def PreStartContainer(self, request, context):
+        return self.pb.PreStartContainerResponse()
+
+    # --- lifecycle ------------------------------------------------------------------------------------------
+
+    def set_health(self, device: str, healthy: bool) -> None:
+        with self._changed:
+            self.healthy[device] = healthy
+            self._generation += 1
+            self._changed.notify_all()
+
+    def start(self) -> FakeDevicePlugin:
+        """Serve on our socket first, then register (the order the kubelet expects); re-register whenever the
+        kubelet recreates its socket (a kubelet restart)."""
+        self.device_files.mkdir(parents=True, exist_ok=True)
+        for device in self.healthy:
+            (self.device_files / device).write_text(f"{self.resource} {device} (railforge stand-in, no hardware)\n")
+        DEVICE_PLUGIN_DIR.mkdir(parents=True, exist_ok=True)
+        socket = DEVICE_PLUGIN_DIR / self.socket_name
+        socket.unlink(missing_ok=True)
+        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+        self.rpc.add_DevicePluginServicer_to_server(self, self._server)
+        self._server.add_insecure_port(f"unix://{socket}")
+        self._server.start()
+        registered = self._register()
+        self._watcher = threading.Thread(target=self._reregister, args=(registered,), daemon=True)
+        self._watcher.start()
+        return self
+
+    def _register(self) -> int:
+        kubelet = DEVICE_PLUGIN_DIR / KUBELET_SOCKET
+        with grpc.insecure_channel(f"unix://{kubelet}") as channel:
+            self.rpc.RegistrationStub(channel).Register(
+                self.pb.RegisterRequest(
+                    version=API_VERSION,
+                    endpoint=self.socket_name,
+                    resource_name=self.resource,
+                    options=self.pb.DevicePluginOptions(),
+                ),
+                timeout=10,
+            )
+        return kubelet.stat().st_ino
+
+    def _reregister(self, inode: int) -> None:
+        kubelet = DEVICE_PLUGIN_DIR / KUBELET_SOCKET
+        while not self._stopped.wait(0.5):
+            try:
+                current = kubelet.stat().st_ino
+                if current != inode:
+                    inode = self._register()
+            except (OSError, grpc.RpcError):
+                continue  # the kubelet is restarting: try again on the next tick
+
+    def stop(self) -> None:
+        self._stopped.set()
+        with self._changed:
+            self._changed.notify_all()
+        if self._server is not None:
+            self._server.stop(grace=1).wait()
+        if self._watcher is not None:
+            self._watcher.join()
+        (DEVICE_PLUGIN_DIR / self.socket_name).unlink(missing_ok=True)

@@ -1,0 +1,33 @@
+"""Session fixtures of the real-Kubernetes test bed: one control plane on loopback, one real node on this host.
+
+Both are stopped (their own processes, files, mounts, bridge, cgroups and sysctls) when the session ends, also
+after a failure or an interrupt; their processes also die with the pytest process if it is killed.
+"""
+
+import os
+
+import pytest
+
+from railforge.testbed.controlplane import ControlPlane
+from railforge.testbed.node import Node
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.geteuid() != 0:
+        skip = pytest.mark.skip(reason="the test bed needs root (kubelet, containerd, cgroups)")
+        for item in items:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def control_plane():
+    plane = ControlPlane.start()
+    yield plane
+    plane.stop()
+
+
+@pytest.fixture(scope="session")
+def node(control_plane):
+    real_node = Node.start(control_plane)
+    yield real_node
+    real_node.stop()

@@ -1,0 +1,117 @@
+"""A real node (containerd + runc + CNI + kubelet) runs real pods from local images, with fake devices."""
+
+import pytest
+from kubernetes import client
+
+from railforge.testbed.controlplane import create_namespace
+from railforge.testbed.deviceplugin import DEVICE_MOUNT, FakeDevicePlugin
+from railforge.testbed.procs import wait_for
+
+IMAGE = "localhost/railforge-testpod:1"
+NON_ROOT = {
+    "runAsNonRoot": True,
+    "runAsUser": 65534,
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+}
+
+
+def run_to_end(plane, node, namespace: str, name: str, script: str, limits: dict | None = None) -> client.V1Pod:
+    core = client.CoreV1Api(plane.api)
+    core.create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "nodeName": node.name,
+                "restartPolicy": "Never",
+                "automountServiceAccountToken": False,
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": IMAGE,
+                        "imagePullPolicy": "Never",  # no registry: the image was imported into containerd
+                        "command": ["/bin/sh", "-c", script],
+                        "securityContext": NON_ROOT,
+                        "resources": {"limits": limits or {}},
+                    }
+                ],
+            },
+        },
+    )
+
+    def finished() -> bool:
+        return core.read_namespaced_pod(name, namespace).status.phase in ("Succeeded", "Failed")
+
+    wait_for(f"pod {namespace}/{name} to finish", finished, 90)
+    return core.read_namespaced_pod(name, namespace)
+
+
+@pytest.fixture(scope="module")
+def namespace(control_plane):
+    create_namespace(control_plane, "node-tests")
+    return "node-tests"
+
+
+@pytest.fixture(scope="module")
+def devices(node):
+    plugins = [
+        FakeDevicePlugin("nvidia.com/gpu", 4, "NVIDIA_VISIBLE_DEVICES", node.directory).start(),
+        FakeDevicePlugin("rdma/rail0", 2, "RAILFORGE_RDMA_DEVICES", node.directory).start(),
+    ]
+    core = client.CoreV1Api(node.plane.api)
+
+    def advertised() -> bool:
+        allocatable = core.read_node(node.name).status.allocatable
+        return allocatable.get("nvidia.com/gpu") == "4" and allocatable.get("rdma/rail0") == "2"
+
+    wait_for("the kubelet to advertise the fake devices", advertised, 60)
+    yield {plugin.resource: plugin for plugin in plugins}
+    for plugin in plugins:
+        plugin.stop()
+
+
+def test_a_pod_runs_echo_and_its_log_comes_back_through_the_api(control_plane, node, namespace):
+    pod = run_to_end(control_plane, node, namespace, "echo", "echo hello from $(hostname) as $(id -u)")
+    assert pod.status.phase == "Succeeded"
+    log = client.CoreV1Api(control_plane.api).read_namespaced_pod_log("echo", namespace)
+    assert log.strip() == "hello from echo as 65534"
+
+
+def test_a_pod_gets_what_allocate_returned_for_the_devices_it_asked_for(control_plane, node, namespace, devices):
+    script = f"echo gpus=$NVIDIA_VISIBLE_DEVICES rdma=$RAILFORGE_RDMA_DEVICES; cat {DEVICE_MOUNT}/*"
+    pod = run_to_end(control_plane, node, namespace, "devices", script, {"nvidia.com/gpu": "2", "rdma/rail0": "1"})
+    assert pod.status.phase == "Succeeded"
+    log = client.CoreV1Api(control_plane.api).read_namespaced_pod_log("devices", namespace).splitlines()
+    gpus, rdma = devices["nvidia.com/gpu"].allocations[-1], devices["rdma/rail0"].allocations[-1]
+    assert len(gpus) == 2 and len(rdma) == 1
+    assert log[0] == f"gpus={','.join(gpus)} rdma={rdma[0]}"
+    assert sorted(log[1:]) == sorted(
+        [f"nvidia.com/gpu {gpu} (railforge stand-in, no hardware)" for gpu in gpus]
+        + [f"rdma/rail0 {rdma[0]} (railforge stand-in, no hardware)"]
+    )
+
+
+def test_a_pod_asking_more_devices_than_advertised_is_refused_by_the_kubelet(control_plane, node, namespace, devices):
+    allocations = len(devices["nvidia.com/gpu"].allocations)
+    pod = run_to_end(control_plane, node, namespace, "too-many", "echo never", {"nvidia.com/gpu": "5"})
+    # Bound straight to the node (no scheduler), the kubelet's admission refuses it and says why.
+    assert pod.status.phase == "Failed"
+    assert pod.status.reason == "OutOfnvidia.com/gpu"
+    assert "nvidia.com/gpu" in pod.status.message
+    assert len(devices["nvidia.com/gpu"].allocations) == allocations  # Allocate was never called
+
+
+def test_an_unhealthy_device_leaves_the_allocatable_count(control_plane, node, devices):
+    gpu = devices["nvidia.com/gpu"]
+    core = client.CoreV1Api(control_plane.api)
+    gpu.set_health("gpu-3", healthy=False)
+    try:
+        wait_for(
+            "allocatable to drop to 3",
+            lambda: core.read_node(node.name).status.allocatable["nvidia.com/gpu"] == "3",
+            30,
+        )
+    finally:
+        gpu.set_health("gpu-3", healthy=True)
+    wait_for("allocatable back at 4", lambda: core.read_node(node.name).status.allocatable["nvidia.com/gpu"] == "4", 30)
