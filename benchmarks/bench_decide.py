@@ -5,10 +5,10 @@ Run: PYTHONPATH=src python benchmarks/bench_decide.py [--repeat N] [--quick]
 Cluster: 8-GPU nodes, 4 nodes per NVLink domain, 32 nodes per leaf, 8 leaves per spine. Running
 pods fill nodes in name order (1-8 GPUs each) up to the requested pod count; pending gangs need
 1-64 GPUs (8-GPU pods once a gang needs 8 or more) from four queues with quotas. Times are the
-median over repeats; the per-gang profile cache is filled, as in a long simulation. Two columns:
-"cold", a call in a new thread, which holds no gang indexes from earlier calls (the first call of
-a scheduler), and "warm", a call right after one on a snapshot that differed by ten gangs (five
-pending, five running), as in a replay or a controller loop (see ``railforge.scheduler.incremental``).
+median over repeats. Two columns: "cold", a call in a new thread, which holds nothing from
+earlier calls, neither gang indexes nor gang profiles (the first call of a scheduler), and "warm",
+a call right after one on a snapshot that differed by ten gangs (five pending, five running), as
+in a replay or a controller loop (see ``railforge.scheduler.incremental`` and ``memo``).
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ def call_ms(snap: Snapshot) -> float:
 
 def median_ms(snap: Snapshot, repeat: int) -> tuple[float, float, int, int]:
     """(cold median ms, warm median ms, pending pods, binds)."""
-    decisions = decide(snap)  # warm-up: per-gang profiles
+    decisions = decide(snap)
     neighbour = replace(snap, pending=snap.pending[:-5], running=snap.running[:-5])
     cold, warm = [], []
     for _ in range(repeat):

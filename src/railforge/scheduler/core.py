@@ -12,7 +12,9 @@ or reclaim (gangs of one placement class that failed for a run window fail for e
 the rest get the reasons they would have got, worked out when first read (``Reasons``).
 
 The pending and running gangs are indexed incrementally from the previous call in the same thread
-(``incremental``); the decisions are those of a cold start whatever that call was handed.
+(``incremental``), and what is derived from each snapshot object is kept in a bounded ``Memo``,
+never on the caller's objects; the decisions are those of a cold start whatever that call was
+handed.
 """
 
 from __future__ import annotations
@@ -33,9 +35,8 @@ from railforge.scheduler.incremental import (
     ClassEntry,
     PendingIndex,
     RunningIndex,
-    cached_indexes,
-    placed_by_node,
     queue_order_key,
+    thread_state,
 )
 from railforge.scheduler.model import (
     GPU,
@@ -52,7 +53,7 @@ from railforge.scheduler.model import (
     Snapshot,
     add_resources,
 )
-from railforge.scheduler.placement import Acceptance, Assignment, Cluster, FutureWalk, GangProfile, gang_profile
+from railforge.scheduler.placement import Acceptance, Assignment, Cluster, FutureWalk, GangProfile
 
 LN2 = math.log(2)
 _SUBMIT_TIME = operator.attrgetter("submit_time")
@@ -97,7 +98,7 @@ class _Pass:
         self.tree = QueueTree(snapshot.queues)
         self.usage = Usage(self.tree)
         self.level_names = self.config.topology_level_names
-        self.pending_index, self.running_index = cached_indexes(snapshot.queues)
+        self.memo, self.pending_index, self.running_index = thread_state(snapshot)
         self.evicted: set[str] = set()
         self.bound_releases: list[tuple[float, int, dict]] = []
         self.failure_cache: dict[int, tuple[float, str]] = {}  # failure key -> (run time, reason)
@@ -137,7 +138,7 @@ class _Pass:
         survivors = []
         for running in sorted(self.snapshot.running, key=lambda r: r.gang.name):
             problem = None
-            used = placed_by_node(running)[0]
+            used = self.memo.placed_by_node(running)[0]
             if not running.failed_members and ready.issuperset(used) and evicting.isdisjoint(used):
                 survivors.append(running)
                 continue
@@ -172,16 +173,15 @@ class _Pass:
                 self.decisions.restarts.append(
                     Restart(gang.name, self.now + delay, f"{problem}; restarting the whole gang")
                 )
-        self.running_index = RunningIndex().update(survivors)
+        self.running_index = RunningIndex(self.memo).update(survivors)
 
     def build_cluster(self) -> Cluster:
         """The free-capacity view and queue usage of the survivors (``running_index``)."""
         index = self.running_index
         for queue in sorted(index.by_queue):
             self.usage.add(queue, index.by_queue[queue])
-        return Cluster(
-            self.snapshot.nodes, index.used, index.use_version, self.level_names, self.config.topology_label_keys
-        )
+        static = self.memo.static(self.snapshot.nodes, tuple(self.level_names), tuple(self.config.topology_label_keys))
+        return Cluster(static, index.used, index.use_version)
 
     def may_reclaim(self, running: RunningGang) -> bool:
         return self.now - running.start_time >= self.config.min_runtime_before_reclaim
@@ -213,7 +213,7 @@ class _Pass:
 
     def lost_work(self, running: RunningGang) -> float:
         """What evicting the gang destroys: its GPUs x its run time so far."""
-        return placed_by_node(running)[2].get(GPU, 0) * (self.now - running.start_time)
+        return self.memo.placed_by_node(running)[2].get(GPU, 0) * (self.now - running.start_time)
 
     def victim_order(self, running: RunningGang) -> tuple:
         """Evict the lowest priority first, then the least progress (the least work lost)."""
@@ -229,15 +229,9 @@ class _Pass:
 
     def class_record(self, gang: Gang) -> tuple[int, int, ClassEntry]:
         """(failure key, required GPUs, class entry) of a waiting gang; the entry, (run time, queue
-        order, gang), sorts a class shortest first. Cached on the Gang when it has its own
-        ``max_runtime`` (a queue default is looked up on every pass)."""
-        record = gang.__dict__.get("_class_record")
-        if record is None:
-            profile = gang_profile(gang)
-            record = (profile.failure_key, profile.required_gpu, (self.runtime(gang), queue_order_key(gang), gang))
-            if gang.max_runtime is not None:
-                object.__setattr__(gang, "_class_record", record)
-        return record
+        order, gang), sorts a class shortest first."""
+        profile = self.memo.profile(gang)
+        return profile.failure_key, profile.required_gpu, (self.runtime(gang), queue_order_key(gang), gang)
 
     def order(self, index: PendingIndex, capacity: int) -> Iterable[Gang]:
         """Gangs in service order; the fair order is produced lazily, so a pass that stops early
@@ -269,7 +263,7 @@ class _Pass:
         aged_count: dict[str, int] = {}
         for gang in aged:
             aged_count[gang.queue] = aged_count.get(gang.queue, 0) + 1
-            demand[gang.queue] -= gang_profile(gang).gpu
+            demand[gang.queue] -= self.memo.profile(gang).gpu
         served = [queue for queue in by_queue if aged_count.get(queue, 0) < len(by_queue[queue])]
         for queue in aged_count.keys() - served:
             del demand[queue]  # every gang it has waiting is aged
@@ -308,7 +302,7 @@ class _Pass:
             queued = by_queue[queue]
             gang = queued[position]
             yield gang
-            held = allocated[queue] = allocated[queue] + gang_profile(gang).gpu
+            held = allocated[queue] = allocated[queue] + self.memo.profile(gang).gpu
             position = next_position(queued, position + 1)
             if position < len(queued):
                 scale, offset, share, priority = constants[queue]
@@ -352,7 +346,7 @@ class _Pass:
             tried.add(gang.name)
             if not self.try_start(gang):
                 head_blocker = head_blocker or gang.name
-            self.settle(gang_profile(gang).failure_key)
+            self.settle(self.memo.profile(gang).failure_key)
             if reorder and self.reservations_made >= self.depth:
                 # Every reservation is made, so the rest can only backfill: shortest estimate first.
                 reorder = False
@@ -418,7 +412,7 @@ class _Pass:
                 held_back.add(gang.name)
         if held_back:
             waiting = [gang for gang in pending if gang.name not in held_back]
-            index = PendingIndex(index.queues).update(waiting, self.class_record)
+            index = PendingIndex(self.memo, index.queues).update(waiting, self.class_record)
         return index
 
     def explain_untried(self, waiting: list[Gang], head_blocker: str | None) -> None:
@@ -435,7 +429,7 @@ class _Pass:
     def never_starts(self, gang: Gang) -> bool:
         """True when the gang does not fit even the empty cluster (``unfit``, ``unknown_level``):
         its reason says so, rather than that it waits behind the head of a strict order."""
-        profile = gang_profile(gang)
+        profile = self.memo.profile(gang)
         key = profile.failure_key
         if key in self.unfit_keys or self.unknown_level(gang, key):
             return True
@@ -499,7 +493,7 @@ class _Pass:
     def frozen_reason(self, gang: Gang) -> bool:
         """Record the reason of a gang left untried by a settled pass, what try_start would record;
         True when the gang is blocked on capacity (not by its queue's limit)."""
-        profile = gang_profile(gang)
+        profile = self.memo.profile(gang)
         limit_reason = self.limit_reason(gang.queue, profile)
         if limit_reason is not None:
             self.decisions.reasons[gang.name] = limit_reason
@@ -537,7 +531,7 @@ class _Pass:
         reservations, or the first one without backfill) may reclaim, when within quota; only the
         first may preempt what backfilled past it.
         """
-        profile = gang_profile(gang)
+        profile = self.memo.profile(gang)
         decisions = self.decisions
         queue = gang.queue
         limit_reason = self.limit_reason(queue, profile)
@@ -771,7 +765,7 @@ class _Pass:
                 over = over_quota[victim_queue] = usage.over_quota(victim_queue)
             if not over:
                 continue
-            after = left.get(victim_queue, usage.gpus(victim_queue)) - placed_by_node(r)[2].get(GPU, 0)
+            after = left.get(victim_queue, usage.gpus(victim_queue)) - self.memo.placed_by_node(r)[2].get(GPU, 0)
             lost = self.lost_work(r)
             if lost > budget:
                 too_costly = True
@@ -831,7 +825,7 @@ class _Pass:
         def place() -> Assignment | None:
             return cluster.place(claim.profile, claim.allowed, (self.now, claim.end), claim.finest, claim.widest)
 
-        if cluster.total_free_gpu + sum(placed_by_node(r)[2].get(GPU, 0) for r in victims) < need:
+        if cluster.total_free_gpu + sum(self.memo.placed_by_node(r)[2].get(GPU, 0) for r in victims) < need:
             return None, declined  # even evicting every victim would not free enough GPUs
         released: list[RunningGang] = []
         assignment = None
@@ -859,7 +853,7 @@ class _Pass:
                 assignment = without
         for victim in reversed(needed):
             self.evicted.add(victim.gang.name)
-            self.usage.add(victim.gang.queue, placed_by_node(victim)[2], -1)
+            self.usage.add(victim.gang.queue, self.memo.placed_by_node(victim)[2], -1)
             self.decisions.evictions.append(Evict(victim.gang.name, reason, cause))
         self.failure_cache.clear()  # capacity grew: every class with untried gangs may fit again
         self.open_classes = {key for key in self.classes if self.untried_runtime(key) is not None}
@@ -868,7 +862,7 @@ class _Pass:
 
     def release(self, running: RunningGang, sign: int) -> None:
         cluster = self.cluster
-        for node, requests in placed_by_node(running)[1]:
+        for node, requests in self.memo.placed_by_node(running)[1]:
             index = cluster.index.get(node)
             if index is not None:
                 cluster.adjust(index, requests, sign)
@@ -886,7 +880,7 @@ class _Pass:
             for gang in self.running_index.by_end:
                 if evicted and gang.gang.name in evicted:
                     continue
-                for node, requests in placed_by_node(gang)[1]:
+                for node, requests in self.memo.placed_by_node(gang)[1]:
                     node_index = index.get(node)
                     if node_index is not None:
                         yield gang.expected_end, node_index, requests

@@ -18,10 +18,14 @@ from bisect import bisect_left, insort
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
-from railforge.scheduler.model import Gang, Queue, RunningGang, add_resources
-from railforge.scheduler.placement import gang_profile
+from railforge.scheduler.memo import Memo
+from railforge.scheduler.model import Gang, Queue, RunningGang, Snapshot, add_resources
 
 AGE_ORDER = operator.attrgetter("submit_time", "name")
+# A gang brings at most 4 structural entries (2 key ids, a node filter, a fit when empty); a memo
+# holding more than this many per gang of the snapshot, plus slack, starts afresh.
+MEMO_KEYS_PER_GANG = 8
+MEMO_SLACK = 4096
 _USE_VERSIONS = itertools.count(1)  # shared by every index, so no two indexes hand out the same one
 T = TypeVar("T")
 ClassEntry = tuple[float, tuple, Gang]  # (run time, queue order, gang): a class sorts shortest first
@@ -29,12 +33,8 @@ ClassRecord = Callable[[Gang], tuple[int, int, ClassEntry]]  # gang -> (failure 
 
 
 def queue_order_key(gang: Gang) -> tuple:
-    """Order within a queue: priority, then age, then name (cached on the Gang)."""
-    key = gang.__dict__.get("_queue_order")
-    if key is None:
-        key = (-gang.priority, gang.submit_time, gang.name)
-        object.__setattr__(gang, "_queue_order", key)
-    return key
+    """Order within a queue: priority, then age, then name."""
+    return -gang.priority, gang.submit_time, gang.name
 
 
 def end_order(running: RunningGang) -> tuple[float, str]:
@@ -54,7 +54,8 @@ class PendingIndex:
     lists in queue order with their GPU demand, and one list by age (submit time, name). Gangs of
     a queue that is not declared are only listed apart (``undeclared``): they may not start."""
 
-    def __init__(self, queues: tuple[Queue, ...] = (), names: GangNames | None = None):
+    def __init__(self, memo: Memo, queues: tuple[Queue, ...] = (), names: GangNames | None = None):
+        self.memo = memo
         self.queues = queues  # run times of gangs without their own limit come from queue defaults
         self.declared = frozenset(queue.name for queue in queues)
         self.names = names
@@ -107,7 +108,7 @@ class PendingIndex:
             queued = self.by_queue[queue] = []
             self.demand[queue] = 0
         put(queued, gang, key=queue_order_key)
-        self.demand[queue] += gang_profile(gang).gpu
+        self.demand[queue] += self.memo.profile(gang).gpu
         put(self.by_age, gang, key=AGE_ORDER)
         self.required[required_gpu] = self.required.get(required_gpu, 0) + 1
         if gang.schedule_timeout is not None or gang.not_before is not None:
@@ -124,7 +125,7 @@ class PendingIndex:
         queue = gang.queue
         queued = self.by_queue[queue]
         _remove(queued, gang, queue_order_key)
-        self.demand[queue] -= gang_profile(gang).gpu
+        self.demand[queue] -= self.memo.profile(gang).gpu
         if not queued:
             del self.by_queue[queue], self.demand[queue]
         _remove(self.by_age, gang, AGE_ORDER)
@@ -140,41 +141,13 @@ class PendingIndex:
         return min(self.required, default=0)
 
 
-def placed_by_node(running: RunningGang) -> tuple[tuple[str, ...], list[tuple[str, dict[str, int]]], dict]:
-    """(distinct node names, [(node name, summed requests of the gang's members there)], charge) of
-    a running gang. Cached on the Gang object for the placement mapping it was computed from (the
-    same placement object is handed in on every call while the gang runs), so decide() does not
-    walk every member of every running gang on every call."""
-    gang = running.gang
-    placement = running.placement
-    cached = gang.__dict__.get("_placed")
-    if cached is not None and cached[0] is placement and cached[1] == len(placement):
-        return cached[2]
-    profile = gang_profile(gang)
-    requests = profile.member_requests
-    per_node: dict[str, dict[str, int]] = {}
-    for member, node in placement.items():
-        total = per_node.get(node)
-        if total is None:
-            total = per_node[node] = {}
-        add_resources(total, requests[member])
-    if len(placement) == len(gang.members):
-        charge = profile.charge
-    else:
-        charge = {}
-        for member in placement:
-            add_resources(charge, requests[member])
-    result = (tuple(per_node), list(per_node.items()), charge)
-    object.__setattr__(gang, "_placed", (placement, len(placement), result))
-    return result
-
-
 class RunningIndex:
     """Running gangs: resources used per node, charge per leaf queue, the borrowers, the gangs that
     backfilled past each reservation holder, the gangs by expected end, and whether any has a
     failed member."""
 
-    def __init__(self, names: GangNames | None = None) -> None:
+    def __init__(self, memo: Memo, names: GangNames | None = None) -> None:
+        self.memo = memo
         self.names = names
         self.running: _Held[RunningGang] = _Held()
         self.by_end: list[RunningGang] = []  # in end_order
@@ -211,7 +184,7 @@ class RunningIndex:
         return self
 
     def _change(self, running: RunningGang, sign: int) -> None:
-        _, per_node, charge = placed_by_node(running)
+        _, per_node, charge = self.memo.placed_by_node(running)
         for node, requests in per_node:
             _count(self.used, self.node_gangs, node, requests, sign)
             self.use_version[node] = next(_USE_VERSIONS)
@@ -364,11 +337,23 @@ def append(items: list, item: object, key: Callable | None = None) -> None:
 _local = threading.local()
 
 
-def cached_indexes(queues: Sequence[Queue]) -> tuple[PendingIndex, RunningIndex]:
-    """This thread's indexes from the previous call; fresh ones when the queues changed."""
+def thread_state(snapshot: Snapshot) -> tuple[Memo, PendingIndex, RunningIndex]:
+    """This thread's memo and indexes from the previous call; fresh ones when the queues changed.
+    The memo keeps a few entries per gang of the snapshot: beyond that it forgets the objects gone,
+    and it starts afresh, with the indexes that hold its key ids, when the structural keys (node
+    selectors, pod shapes) of gangs long gone pile up."""
+    queues = snapshot.queues
     pending = getattr(_local, "pending", None)
-    if pending is None or (pending.queues is not queues and pending.queues != tuple(queues)):
+    gangs = len(snapshot.pending) + len(snapshot.running)
+    if (
+        pending is None
+        or (pending.queues is not queues and pending.queues != tuple(queues))
+        or pending.memo.key_entries() > MEMO_KEYS_PER_GANG * gangs + MEMO_SLACK
+    ):
+        memo = Memo()
         names = GangNames()
-        pending = _local.pending = PendingIndex(tuple(queues), names)
-        _local.running = RunningIndex(names)
-    return pending, _local.running
+        pending = _local.pending = PendingIndex(memo, tuple(queues), names)
+        _local.running = RunningIndex(memo, names)
+    elif pending.memo.object_entries() > 2 * gangs + MEMO_SLACK:
+        pending.memo.keep_only(snapshot)
+    return pending.memo, pending, _local.running

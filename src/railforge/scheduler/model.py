@@ -1,5 +1,8 @@
 """Data model of the scheduler core: plain immutable values in, plain decisions out.
 
+Snapshot objects are frozen dataclasses whose mappings are read-only copies (``FrozenDict``): the
+core keeps values derived from them between calls, and never writes to them.
+
 Resources are ``dict[str, int]`` in integer units: ``nvidia.com/gpu`` as a count, ``cpu`` in
 millicores, ``memory`` in bytes, extended resources (``rdma/rail0``, ``nvidia.com/sriov_ib``) as
 counts. Times are seconds on the caller's clock (``Snapshot.now``).
@@ -14,6 +17,7 @@ release capacity), then binds; binds may use capacity that the evictions of the 
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field, replace
 from typing import Literal, get_args
@@ -61,6 +65,30 @@ def add_resources(total: dict[str, int], extra: Resources, times: int = 1) -> di
     for name, amount in extra.items():
         total[name] = total.get(name, 0) + amount * times
     return total
+
+
+class FrozenDict(dict):
+    """A dict that refuses changes. Snapshot objects hold their mappings as these, so a value the
+    core derived from one (and keeps between calls) cannot go stale under a caller's edit: build a
+    new object instead (``dataclasses.replace``)."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: object, **kwargs: object) -> None:
+        raise TypeError("snapshot mappings are read-only; build a new object (dataclasses.replace) instead")
+
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse
+
+    def __reduce__(self) -> tuple:
+        return FrozenDict, (dict(self),)
+
+
+def _freeze(owner: object, *field_names: str) -> None:
+    """Replace the named mapping fields of a frozen dataclass, while it is built, by read-only copies."""
+    for name in field_names:
+        value = getattr(owner, name)
+        if value is not None and not isinstance(value, FrozenDict):
+            object.__setattr__(owner, name, FrozenDict(value))
 
 
 def _require(ok: bool, owner: str, problem: str) -> None:
@@ -159,6 +187,7 @@ class Node:
     topology: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        _freeze(self, "allocatable", "labels")
         _check_resources(f"Node {self.name}", "allocatable", self.allocatable)
 
 
@@ -174,10 +203,11 @@ class Member:
     requests: Resources
 
     def __post_init__(self) -> None:
+        _freeze(self, "requests")
         _check_resources(f"Member {self.name}", "requests", self.requests)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Gang:
     """A group of pods that start together or not at all.
 
@@ -207,6 +237,7 @@ class Gang:
     not_before: float | None = None  # a restarted gang waits until then (backoff); None: no backoff
 
     def __post_init__(self) -> None:
+        _freeze(self, "node_selector", "min_resources")
         owner = f"Gang {self.name}"
         names = [member.name for member in self.members]
         _require(bool(names), owner, "members is empty; expected at least one member")
@@ -248,6 +279,7 @@ class Queue:
     default_max_runtime: float | None = None
 
     def __post_init__(self) -> None:
+        _freeze(self, "quota", "limit")
         owner = f"Queue {self.name}"
         _require(self.parent != self.name, owner, "parent is the queue itself; expected another queue or None")
         _check_resources(owner, "quota", self.quota)
@@ -269,6 +301,7 @@ class RunningGang:
     backfilled_past: str | None = None
 
     def __post_init__(self) -> None:
+        _freeze(self, "placement")
         gang = self.gang
         names = {member.name for member in gang.members}
         required = [member.name for member in gang.members[: gang.required_members]]
@@ -410,19 +443,25 @@ class Reasons(MutableMapping[str, str]):
 
     A pass that stops early leaves the reasons of its untried gangs to a callback (``defer``):
     they depend only on the pass's final state, so they are worked out on the first read, and a
-    caller that never reads them (the simulator) never pays for them."""
+    caller that never reads them (the simulator) never pays for them. Readers in several threads
+    are safe: the first works them out under a lock, and the others see the mapping only once it
+    is complete."""
 
     def __init__(self) -> None:
         self._known: dict[str, str] = {}
         self._deferred: Callable[[], None] | None = None
+        self._filling = threading.Lock()
 
     def defer(self, fill: Callable[[], None]) -> None:
         self._deferred = fill
 
     def _resolved(self) -> dict[str, str]:
-        fill, self._deferred = self._deferred, None
-        if fill is not None:
-            fill()
+        if self._deferred is not None:
+            with self._filling:
+                fill = self._deferred
+                if fill is not None:
+                    fill()
+                    self._deferred = None  # only now: a reader that finds it None finds every reason
         return self._known
 
     def __getitem__(self, gang: str) -> str:

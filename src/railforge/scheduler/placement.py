@@ -8,10 +8,9 @@ domain can. Node indexes follow node-name order, so every scan is deterministic.
 
 from __future__ import annotations
 
-import itertools
 import math
 from bisect import bisect_left, insort
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from railforge.scheduler.model import (
@@ -58,17 +57,6 @@ class GangProfile:
     admission_key: tuple = ()  # the admission charge as sorted (resource, amount) pairs
 
 
-_KEY_IDS: dict[tuple, int] = {}
-_NEXT_KEY_ID = itertools.count()
-
-
-def key_id(key: tuple) -> int:
-    """A small int standing for a structural key; equal keys get the same one. The keys nest
-    tuples and frozen dataclasses, which Python re-hashes on every dict lookup: in passes over
-    thousands of gangs that hashing cost more than the placement work."""
-    return _KEY_IDS.setdefault(key, next(_NEXT_KEY_ID))
-
-
 def _shapes(members: Iterable) -> tuple[Shape, ...]:
     groups: dict[tuple, list[str]] = {}
     for member in members:
@@ -80,11 +68,9 @@ def _shapes(members: Iterable) -> tuple[Shape, ...]:
     return tuple(shapes)
 
 
-def gang_profile(gang: Gang) -> GangProfile:
-    """Derived gang facts, computed once per Gang object and cached on it."""
-    cached = gang.__dict__.get("_profile")
-    if cached is not None:
-        return cached
+def gang_profile(gang: Gang, key_id: Callable[[tuple], int]) -> GangProfile:
+    """Derived gang facts (``Memo.profile`` keeps them per Gang object); ``key_id`` turns the
+    structural filter and failure keys into small ints."""
     required = gang.members[: gang.required_members]
     required_shapes = _shapes(required)
     optional_shapes = _shapes(gang.members[gang.required_members :])
@@ -103,7 +89,7 @@ def gang_profile(gang: Gang) -> GangProfile:
         )
     )
     failure_key = key_id((filter_key, gang.topology, tuple(s.signature for s in required_shapes), required_gpu))
-    profile = GangProfile(
+    return GangProfile(
         charge=charge,
         admission=admission,
         member_requests={m.name: m.requests for m in gang.members},
@@ -115,8 +101,6 @@ def gang_profile(gang: Gang) -> GangProfile:
         failure_key=failure_key,
         admission_key=tuple(sorted(admission.items())),
     )
-    object.__setattr__(gang, "_profile", profile)
-    return profile
 
 
 # How a node takes a gang (``Cluster.allowed_nodes``); truthy when the gang may use it.
@@ -217,7 +201,7 @@ class _Level:
         return self.values[-1] if self.values else 0
 
 
-class _Static:
+class Static:
     """The parts of a Cluster that depend only on the node list and the topology (level names, and
     the label keys that give a node its path when it has no explicit ``topology``)."""
 
@@ -248,24 +232,14 @@ class _Static:
         # dicts are shared by views and never changed in place (see Cluster.adjust)
         self.free: list[tuple[int | None, dict[str, int], int] | None] = [None] * len(eligible)
 
+    def size(self) -> int:
+        """Entries its per-gang caches hold."""
+        return len(self.filters) + len(self.empty_fits)
+
 
 def _domain_key(node_name: str, path: tuple[str, ...], depth: int) -> tuple:
     # A node without a label at this depth forms its own domain there.
     return path[: depth + 1] if len(path) > depth else (*path, "node:" + node_name)
-
-
-_static_cache: list = [None, None, None]  # nodes sequence, (level names, label keys), _Static
-
-
-def _static(nodes: Sequence[Node], level_names: tuple[str, ...], label_keys: tuple[str, ...]) -> _Static:
-    """The static cluster view, reused while decide() is handed the same (immutable) node tuple,
-    as a simulator or controller does between node changes; rebuilt otherwise."""
-    cached_nodes, cached_topology, static = _static_cache
-    if cached_nodes is nodes and cached_topology == (level_names, label_keys) and isinstance(nodes, tuple):
-        return static
-    static = _Static(nodes, level_names, label_keys)
-    _static_cache[:] = [nodes, (level_names, label_keys), static]
-    return static
 
 
 def gpu_counts_suffice(profile: GangProfile, total_free_gpu: int, gpu_histogram: Mapping[int, int]) -> bool:
@@ -284,18 +258,11 @@ def gpu_counts_suffice(profile: GangProfile, total_free_gpu: int, gpu_histogram:
 class Cluster:
     """Free capacity of the schedulable, ready nodes during one decide() call."""
 
-    def __init__(
-        self,
-        nodes: Sequence[Node],
-        used: Mapping[str, dict[str, int]],
-        use_version: Mapping[str, int],
-        level_names: Sequence[str],
-        label_keys: Sequence[str],
-    ):
-        """``used``: resources in use per node name; ``use_version``: per node name, a number that
-        changes whenever its ``used`` entry does (absent while nothing ever ran there), so the free
-        resources of nodes unchanged since the previous view are reused."""
-        static = _static(nodes, tuple(level_names), tuple(label_keys))
+    def __init__(self, static: Static, used: Mapping[str, dict[str, int]], use_version: Mapping[str, int]):
+        """``static``: the node list's view (``Memo.static``); ``used``: resources in use per node
+        name; ``use_version``: per node name, a number that changes whenever its ``used`` entry does
+        (absent while nothing ever ran there), so the free resources of nodes unchanged since the
+        previous view are reused."""
         eligible = self.nodes = static.nodes
         self.index = static.index
         self.free: list[dict[str, int]] = []

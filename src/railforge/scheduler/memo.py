@@ -1,0 +1,93 @@
+"""What decide() works out once per snapshot object and keeps between calls in one thread.
+
+Snapshot objects are immutable (frozen dataclasses whose mappings refuse changes), so a value
+derived from one, such as a gang's profile or a running gang's use per node, stays true while the
+same object is handed in again. The values live here, never on the caller's objects, keyed by
+object identity (each entry keeps its object alive, so an identity is never reused while its entry
+lives). ``incremental.thread_state`` drops the values of objects gone, and starts a fresh memo when
+its structural keys far outnumber the snapshot's gangs, so no cache grows without bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from railforge.scheduler.model import Gang, Node, RunningGang, Snapshot, add_resources
+from railforge.scheduler.placement import GangProfile, Static, gang_profile
+
+PerNode = tuple[tuple[str, ...], list[tuple[str, dict[str, int]]], dict]
+
+
+class Memo:
+    __slots__ = ("_key_ids", "_placed", "_profiles", "_static")
+
+    def __init__(self) -> None:
+        self._profiles: dict[int, tuple[Gang, GangProfile]] = {}
+        self._placed: dict[int, tuple[RunningGang, PerNode]] = {}
+        # Structural keys (selectors, pod shapes) as small ints: the keys nest tuples and frozen
+        # dataclasses, which Python re-hashes on every dict lookup; in passes over thousands of
+        # gangs that hashing cost more than the placement work.
+        self._key_ids: dict[tuple, int] = {}
+        self._static: tuple[Sequence[Node], tuple, Static] | None = None
+
+    def object_entries(self) -> int:
+        """Entries kept per snapshot object (``keep_only`` drops those of objects gone)."""
+        return len(self._profiles) + len(self._placed)
+
+    def key_entries(self) -> int:
+        """Entries kept per structural key: the key ids and the static view's per-key caches. The
+        indexes hold the ids, so these go only with the whole memo."""
+        static = 0 if self._static is None else self._static[2].size()
+        return len(self._key_ids) + static
+
+    def keep_only(self, snapshot: Snapshot) -> None:
+        """Forget the values of the gangs and running gangs the snapshot no longer holds."""
+        running = {id(r) for r in snapshot.running}
+        gangs = {id(g) for g in snapshot.pending} | {id(r.gang) for r in snapshot.running}
+        self._profiles = {key: held for key, held in self._profiles.items() if key in gangs}
+        self._placed = {key: held for key, held in self._placed.items() if key in running}
+
+    def key_id(self, key: tuple) -> int:
+        """A small int standing for a structural key; equal keys get the same one."""
+        return self._key_ids.setdefault(key, len(self._key_ids))
+
+    def profile(self, gang: Gang) -> GangProfile:
+        """``placement.gang_profile``, worked out once per Gang object."""
+        held = self._profiles.get(id(gang))
+        if held is None:
+            held = self._profiles[id(gang)] = (gang, gang_profile(gang, self.key_id))
+        return held[1]
+
+    def placed_by_node(self, running: RunningGang) -> PerNode:
+        """(distinct node names, [(node name, summed requests of the gang's members there)], charge)
+        of a running gang, worked out once per RunningGang object, so decide() does not walk every
+        member of every running gang on every call."""
+        held = self._placed.get(id(running))
+        if held is not None:
+            return held[1]
+        gang = running.gang
+        profile = self.profile(gang)
+        requests = profile.member_requests
+        per_node: dict[str, dict[str, int]] = {}
+        for member, node in running.placement.items():
+            add_resources(per_node.setdefault(node, {}), requests[member])
+        if len(running.placement) == len(gang.members):
+            charge = profile.charge
+        else:
+            charge = {}
+            for member in running.placement:
+                add_resources(charge, requests[member])
+        result = (tuple(per_node), list(per_node.items()), charge)
+        self._placed[id(running)] = (running, result)
+        return result
+
+    def static(self, nodes: Sequence[Node], level_names: tuple[str, ...], label_keys: tuple[str, ...]) -> Static:
+        """The static cluster view, reused while decide() is handed the same node tuple, as a
+        simulator or controller does between node changes; rebuilt otherwise."""
+        topology = (level_names, label_keys)
+        held = self._static
+        if held is not None and held[0] is nodes and held[1] == topology and isinstance(nodes, tuple):
+            return held[2]
+        static = Static(nodes, level_names, label_keys)
+        self._static = (nodes, topology, static)
+        return static
