@@ -53,7 +53,15 @@ from railforge.scheduler.model import (
     Snapshot,
     add_resources,
 )
-from railforge.scheduler.placement import Acceptance, Assignment, Cluster, FutureWalk, GangProfile
+from railforge.scheduler.placement import (
+    NODE_RULES,
+    Acceptance,
+    Assignment,
+    Cluster,
+    FutureWalk,
+    GangProfile,
+    broken_rules,
+)
 
 LN2 = math.log(2)
 _SUBMIT_TIME = operator.attrgetter("submit_time")
@@ -101,6 +109,7 @@ class _Pass:
         self.memo, self.pending_index, self.running_index = thread_state(snapshot)
         self.evicted: set[str] = set()
         self.bound_releases: list[tuple[float, int, dict]] = []
+        self.bound_ends: list[tuple[Bind, float]] = []  # the binds of this pass with their expected ends
         self.failure_cache: dict[int, tuple[float, str]] = {}  # failure key -> (run time, reason)
         self.unfit_keys: set[int] = set()  # failure keys of gangs that do not fit the empty cluster
         self.reservations_made = 0
@@ -434,7 +443,7 @@ class _Pass:
         if key in self.unfit_keys or self.unknown_level(gang, key):
             return True
         finest, widest = self.levels_for(gang, profile)
-        return self.unfit(profile, self.cluster.allowed_nodes(gang, profile), finest, widest)
+        return self.unfit(gang, profile, self.cluster.allowed_nodes(gang, profile), finest, widest)
 
     def settled(self) -> bool:
         """True when no gang left untried can change the cluster: none can be placed, every
@@ -505,7 +514,7 @@ class _Pass:
             if not self.never_starts(gang):
                 finest, widest = self.levels_for(gang, profile)
                 allowed = self.cluster.allowed_nodes(gang, profile)
-                self.failure_cache[key] = (runtime, self.capacity_reason(profile, allowed, finest, widest))
+                self.failure_cache[key] = (runtime, self.capacity_reason(gang, profile, allowed, finest, widest))
             cached = self.failure_cache[key]
         self.decisions.reasons[gang.name] = cached[1]
         return key not in self.unfit_keys
@@ -554,7 +563,7 @@ class _Pass:
             allowed = cluster.allowed_nodes(gang, profile)
             finest, widest = self.levels_for(gang, profile)
         assignment = cluster.place(profile, allowed, (self.now, end), finest, widest) if fresh else None
-        if assignment is None and fresh and self.unfit(profile, allowed, finest, widest):
+        if assignment is None and fresh and self.unfit(gang, profile, allowed, finest, widest):
             decisions.reasons[gang.name] = self.failure_cache[key][1]
             return True
         expected: Start | None = None
@@ -588,7 +597,7 @@ class _Pass:
                 and cluster.place(profile, allowed, (self.now, self.now + shortest), finest, widest) is None
             ):
                 failed = shortest
-            cached = (failed, self.capacity_reason(profile, allowed, finest, widest))
+            cached = (failed, self.capacity_reason(gang, profile, allowed, finest, widest))
             self.failure_cache[key] = cached
         decisions.reasons[gang.name] = cached[1]
         self.blocked += 1
@@ -635,15 +644,17 @@ class _Pass:
         self.usage.add(queue, charge)
         self.version += 1
         passed = self.first_reservation.gang_name if self.first_reservation is not None else None
-        self.decisions.binds.append(Bind(gang.name, placement, borrowed, passed))
+        bind = Bind(gang.name, placement, borrowed, passed)
+        self.decisions.binds.append(bind)
+        self.bound_ends.append((bind, end))
 
-    def unfit(self, profile: GangProfile, allowed: Acceptance | None, finest: int, widest: int) -> bool:
+    def unfit(self, gang: Gang, profile: GangProfile, allowed: Acceptance | None, finest: int, widest: int) -> bool:
         """True when the gang does not fit even the empty cluster (more GPUs than the nodes it may
         use hold, say). Such a gang holds nobody up: it takes no reservation, reclaims nothing and
         does not stop a strict order; its reason, kept for its placement class, says what it lacks."""
         if self.cluster.fits_when_empty(profile, allowed, finest, widest):
             return False
-        return self.refuse(profile.failure_key, self.unfit_reason(profile, allowed, widest))
+        return self.refuse(profile.failure_key, self.unfit_reason(gang, profile, allowed, widest))
 
     def unknown_level(self, gang: Gang, key: int) -> bool:
         """True when the gang requires a topology level the scheduler has no name for (a typo, or
@@ -659,28 +670,56 @@ class _Pass:
         self.failure_cache[key] = (0.0, reason)  # fails for every run time: the class closes
         return True
 
-    def unfit_reason(self, profile: GangProfile, allowed: Acceptance | None, widest: int) -> str:
+    def unfit_reason(self, gang: Gang, profile: GangProfile, allowed: Acceptance | None, widest: int) -> str:
+        """What the gang lacks on the empty cluster: GPUs on the nodes it may use (naming the rules
+        that rule nodes out) or in its widest domain; room for the pods of one shape, for one
+        resource; else its pods' requests together."""
         cluster = self.cluster
+        usable = [node for index, node in enumerate(cluster.nodes) if allowed is None or allowed[index]]
         capacity = [
             node.allocatable.get(GPU, 0) if allowed is None or allowed[index] else 0
             for index, node in enumerate(cluster.nodes)
         ]
         need = profile.required_gpu
         if need > sum(capacity):
-            return reasons.unfit_total(need, sum(capacity), allowed is not None)
+            return reasons.unfit_total(need, sum(capacity), self.excluded(gang) if allowed is not None else "")
         if widest >= 0:
             domains = cluster.levels[widest].members.values()
             best = max((sum(capacity[index] for index in members) for members in domains), default=0)
             if need > best:
                 return reasons.unfit_domain(need, self.level_names[widest], best)
+        requested: set[str] = set()
         for shape in profile.required_shapes:
-            if shape.gpu:
-                room = sum(gpus // shape.gpu for gpus in capacity)
-                if room < len(shape.member_names):
-                    return reasons.unfit_pods(len(shape.member_names), shape.gpu, room)
-        return reasons.unfit_requests()
+            for name, each in ((GPU, shape.gpu), *shape.others):
+                if each:
+                    requested.add(name)
+                    room = sum(node.allocatable.get(name, 0) // each for node in usable)
+                    if room < len(shape.member_names):
+                        return reasons.unfit_pods(len(shape.member_names), name, each, room)
+        return reasons.unfit_requests(sorted(requested))
 
-    def capacity_reason(self, profile: GangProfile, allowed: Acceptance | None, finest: int, widest: int) -> str:
+    def excluded(self, gang: Gang) -> str:
+        """How many schedulable nodes each of the gang's node rules keeps it off."""
+        counts = dict.fromkeys(NODE_RULES, 0)
+        for node in self.cluster.nodes:
+            for rule in broken_rules(node, gang):
+                counts[rule] += 1
+        return reasons.excluded([(self.rule_text(gang, rule), count) for rule, count in counts.items() if count])
+
+    @staticmethod
+    def rule_text(gang: Gang, rule: str) -> str:
+        if rule == NODE_RULES[0]:
+            return "its node selector " + ",".join(
+                f"{key}={value}" for key, value in sorted(gang.node_selector.items())
+            )
+        if rule == NODE_RULES[1]:
+            terms = (" ".join((req.key, req.operator, ",".join(req.values))).strip() for req in gang.affinity)
+            return f"its node affinity ({'; '.join(terms)})"
+        return "a taint it does not tolerate"
+
+    def capacity_reason(
+        self, gang: Gang, profile: GangProfile, allowed: Acceptance | None, finest: int, widest: int
+    ) -> str:
         """Why the gang cannot start now, the first that holds of: too few free GPUs in its widest
         domain, in the cluster or on the nodes it may use; a reservation holds what it would fit
         in; a resource its pods find too little of, in all or node by node; the pods' requests
@@ -701,7 +740,7 @@ class _Pass:
         if need > cluster.total_free_gpu:
             return reasons.cluster_short(GPU, need, cluster.total_free_gpu)
         if allowed is not None and need > sum(free_gpu):
-            return reasons.no_matching_nodes(need, sum(free_gpu))
+            return reasons.no_matching_nodes(need, sum(free_gpu), self.excluded(gang))
         reservation = self.first_reservation
         if reservation is not None and cluster.place(profile, allowed, (self.now, self.now), finest, widest):
             return reasons.behind_reservation(reservation.gang_name, reservation.start - self.now)
@@ -969,4 +1008,30 @@ class _Pass:
         reservation = Reservation(gang.name, names, start, held)
         self.decisions.reservations.append(reservation)
         self.first_reservation = self.first_reservation or reservation
-        self.decisions.reasons[gang.name] = reasons.reserved(start - self.now)
+        waits_for = self.holding_up(set(names), start)
+        self.decisions.reasons[gang.name] = reasons.reserved(
+            start - self.now, list(names), self.domain(indexes), waits_for
+        )
+
+    def holding_up(self, nodes: set[str], start: float) -> list[str]:
+        """The gangs, running or started in this pass, that hold some of ``nodes`` until no later
+        than ``start``: what a reservation there waits for, soonest ending first."""
+        ending = [
+            (running.expected_end, running.gang.name, self.memo.placed_by_node(running)[0])
+            for running in itertools.takewhile(lambda r: r.expected_end <= start, self.running_index.by_end)
+            if running.gang.name not in self.evicted
+        ]
+        ending += [
+            (end, bind.gang_name, tuple(bind.placement.values())) for bind, end in self.bound_ends if end <= start
+        ]
+        return [name for end, name, used in sorted(ending) if end <= start and nodes.intersection(used)]
+
+    def domain(self, indexes: list[int]) -> str | None:
+        """The finest topology domain of several nodes that holds all these nodes, as 'level name'."""
+        for level in reversed(self.cluster.levels):
+            domains = {level.node_domain[index] for index in indexes}
+            if len(domains) == 1:
+                domain = domains.pop()
+                if len(level.members[domain]) > 1:
+                    return f"{level.name} {domain[-1]}"
+        return None

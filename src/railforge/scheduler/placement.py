@@ -118,19 +118,26 @@ class Acceptance(list):
 def node_acceptance(node: Node, gang: Gang) -> int:
     """Node selector, required node affinity and taints: a NoSchedule or NoExecute taint the gang
     does not tolerate rejects it; a PreferNoSchedule one makes the node one to avoid."""
-    labels = node.labels
-    for key, value in gang.node_selector.items():
-        if labels.get(key) != value:
-            return REJECTS
-    if not all(req.matches(labels) for req in gang.affinity):
+    if broken_rules(node, gang):
         return REJECTS
-    acceptance = ACCEPTS
-    for taint in node.taints:
-        if not gang.tolerates(taint):
-            if taint.effect in NO_SCHEDULE_EFFECTS:
-                return REJECTS
-            acceptance = AVOIDED
-    return acceptance
+    avoided = any(taint.effect == "PreferNoSchedule" and not gang.tolerates(taint) for taint in node.taints)
+    return AVOIDED if avoided else ACCEPTS
+
+
+NODE_RULES = ("node selector", "node affinity", "taints")
+
+
+def broken_rules(node: Node, gang: Gang) -> list[str]:
+    """The gang's ``NODE_RULES`` that keep it off the node."""
+    labels = node.labels
+    broken = []
+    if any(labels.get(key) != value for key, value in gang.node_selector.items()):
+        broken.append(NODE_RULES[0])
+    if not all(req.matches(labels) for req in gang.affinity):
+        broken.append(NODE_RULES[1])
+    if any(taint.effect in NO_SCHEDULE_EFFECTS and not gang.tolerates(taint) for taint in node.taints):
+        broken.append(NODE_RULES[2])
+    return broken
 
 
 class _Level:

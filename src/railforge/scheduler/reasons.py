@@ -54,8 +54,8 @@ def cluster_short(resource: str, need: int, free: int) -> str:
 UNFIT = "does not fit even with nothing running: "
 
 
-def unfit_total(need: int, capacity: int, matching: bool) -> str:
-    nodes = "nodes matching its node selector, affinity and tolerations" if matching else "schedulable nodes"
+def unfit_total(need: int, capacity: int, excluded: str) -> str:
+    nodes = f"nodes it may use ({excluded})" if excluded else "schedulable nodes"
     return f"{UNFIT}needs {amount(GPU, need)}; the {nodes} have {capacity} in all"
 
 
@@ -63,13 +63,14 @@ def unfit_domain(need: int, level: str, best: int) -> str:
     return f"{UNFIT}needs {amount(GPU, need)} within one {level}; the largest {level} has {best} in all"
 
 
-def unfit_pods(count: int, gpu: int, room: int) -> str:
+def unfit_pods(count: int, resource: str, each: int, room: int) -> str:
     pods = "pod" if count == 1 else "pods"
-    return f"{UNFIT}needs {count} {pods} of {amount(GPU, gpu)}; the schedulable nodes have room for {room}"
+    return f"{UNFIT}needs {count} {pods} of {amount(resource, each)}; the schedulable nodes have room for {room}"
 
 
-def unfit_requests() -> str:
-    return f"{UNFIT}the schedulable nodes cannot hold its pods' CPU, memory or other requests"
+def unfit_requests(resources: list[str]) -> str:
+    named = ", ".join({CPU: "CPU", GPU: "GPU"}.get(name, name) for name in resources)
+    return f"{UNFIT}the schedulable nodes cannot hold its pods' {named} requests together"
 
 
 def unknown_level(level: str, names: tuple[str, ...]) -> str:
@@ -98,15 +99,27 @@ def requests_apart(need: int, largest_member: int) -> str:
     )
 
 
-def no_matching_nodes(need: int, free: int) -> str:
-    return (
-        f"needs {amount(GPU, need)} on nodes matching its node selector, affinity and tolerations; "
-        f"those have {free} free"
-    )
+def no_matching_nodes(need: int, free: int, excluded: str) -> str:
+    return f"needs {amount(GPU, need)} on the nodes it may use ({excluded}); those have {free} free"
 
 
-def reserved(start_in: float) -> str:
-    return f"reserved to start at +{duration(start_in)}; waiting for backfill"
+def excluded(rules: list[tuple[str, int]]) -> str:
+    """Which of a gang's node rules keep it off how many nodes: [(rule, nodes ruled out)]."""
+    return "; ".join(f"{rule} rules out {count} node{'' if count == 1 else 's'}" for rule, count in rules)
+
+
+def names(items: list[str], most: int = 4) -> str:
+    shown = ", ".join(items[:most])
+    return shown if len(items) <= most else f"{shown} and {len(items) - most} more"
+
+
+def reserved(start_in: float, nodes: list[str], domain: str | None, waits_for: list[str]) -> str:
+    where = f" on {names(nodes)}" + (f" ({domain})" if domain else "")
+    if not waits_for:
+        return f"reserved to start at +{duration(start_in)}{where}"
+    gangs = "gang" if len(waits_for) == 1 else "gangs"
+    ends = "ends" if len(waits_for) == 1 else "end"
+    return f"reserved to start at +{duration(start_in)}{where}, when {gangs} {names(waits_for)} {ends}"
 
 
 def behind_reservation(gang: str, start_in: float) -> str:

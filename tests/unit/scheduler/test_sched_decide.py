@@ -21,7 +21,7 @@ from railforge.scheduler import (
     topology_from_labels,
 )
 from railforge.scheduler.core import _Pass
-from railforge.scheduler.reasons import duration
+from railforge.scheduler.reasons import UNFIT, duration
 
 DAY = 86400.0
 
@@ -371,10 +371,64 @@ def test_unfit_reasons_name_what_is_missing():
     assert d.reasons["wide"].endswith("needs 40 GPUs within one leaf; the largest leaf has 32 in all")
     assert d.reasons["fat"].endswith("needs 1 pod of 16 GPUs; the schedulable nodes have room for 0")
     assert d.reasons["picky"].endswith(
-        "needs 8 GPUs; the nodes matching its node selector, affinity and tolerations have 0 in all"
+        "needs 8 GPUs; the nodes it may use (its node selector pool=h200 rules out 8 nodes) have 0 in all"
     )
-    assert d.reasons["cpu"].endswith("the schedulable nodes cannot hold its pods' CPU, memory or other requests")
+    assert d.reasons["cpu"].endswith("needs 1 pod of 128 CPUs; the schedulable nodes have room for 0")
     assert not decide(snap([], [gang("any", 1, 1)])).binds  # no schedulable node at all
+
+
+def test_an_unfit_pods_missing_cpu_or_extended_resource_is_named():
+    cluster = [Node(f"n{i}", {GPU: 8, "cpu": 64_000, "rdma/rail0": 1}) for i in range(2)]
+    rails = Gang("rails", "a", (Member("rails-0", {GPU: 8, "rdma/rail0": 2}),), max_runtime=60)
+    cpus = Gang("cpus", "a", tuple(Member(f"cpus-{i}", {GPU: 1, "cpu": 40_000}) for i in range(3)), max_runtime=60)
+    # each pod alone fits, but no node holds a 40-CPU worker beside the 120-CPU loader
+    together = worker_and_loader(40_000)
+    wide = [Node("A", {GPU: 8, "cpu": 128_000}), Node("B", {GPU: 8, "cpu": 32_000})]
+    d = decide(snap(cluster, [rails, cpus]))
+    assert d.reasons["rails"] == f"{UNFIT}needs 1 pod of 2 rdma/rail0; the schedulable nodes have room for 0"
+    assert d.reasons["cpus"] == f"{UNFIT}needs 3 pods of 40 CPUs; the schedulable nodes have room for 2"
+    assert decide(snap(wide, [together])).reasons["g"] == (
+        f"{UNFIT}the schedulable nodes cannot hold its pods' CPU, GPU requests together"
+    )
+
+
+def test_node_selector_affinity_and_taints_get_reasons_naming_which():
+    cluster = [
+        Node("a", {GPU: 8, "cpu": 8000}, labels={"pool": "x", "zone": "1"}),
+        Node("b", {GPU: 8, "cpu": 8000}, labels={"pool": "y", "zone": "1"}),
+        Node("c", {GPU: 8, "cpu": 8000}, labels={"pool": "x"}, taints=(Taint("dedicated", "infra"),)),
+    ]
+    busy = running(gang("busy", 1, 8), ["a"])
+    pending = [
+        gang("selector", 1, 8, node_selector={"pool": "z"}),
+        gang("affinity", 1, 8, affinity=(NodeSelectorRequirement("zone", "In", ("2",)),)),
+        gang("tainted", 1, 8, node_selector={"pool": "x"}),  # a is busy; c has a taint it does not tolerate
+    ]
+    d = decide(snap(cluster, pending, [busy], config=SchedulerConfig(backfill="none")))
+    assert d.reasons["selector"] == (
+        f"{UNFIT}needs 8 GPUs; the nodes it may use (its node selector pool=z rules out 3 nodes; "
+        "a taint it does not tolerate rules out 1 node) have 0 in all"
+    )
+    assert d.reasons["affinity"] == (
+        f"{UNFIT}needs 8 GPUs; the nodes it may use (its node affinity (zone In 2) rules out 3 nodes; "
+        "a taint it does not tolerate rules out 1 node) have 0 in all"
+    )
+    assert d.reasons["tainted"] == (
+        "needs 8 GPUs on the nodes it may use (its node selector pool=x rules out 1 node; "
+        "a taint it does not tolerate rules out 1 node); those have 0 free"
+    )
+
+
+def test_a_blocked_head_names_its_nodes_and_leaf_and_the_gangs_it_waits_for():
+    cluster = nodes(4)  # NVLink domains n00-n01 and n02-n03, one leaf
+    run = [
+        running(gang("a", 1, 8, runtime=600), ["n00"]),
+        running(gang("b", 1, 8, runtime=1200), ["n01"]),
+        running(gang("c", 2, 8, runtime=5000), ["n02", "n03"]),
+    ]
+    d = decide(snap(cluster, [gang("head", 2, 8)], run))
+    assert [(r.nodes, r.start) for r in d.reservations] == [(("n00", "n01"), 1200.0)]
+    assert d.reasons["head"] == "reserved to start at +18m on n00, n01 (nvlink nvl0), when gangs a, b end"
 
 
 def test_capacity_reasons_name_the_short_request_and_count_only_the_nodes_a_gang_may_use():
@@ -439,7 +493,7 @@ def test_easy_reservation_and_backfill_rules():
     d = decide(snap(cluster, [big, fits_before, too_long], [run], now=100))
     assert [(r.gang_name, r.start) for r in d.reservations] == [("big", 7200)]
     assert list(bound(d)) == ["short"]
-    assert d.reasons["big"] == "reserved to start at +1h58m; waiting for backfill"
+    assert d.reasons["big"] == "reserved to start at +1h58m on n00, n01, n02, n03 (leaf leaf0), when gang r ends"
     assert d.reasons["long"].startswith("blocked behind reservation of gang big (starts at +1h58m)")
 
 
@@ -522,7 +576,9 @@ def test_reservation_kept_while_the_same_gangs_run_follows_the_clock():
         d = decide(snap(cluster, [head, short], run, now=now))
         assert [(r.gang_name, r.nodes, r.start) for r in d.reservations] == [("head", ("n00",), start)]
         assert bound(d) == {"short": {"short-0": "n01"}}
-        assert d.reasons["head"] == f"reserved to start at +{duration(start - now)}; waiting for backfill"
+        assert (
+            d.reasons["head"] == f"reserved to start at +{duration(start - now)} on n00 (leaf leaf0), when gang r0 ends"
+        )
 
 
 def test_conservative_reserves_first_k_blocked_gangs():
@@ -675,7 +731,7 @@ def test_reclaim_destroys_at_most_the_work_it_saves(runtime, evicted):
     assert [e.gang_name for e in d.evictions] == evicted
     if not evicted:
         assert d.reasons["claim"] == (
-            "reserved to start at +50m; waiting for backfill; not reclaiming: "
+            "reserved to start at +50m on n00, when gang b ends; not reclaiming: "
             "evicting the borrowers would destroy more work than the wait it saves"
         )
     unbounded = SchedulerConfig(reclaim_cost_limit=None)
@@ -734,7 +790,7 @@ def test_preemption_is_declined(case, reason):
     assert [r.gang_name for r in d.reservations] == ["head"]
     if reason.startswith("costs"):  # a candidate spared by the bound: the reason says so
         assert d.reasons["head"] == (
-            "reserved to start at +15s; waiting for backfill; not preempting: "
+            "reserved to start at +15s on n00, n01 (nvlink nvl0), when gang bf ends; not preempting: "
             "evicting the gangs that backfilled past it would destroy more work than the wait it saves"
         )
     else:  # no candidate at all: nothing to report
@@ -748,7 +804,7 @@ def test_preemption_that_would_not_make_room_is_declined_with_its_reason():
     busy = running(gang("busy", 1, 8, runtime=6000), ["n00"])
     d = decide(snap(nodes(2), [gang("head", 2, 8)], [bf, busy], now=2000))
     assert d.evictions == [] and d.reasons["head"] == (
-        "reserved to start at +1h06m; waiting for backfill; not preempting: "
+        "reserved to start at +1h06m on n00, n01 (nvlink nvl0), when gangs bf, busy end; not preempting: "
         "evicting the gangs that backfilled past it and may be taken would not make room"
     )
 
