@@ -29,14 +29,16 @@ def mpi_operator(control_plane):
     release = component("mpi-operator").out_dir
     crds = [release / "kubeflow.org_mpijobs.yaml", release / "scheduling.x-k8s.io_podgroups.yaml"]
     kubectl(control_plane, "apply", "--server-side", *(f"--filename={crd}" for crd in crds))
-    kubectl(
-        control_plane,
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/mpijobs.kubeflow.org",
-        "crd/podgroups.scheduling.x-k8s.io",
-    )
+    extensions = client.ApiextensionsV1Api(control_plane.api)
+
+    def established() -> bool:
+        for name in ("mpijobs.kubeflow.org", "podgroups.scheduling.x-k8s.io"):
+            conditions = extensions.read_custom_resource_definition(name).status.conditions or []
+            if not any(c.type == "Established" and c.status == "True" for c in conditions):
+                return False
+        return True
+
+    wait_for("the CRDs to be established", established, 60)
     # Least privilege: the operator runs as its own user, bound to the release's ClusterRole only.
     kubectl(control_plane, "apply", "--server-side", f"--filename={release / 'cluster-role.yaml'}")
     kubectl(
@@ -80,7 +82,14 @@ def mpijob(name: str, workers: int) -> dict:
     def template(role: str, command: list[str], limits: dict) -> dict:
         return {
             "spec": {
-                "containers": [{"name": role, "image": IMAGE, "command": command, "resources": {"limits": limits}}]
+                "containers": [
+                    {
+                        "name": role,
+                        "image": IMAGE,
+                        "command": command,
+                        "resources": {"requests": limits, "limits": limits},
+                    }
+                ]
             }
         }
 
@@ -113,6 +122,7 @@ def test_an_mpijob_yields_launcher_workers_and_a_podgroup(control_plane, mpi_ope
     wait_for("launcher and workers", lambda: len(gang_pods()) == 3, 60, [mpi_operator])
     group = custom.get_namespaced_custom_object("scheduling.x-k8s.io", "v1alpha1", "mpi", "podgroups", "allreduce")
     assert group["spec"]["minMember"] == 3  # two workers + the launcher
+    assert group["spec"]["minResources"] == {"cpu": "9", "nvidia.com/gpu": "16"}  # what the three request
     assert group["metadata"]["ownerReferences"][0]["kind"] == "MPIJob"
     pods = gang_pods()
     roles = sorted(pod.metadata.labels["training.kubeflow.org/job-role"] for pod in pods)

@@ -95,10 +95,12 @@ def test_a_pod_gets_what_allocate_returned_for_the_devices_it_asked_for(control_
 def test_a_pod_asking_more_devices_than_advertised_is_refused_by_the_kubelet(control_plane, node, namespace, devices):
     allocations = len(devices["nvidia.com/gpu"].allocations)
     pod = run_to_end(control_plane, node, namespace, "too-many", "echo never", {"nvidia.com/gpu": "5"})
-    # Bound straight to the node (no scheduler), the kubelet's admission refuses it and says why.
+    # Bound straight to the node (no scheduler), the kubelet's device manager refuses it at admission and says why.
     assert pod.status.phase == "Failed"
-    assert pod.status.reason == "OutOfnvidia.com/gpu"
-    assert "nvidia.com/gpu" in pod.status.message
+    assert pod.status.reason == "UnexpectedAdmissionError"
+    assert "requested number of devices unavailable for nvidia.com/gpu. Requested: 5, Available: 4" in (
+        pod.status.message
+    ), pod.status.message
     assert len(devices["nvidia.com/gpu"].allocations) == allocations  # Allocate was never called
 
 

@@ -11,6 +11,7 @@ Only the test bed needs Go; the operator's path (ansible-playbook against real h
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import os
 import re
@@ -262,7 +263,7 @@ def _import_image(rootfs: Path, ref: str, entrypoint: list[str], archive: Path) 
     )
     if tar.wait():
         raise SystemExit(f"tar of {rootfs} failed")
-    subprocess.run(["podman", "save", "--format", "docker-archive", "-o", str(archive), ref], check=True)
+    subprocess.run(["podman", "save", "--quiet", "--format", "docker-archive", "-o", str(archive), ref], check=True)
     subprocess.run(["podman", "rmi", ref], check=True, capture_output=True)
 
 
@@ -272,8 +273,9 @@ def _busybox_deb(work: Path) -> Path:
 
 
 def images_dir() -> Path:
-    """Where the image archives are: keyed by the pause program's key and the image names."""
-    key = f"{PAUSE.key()}|{pinned_versions()['versions_pause_image']}|{TEST_IMAGE}"
+    """Where the image archives are: keyed by the pause program, the image names and the recipe below."""
+    recipe = inspect.getsource(build_images) + inspect.getsource(_import_image)
+    key = f"{PAUSE.key()}|{pinned_versions()['versions_pause_image']}|{TEST_IMAGE}|{recipe}"
     return cache_root() / "testbed" / f"images-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
@@ -296,7 +298,12 @@ def build_images(env: dict[str, str]) -> Path:
         deb = _busybox_deb(work)
         test_root = work / "test-root"
         subprocess.run(["dpkg-deb", "-x", str(deb), str(test_root)], check=True)
-        subprocess.run([str(test_root / "bin/busybox"), "--install", "-s", str(test_root / "bin")], check=True)
+        busybox = test_root / "bin/busybox"
+        applets = subprocess.run([str(busybox), "--list"], capture_output=True, text=True, check=True).stdout
+        for applet in applets.split():
+            link = test_root / "bin" / applet
+            if not link.exists():
+                link.symlink_to("busybox")  # relative: valid inside the image
         for directory in ("tmp", "etc", "proc", "sys", "dev"):
             (test_root / directory).mkdir(exist_ok=True)
         (test_root / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534::/:/bin/false\n")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import signal
 import threading
 
@@ -34,7 +33,8 @@ def _up(args: argparse.Namespace) -> int:
     from railforge.testbed.node import Node
 
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
     plane = ControlPlane.start(scheduler=args.scheduler)
     node = plugins = None
     try:
@@ -48,8 +48,7 @@ def _up(args: argparse.Namespace) -> int:
         print(f"node {node.name} ready in {node.ready_seconds:.1f} s (logs: {node.directory}/*.log)")
         print(f"export KUBECONFIG={plane.admin_kubeconfig}   # cluster admin; kubectl: {_kubectl()}")
         print("Ctrl-C stops everything and removes what was created.", flush=True)
-        with contextlib.suppress(KeyboardInterrupt):
-            stop.wait()
+        stop.wait()
     finally:
         for plugin in plugins or []:
             plugin.stop()

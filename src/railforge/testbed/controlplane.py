@@ -121,6 +121,7 @@ class ControlPlane:
                     f"--service-cluster-ip-range={SERVICE_CIDR}",
                     f"--kubelet-client-certificate={kubelet_client[0]}",
                     f"--kubelet-client-key={kubelet_client[1]}",
+                    "--kubelet-preferred-address-types=InternalIP",  # never a DNS lookup of a node name
                     "--allow-privileged=true",
                     "--profiling=false",
                 ],

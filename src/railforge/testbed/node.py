@@ -12,7 +12,8 @@ is that the node touches the host, so start() records and stop() undoes each cha
 - cgroups: the kubelet's cgroup root ``/railforge-<node>`` in every v1 hierarchy, removed bottom-up;
 - sysctls the kubelet rewrites host-wide (vm.overcommit_memory, vm.panic_on_oom, kernel.panic, kernel.panic_on_oops,
   kernel.keys.root_maxkeys, kernel.keys.root_maxbytes): the values found at start are written back;
-- /var/lib/kubelet/device-plugins (a path fixed by the device-plugin API): removed when start() created it.
+- /var/lib/kubelet/device-plugins (fixed by the device-plugin API), /run/containerd (the shims' runc state and
+  sockets) and /var/lib/cni (libcni's result cache): each removed when start() created it.
 
 One node per host at a time (the device-plugin path and the kubelet's host-wide settings are shared).
 """
@@ -59,7 +60,7 @@ def node_ip() -> str:
 
 
 def _cgroup_hierarchies() -> list[Path]:
-    return sorted(p for p in CGROUP_ROOT.iterdir() if p.is_dir() and not p.is_symlink() and p.name != "unified")
+    return sorted(p for p in CGROUP_ROOT.iterdir() if p.is_dir() and not p.is_symlink())
 
 
 @dataclass
@@ -70,8 +71,7 @@ class Node:
     bridge: str
     processes: list[Process] = field(default_factory=list)
     sysctls: dict[str, str] = field(default_factory=dict)
-    cgroups: list[Path] = field(default_factory=list)
-    created_device_plugin_dir: bool = False
+    created: list[Path] = field(default_factory=list)  # host directories that did not exist before start()
     ready_seconds: float = 0.0
 
     @property
@@ -105,13 +105,18 @@ class Node:
         for key in KUBELET_SYSCTLS:
             self.sysctls[key] = (Path("/proc/sys") / key).read_text().strip()
         for hierarchy in _cgroup_hierarchies():
+            if hierarchy.name == "unified":
+                continue  # the empty v2 hierarchy: runc creates what it needs there itself
             path = hierarchy / self.cgroup_root.lstrip("/")
             path.mkdir(exist_ok=True)
-            self.cgroups.append(path)
             if hierarchy.name == "cpuset":  # a new cpuset starts empty; tasks cannot join it until it has CPUs
                 for setting in ("cpuset.cpus", "cpuset.mems"):
                     (path / setting).write_text((hierarchy / setting).read_text())
-        self.created_device_plugin_dir = not DEVICE_PLUGIN_DIR.exists()
+        # Paths outside the node's directory that these components use whatever they are told: the device-plugin
+        # directory (fixed by the API), the shims' runc state and sockets, libcni's result cache.
+        for path in (DEVICE_PLUGIN_DIR.parent, Path("/run/containerd"), Path("/var/lib/cni")):
+            if not path.exists():
+                self.created.append(path)
         DEVICE_PLUGIN_DIR.mkdir(parents=True, exist_ok=True)
 
     def _start_containerd(self) -> None:
@@ -222,6 +227,7 @@ state = "{d}/containerd/state"
                     f"--config={d / 'kubelet.yaml'}",
                     f"--kubeconfig={kubeconfig}",
                     f"--root-dir={d / 'kubelet'}",
+                    f"--cert-dir={d / 'kubelet-pki'}",
                     f"--hostname-override={self.name}",
                     f"--node-ip={ip}",
                     "--v=1",
@@ -256,17 +262,18 @@ state = "{d}/containerd/state"
         kill_matching("containerd-shim-runc-v2", str(self.containerd_socket))
         self._unmount_below(self.directory)
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
-        for path in reversed(self.cgroups):
-            for child in sorted(path.rglob("*"), key=lambda p: len(p.parts), reverse=True):
-                if child.is_dir():
+        for hierarchy in _cgroup_hierarchies():
+            root = hierarchy / self.cgroup_root.lstrip("/")
+            if root.exists():
+                for cgroup in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
                     with contextlib.suppress(OSError):
-                        child.rmdir()
-            with contextlib.suppress(OSError):
-                path.rmdir()
+                        cgroup.rmdir()
+                with contextlib.suppress(OSError):
+                    root.rmdir()
         for key, value in self.sysctls.items():
             (Path("/proc/sys") / key).write_text(value)
-        if self.created_device_plugin_dir:
-            shutil.rmtree(DEVICE_PLUGIN_DIR.parent, ignore_errors=True)
+        for path in reversed(self.created):
+            shutil.rmtree(path, ignore_errors=True)
         shutil.rmtree(self.directory, ignore_errors=True)
 
     def _remove_pods(self) -> None:
