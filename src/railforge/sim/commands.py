@@ -127,7 +127,12 @@ def _prepare(trace_spec: str, args, nodes: int = 0):
     from railforge.sim.cluster import ClusterShape
     from railforge.sim.traces import Trace, load_trace, size_for_load
 
-    trace = load_trace(trace_spec, args.traces_dir)
+    try:
+        trace = load_trace(trace_spec, args.traces_dir)
+    except FileNotFoundError as error:
+        raise SystemExit(f"railforge: error: trace {trace_spec}: no file {error.filename}") from None
+    except (OSError, ValueError) as error:  # a bad value names its file and line; UnicodeDecodeError included
+        raise SystemExit(f"railforge: error: {error}") from None
     if args.max_jobs:
         trace = Trace(trace.name, trace.jobs[: args.max_jobs])
     if not nodes:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from railforge.scheduler.model import SchedulerConfig
 from railforge.sim.cluster import ClusterShape, build_nodes
 from railforge.sim.engine import SimJob, Simulator
+from railforge.sim.estimates import MODELS
 from railforge.sim.metrics import SimResult
 from railforge.sim.traces import Trace, load_trace, size_for_load
 from railforge.sim.workload import build_gang, build_queues
@@ -49,6 +50,9 @@ def plan(
     estimates: Sequence[str],
     **kw,
 ) -> list[RunSpec]:
+    unknown = [model for model in estimates if model not in MODELS]
+    if unknown:
+        raise ValueError(f"unknown estimate model {unknown[0]!r}: use one of {', '.join(MODELS)}")
     runs = []
     for p in policies:
         SchedulerConfig.preset(p, **kw.get("config_overrides", {}))  # fail early on a typo or a bad setting

@@ -12,6 +12,7 @@ Generic CSV format (``csv:PATH``), header row required, extra columns ignored::
 ``submit`` and ``duration`` are seconds, ``gpus`` an integer >= 0, ``queue`` a name (empty means
 ``default``), ``priority`` an optional integer (default 0) and ``max_runtime`` an optional user
 runtime estimate in seconds (used by the ``user`` estimate model instead of the synthetic one).
+``docs/simulation-csv.md`` documents it for users.
 """
 
 from __future__ import annotations
@@ -110,10 +111,23 @@ def load_itp(path: str | os.PathLike[str], name: str | None = None) -> Trace:
     return _normalise(name, jobs)
 
 
-def _opt_num(value: str | None) -> float | None:
-    if value is None or value.strip() == "":
+def _value(
+    path: object, line: int, row: dict, column: str, parse: type, optional: bool = False, signed: bool = False
+) -> float | None:
+    """One value of a generic-CSV row; one that is no such number (or negative, unless ``signed``)
+    is refused naming its line and column."""
+    text = (row.get(column) or "").strip()
+    if optional and not text:
         return None
-    return float(value)
+    try:
+        value = parse(text)
+        valid = (signed or value >= 0) and math.isfinite(value)
+    except ValueError:
+        valid = False
+    if not valid:
+        kind = "a whole number" if parse is int else "a number of seconds"
+        raise ValueError(f"{path}, line {line}: {column} is {text!r}; expected {kind}{'' if signed else ' >= 0'}")
+    return value
 
 
 def load_generic_csv(path: str | os.PathLike[str]) -> Trace:
@@ -125,17 +139,17 @@ def load_generic_csv(path: str | os.PathLike[str]) -> Trace:
         if missing:
             raise ValueError(f"{path}: missing column(s) {', '.join(sorted(missing))}")
         for i, row in enumerate(reader, start=1):
-            prio = _opt_num(row.get("priority"))
-            est = _opt_num(row.get("max_runtime"))
+            line = reader.line_num
+            priority = _value(path, line, row, "priority", int, optional=True, signed=True)
             jobs.append(
                 JobRecord(
                     job_id=(row.get("job_id") or "").strip() or f"job-{i:06d}",
-                    submit=float(row["submit"]),
-                    duration=max(1.0, float(row["duration"])),
-                    gpus=int(row["gpus"]),
+                    submit=_value(path, line, row, "submit", float),
+                    duration=max(1.0, _value(path, line, row, "duration", float)),
+                    gpus=_value(path, line, row, "gpus", int),
                     queue=(row.get("queue") or "").strip() or "default",
-                    priority=int(prio) if prio is not None else 0,
-                    user_estimate=est,
+                    priority=priority or 0,
+                    user_estimate=_value(path, line, row, "max_runtime", float, optional=True),
                 )
             )
     name = os.path.splitext(os.path.basename(os.fspath(path)))[0]

@@ -188,6 +188,44 @@ def test_cli_refuses_unknown_policies_and_settings_before_running(traces_dir, ex
     assert str(refused.value).startswith("railforge: error: ") and message in str(refused.value)
 
 
+@pytest.mark.parametrize(
+    ("trace", "rows", "extra", "message"),
+    [
+        ("csv", "0,3600,8\n", ["--estimates", "exact,guess"], "unknown estimate model 'guess': use one of exact, user"),
+        (
+            "csv",
+            "0,3600,8\n10,abc,1\n",
+            [],
+            "{dir}/jobs.csv, line 3: duration is 'abc'; expected a number of seconds >= 0",
+        ),
+        ("csv", "0,3600,8\n10,60,1.5\n", [], "{dir}/jobs.csv, line 3: gpus is '1.5'; expected a whole number >= 0"),
+        ("csv", "-1,3600,8\n", [], "{dir}/jobs.csv, line 2: submit is '-1'; expected a number of seconds >= 0"),
+        ("missing", "", [], "trace csv:{dir}/missing.csv: no file {dir}/missing.csv"),
+        ("itp:cluster99", "", [], "trace itp:cluster99: no file {traces}/elasticflow-itp/raw/cluster99.csv"),
+        ("lottery", "", [], "unknown trace 'lottery': use philly, itp:clusterNN or csv:PATH"),
+    ],
+)
+def test_cli_refuses_bad_input_in_one_line(tmp_path, traces_dir, trace, rows, extra, message):
+    (tmp_path / "jobs.csv").write_text("submit,duration,gpus\n" + rows)
+    spec = {"csv": f"csv:{tmp_path}/jobs.csv", "missing": f"csv:{tmp_path}/missing.csv"}.get(trace, trace)
+    args = ["simulate", "--trace", spec, "--traces-dir", str(traces_dir), "--out", str(tmp_path / "out"), *extra]
+    with pytest.raises(SystemExit) as refused:
+        main([*args, "--no-progress"])
+    # a string exit code: Python prints it as the one line on stderr and exits with status 1
+    assert refused.value.code == "railforge: error: " + message.format(dir=tmp_path, traces=traces_dir)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_run_without_contention_says_so_instead_of_missing_targets(tmp_path):
+    calm = tmp_path / "calm.csv"
+    calm.write_text("submit,duration,gpus\n0,3600,1\n100,600,1\n")
+    out = tmp_path / "out"
+    assert main(["simulate", "--trace", f"csv:{calm}", "--out", str(out), "--no-progress"]) == 0
+    report = (out / "report.md").read_text()
+    assert "| targets | no job waited under any policy: no contention to judge | n/a |" in report
+    assert "MISSED" not in report and " met |" not in report
+
+
 def test_cli_report_cached_only_lists_missing_runs(tmp_path, traces_dir):
     doc = tmp_path / "doc.md"
     base = ["simulate-report", "--traces", "philly", "--traces-dir", str(traces_dir), "--max-jobs", "60"]
