@@ -1,7 +1,9 @@
-"""Session fixtures of the real-Kubernetes test bed: one control plane on loopback, one real node on this host.
+"""Fixtures of the real-Kubernetes test bed: one control plane on loopback for the session, a real node on this
+host per module that asks for it (one node at a time: the device-plugin path and the kubelet's sysctls are the
+host's).
 
-Both are stopped (their own processes, files, mounts, bridge, cgroups and sysctls) when the session ends, also
-after a failure or an interrupt; their processes also die with the pytest process if it is killed.
+Each is stopped (its own processes, files, mounts, bridge, cgroups and sysctls) when its scope ends, also after a
+failure or an interrupt; their processes also die with the pytest process if it is killed.
 """
 
 import os
@@ -26,7 +28,7 @@ def control_plane():
     plane.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def node(control_plane):
     real_node = Node.start(control_plane)
     yield real_node

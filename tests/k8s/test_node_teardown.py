@@ -1,0 +1,60 @@
+"""Stopping a node leaves the host as it found it (runs after test_node.py has stopped its node)."""
+
+import json
+import subprocess
+from pathlib import Path
+
+from kubernetes import client
+
+from railforge.testbed.node import KUBELET_SYSCTLS, Node, _cgroup_hierarchies
+from railforge.testbed.procs import processes_matching, wait_for
+
+HOST_PATHS = (Path("/var/lib/kubelet"), Path("/run/containerd"), Path("/var/lib/cni"))
+
+
+def host_state() -> dict:
+    links = json.loads(subprocess.run(["ip", "-j", "link"], capture_output=True, check=True).stdout)
+    return {
+        "sysctls": {key: (Path("/proc/sys") / key).read_text() for key in KUBELET_SYSCTLS},
+        "links": sorted(link["ifname"] for link in links),
+        "mounts": sorted(Path("/proc/self/mounts").read_text().splitlines()),
+        "cgroups": sorted(str(p) for hierarchy in _cgroup_hierarchies() for p in hierarchy.iterdir() if p.is_dir()),
+        "paths": {str(path): path.exists() for path in HOST_PATHS},
+        "processes": sorted(
+            processes_matching("/var/cache/railforge/testbed/") + processes_matching("containerd-shim")
+        ),
+    }
+
+
+def test_stop_undoes_every_change_start_made_to_the_host(control_plane):
+    before = host_state()
+    node = Node.start(control_plane, name="rf-node-teardown")
+    try:
+        core = client.CoreV1Api(control_plane.api)
+        pod = {  # a service-account token volume: a tmpfs mount under the kubelet's directory
+            "metadata": {"name": "teardown"},
+            "spec": {
+                "nodeName": node.name,
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "localhost/railforge-testpod:1",
+                        "imagePullPolicy": "Never",
+                        "command": ["sleep", "3600"],
+                        "securityContext": {"runAsUser": 65534},
+                    }
+                ],
+            },
+        }
+        core.create_namespaced_pod("default", pod)
+        wait_for(
+            "the pod to run", lambda: core.read_namespaced_pod("teardown", "default").status.phase == "Running", 60
+        )
+        during = host_state()
+        for changed in ("links", "mounts", "cgroups", "processes"):
+            assert during[changed] != before[changed], changed  # the node really touched each of these
+        assert during["sysctls"]["vm/overcommit_memory"].strip() == "1"  # the kubelet's host-wide setting
+    finally:
+        node.stop()
+    assert host_state() == before
+    core.delete_namespaced_pod("teardown", "default", grace_period_seconds=0)  # its kubelet is gone

@@ -1,0 +1,29 @@
+"""The test bed builds what the versions file pins: every wrapper module under tools/ requires that version."""
+
+from railforge.testbed.build import COMPONENTS, TOOLS, check_wrappers, pinned_versions, required_version
+
+
+def test_every_wrapper_requires_the_pinned_version():
+    assert check_wrappers() == []
+
+
+def test_every_pinned_component_has_a_wrapper_with_a_go_sum():
+    for comp in COMPONENTS:
+        assert (TOOLS / comp.tool_dir / "go.sum").stat().st_size > 0, comp.name
+        assert comp.version == pinned_versions()[comp.version_key]
+
+
+def test_required_version_reads_single_lines_and_blocks():
+    go_mod = "module x\n\nrequire k8s.io/kubernetes v1.36.5\n\nrequire (\n\tgo.etcd.io/etcd/server/v3 v3.6.16\n)\n"
+    assert required_version(go_mod, "k8s.io/kubernetes") == "v1.36.5"
+    assert required_version(go_mod, "go.etcd.io/etcd/server/v3") == "v3.6.16"
+    assert required_version(go_mod, "go.etcd.io/etcd/server") is None  # a prefix of a path is not the module
+
+
+def test_a_wrapper_behind_the_versions_file_is_named_with_the_fix(monkeypatch):
+    pins = {**pinned_versions(), "versions_etcd": "3.6.99"}
+    monkeypatch.setattr("railforge.testbed.build.pinned_versions", lambda: pins)
+    problems = check_wrappers()
+    assert len(problems) == 1
+    assert "tools/etcd/go.mod requires go.etcd.io/etcd/server/v3 v3.6.16" in problems[0]
+    assert "versions_etcd" in problems[0] and "v3.6.99" in problems[0]
