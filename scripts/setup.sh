@@ -37,4 +37,15 @@ fi
 .venv/bin/python scripts/install-collections.py
 
 # The Kubernetes test bed: pinned upstream components built from Go modules into a versioned cache (cold: minutes).
+# The build needs a go command that understands GOTOOLCHAIN (Go 1.21+): it then fetches the pinned toolchain through
+# the module proxy. Debian 12's own golang-go is 1.19, so where no such go is installed take bookworm-backports'.
+go_minor=$(go env GOVERSION 2>/dev/null | sed -n 's/^go1\.\([0-9]*\).*/\1/p') || true
+if [[ -z $go_minor || $go_minor -lt 21 ]]; then
+    mirror=${RAILFORGE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+    echo "go: no Go >= 1.21 found; installing golang-go from bookworm-backports ($mirror)"
+    echo "deb $mirror bookworm-backports main" > /etc/apt/sources.list.d/railforge-backports.list
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -t bookworm-backports golang-go
+    hash -r
+fi
 .venv/bin/railforge testbed build

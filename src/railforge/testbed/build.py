@@ -234,6 +234,7 @@ def build_component(comp: Component, env: dict[str, str]) -> Path:
         return out
     started = time.monotonic()
     print(f"testbed: building {comp.name} {comp.version} (cold: minutes; cached afterwards in {out})", flush=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     (staging / "bin").mkdir()
     build_env = {**env, "CGO_ENABLED": "1" if comp.cgo else "0"}
