@@ -117,3 +117,21 @@ def test_an_unhealthy_device_leaves_the_allocatable_count(control_plane, node, d
     finally:
         gpu.set_health("gpu-3", healthy=True)
     wait_for("allocatable back at 4", lambda: core.read_node(node.name).status.allocatable["nvidia.com/gpu"] == "4", 30)
+
+
+def test_the_fake_devices_register_again_after_a_kubelet_restart(control_plane, node, namespace, devices):
+    gpu = devices["nvidia.com/gpu"]
+    registrations, allocations = gpu.registrations, len(gpu.allocations)
+    node.restart_kubelet()
+    wait_for("the plugin to register with the new kubelet", lambda: gpu.registrations > registrations, 30)
+    core = client.CoreV1Api(control_plane.api)
+    wait_for(
+        "the GPUs back in allocatable",
+        lambda: core.read_node(node.name).status.allocatable["nvidia.com/gpu"] == "4",
+        60,
+    )
+    pod = run_to_end(
+        control_plane, node, namespace, "after-restart", "echo $NVIDIA_VISIBLE_DEVICES", {"nvidia.com/gpu": "1"}
+    )
+    assert pod.status.phase == "Succeeded", (pod.status.reason, pod.status.message)
+    assert len(gpu.allocations) == allocations + 1  # the new kubelet called our Allocate

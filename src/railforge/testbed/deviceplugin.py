@@ -58,6 +58,7 @@ class FakeDevicePlugin:
         self.socket_name = f"railforge-{resource.replace('/', '_').replace('.', '_')}.sock"
         self.device_files = state_dir / self.socket_name.removesuffix(".sock")
         self.allocations: list[list[str]] = []
+        self.registrations = 0
         self._changed = threading.Condition()
         self._generation = 0
         self._stopped = threading.Event()
@@ -119,25 +120,32 @@ class FakeDevicePlugin:
             self._changed.notify_all()
 
     def start(self) -> FakeDevicePlugin:
-        """Serve on our socket first, then register (the order the kubelet expects); re-register whenever the
-        kubelet recreates its socket (a kubelet restart)."""
+        """Serve on our socket first, then register (the order the kubelet expects); when the kubelet restarts (it
+        recreates its socket and empties the directory, ours included), serve again and register again."""
         self.device_files.mkdir(parents=True, exist_ok=True)
         for device in self.healthy:
             (self.device_files / device).write_text(f"{self.resource} {device} (railforge stand-in, no hardware)\n")
         DEVICE_PLUGIN_DIR.mkdir(parents=True, exist_ok=True)
+        self._serve()
+        registered = self._register()
+        self._watcher = threading.Thread(target=self._reregister, args=(registered,), daemon=True)
+        self._watcher.start()
+        return self
+
+    def _serve(self) -> None:
+        if self._server is not None:
+            self._server.stop(grace=None)
         socket = DEVICE_PLUGIN_DIR / self.socket_name
         socket.unlink(missing_ok=True)
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
         self.rpc.add_DevicePluginServicer_to_server(self, self._server)
         self._server.add_insecure_port(f"unix://{socket}")
         self._server.start()
-        registered = self._register()
-        self._watcher = threading.Thread(target=self._reregister, args=(registered,), daemon=True)
-        self._watcher.start()
-        return self
 
-    def _register(self) -> int:
+    def _register(self) -> tuple[int, int]:
+        """Register with the kubelet; returns the identity of the kubelet socket registered with."""
         kubelet = DEVICE_PLUGIN_DIR / KUBELET_SOCKET
+        identity = _identity(kubelet)
         with grpc.insecure_channel(f"unix://{kubelet}") as channel:
             self.rpc.RegistrationStub(channel).Register(
                 self.pb.RegisterRequest(
@@ -148,15 +156,16 @@ class FakeDevicePlugin:
                 ),
                 timeout=10,
             )
-        return kubelet.stat().st_ino
+        self.registrations += 1
+        return identity
 
-    def _reregister(self, inode: int) -> None:
+    def _reregister(self, registered: tuple[int, int]) -> None:
         kubelet = DEVICE_PLUGIN_DIR / KUBELET_SOCKET
         while not self._stopped.wait(0.5):
             try:
-                current = kubelet.stat().st_ino
-                if current != inode:
-                    inode = self._register()
+                if _identity(kubelet) != registered:
+                    self._serve()
+                    registered = self._register()
             except (OSError, grpc.RpcError):
                 continue  # the kubelet is restarting: try again on the next tick
 
@@ -164,8 +173,14 @@ class FakeDevicePlugin:
         self._stopped.set()
         with self._changed:
             self._changed.notify_all()
+        if self._watcher is not None:
+            self._watcher.join()  # first: it may be serving again
         if self._server is not None:
             self._server.stop(grace=1).wait()
-        if self._watcher is not None:
-            self._watcher.join()
         (DEVICE_PLUGIN_DIR / self.socket_name).unlink(missing_ok=True)
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    # A restarted kubelet recreates its socket; the inode number alone may be reused, the change time is not.
+    status = path.stat()
+    return status.st_ino, status.st_ctime_ns

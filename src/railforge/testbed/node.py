@@ -236,6 +236,15 @@ state = "{d}/containerd/state"
             )
         )
 
+    def restart_kubelet(self) -> None:
+        """Stop the kubelet and start it again with the same arguments, as systemd's Restart=always would; returns
+        when the node is Ready again. Pods keep running in containerd meanwhile."""
+        old = next(p for p in self.processes if p.name == "kubelet")
+        old.stop()
+        self.processes.remove(old)
+        self.processes.append(Process("kubelet", old.argv, old.log))
+        wait_for(f"node {self.name} Ready after a kubelet restart", self._ready, READY_TIMEOUT, self.processes)
+
     def _ready(self) -> bool:
         from kubernetes import client
 
