@@ -61,12 +61,13 @@ from railforge.scheduler.placement import (
     FutureWalk,
     GangProfile,
     broken_rules,
+    node_loads,
 )
 
 LN2 = math.log(2)
 _SUBMIT_TIME = operator.attrgetter("submit_time")
 _TIME = operator.itemgetter(0)
-Start = tuple[float, dict[int, dict[str, int]]]  # a reservation's time and what it holds per node index
+Start = tuple[float, Assignment]  # a reservation's time and where its members go then
 
 
 class Claim(NamedTuple):
@@ -115,6 +116,7 @@ class _Pass:
         self.reservations_made = 0
         self.depth = {"none": 0, "easy": 1}.get(self.config.backfill, self.config.reservation_depth)
         self.first_reservation: Reservation | None = None
+        self.promised = {reservation.gang_name: reservation for reservation in snapshot.reservations}
         self.limited: dict[str, bool] = {}  # queue -> some queue on its path has a limit
         self.version = 0  # bumped whenever binds, evictions or reservations change the cluster
         self.blocked = 0  # gangs blocked on capacity so far; only the first ones may reclaim
@@ -559,10 +561,15 @@ class _Pass:
         head = self.blocked < max(self.depth, 1)
         allowed: Acceptance | None = None
         finest = widest = -1
-        if fresh or head:  # placement, the reservation and reclaim need the node filter and levels
+        promised = self.promised_assignment(gang.name, profile)
+        if fresh or head or promised:  # placement, the reservation and reclaim need the node filter and levels
             allowed = cluster.allowed_nodes(gang, profile)
             finest, widest = self.levels_for(gang, profile)
-        assignment = cluster.place(profile, allowed, (self.now, end), finest, widest) if fresh else None
+        assignment = None
+        if promised and cluster.holds(profile, promised, allowed, (self.now, end)):
+            assignment = promised
+        elif fresh:
+            assignment = cluster.place(profile, allowed, (self.now, end), finest, widest)
         if assignment is None and fresh and self.unfit(gang, profile, allowed, finest, widest):
             decisions.reasons[gang.name] = self.failure_cache[key][1]
             return True
@@ -570,14 +577,14 @@ class _Pass:
         declined: list[tuple[str, str]] = []  # (action, why) of each eviction the gang declined
         reclaims = assignment is None and head and self.can_reclaim
         if reclaims and not self.borrows(queue, profile):
-            expected = self.earliest_start(profile, allowed, runtime, finest, widest)
+            expected = self.earliest_start(gang, profile, allowed, runtime, finest, widest)
             wait = math.inf if expected is None else expected[0] - self.now
             assignment, why = self.reclaim(gang, Claim(profile, allowed, end, finest, widest), wait)
             if why is not None:
                 declined.append(("reclaiming", why))
         if assignment is None and self.blocked == 0 and self.may_preempt(gang):
             if expected is None:
-                expected = self.earliest_start(profile, allowed, runtime, finest, widest)
+                expected = self.earliest_start(gang, profile, allowed, runtime, finest, widest)
             start = math.inf if expected is None else expected[0]
             if start > self.now:
                 assignment, why = self.preempt(gang, Claim(profile, allowed, end, finest, widest), start)
@@ -604,7 +611,7 @@ class _Pass:
         if self.reservations_made < self.depth:
             self.reservations_made += 1
             if expected is None:
-                expected = self.earliest_start(profile, allowed, runtime, finest, widest)
+                expected = self.earliest_start(gang, profile, allowed, runtime, finest, widest)
             self.reserve(gang, profile, runtime, expected)
         for action, why in declined:
             decisions.reasons[gang.name] = reasons.declined(decisions.reasons[gang.name], action, why)
@@ -741,10 +748,22 @@ class _Pass:
             return reasons.cluster_short(GPU, need, cluster.total_free_gpu)
         if allowed is not None and need > sum(free_gpu):
             return reasons.no_matching_nodes(need, sum(free_gpu), self.excluded(gang))
-        reservation = self.first_reservation
-        if reservation is not None and cluster.place(profile, allowed, (self.now, self.now), finest, widest):
-            return reasons.behind_reservation(reservation.gang_name, reservation.start - self.now)
+        if self.decisions.reservations and cluster.place(profile, allowed, (self.now, self.now), finest, widest):
+            blocking = self.blocking_reservation(profile, allowed, finest, widest)
+            return reasons.behind_reservation(blocking.gang_name, blocking.start - self.now)
         return self.requests_reason(profile, allowed, free_gpu)
+
+    def blocking_reservation(
+        self, profile: GangProfile, allowed: Acceptance | None, finest: int, widest: int
+    ) -> Reservation:
+        """The reservation, soonest first, whose start the gang (which fits free capacity now)
+        cannot run past: it fits until that start, and not once that reservation begins."""
+        ordered = sorted(self.decisions.reservations, key=operator.attrgetter("start"))
+        for reservation in ordered:
+            until = math.nextafter(reservation.start, math.inf)  # a window that overlaps the reservation
+            if self.cluster.place(profile, allowed, (self.now, until), finest, widest) is None:
+                return reservation
+        return ordered[-1]
 
     def requests_reason(self, profile: GangProfile, allowed: Acceptance | None, free_gpu: list[int]) -> str:
         """The gang's GPUs are free in number but it does not fit: name the request it finds too
@@ -931,8 +950,24 @@ class _Pass:
             key=_TIME,
         )
 
+    def promised_assignment(self, gang_name: str, profile: GangProfile) -> Assignment | None:
+        """Where the gang's reservation in the previous decisions (``Snapshot.reservations``) put
+        its members; None without one, or when one of its nodes is gone or its members changed."""
+        promise = self.promised.get(gang_name)
+        if promise is None or not promise.placement:
+            return None
+        index = self.cluster.index
+        members = profile.member_requests
+        if any(node not in index or member not in members for member, node in promise.placement):
+            return None
+        placed = {member for member, _ in promise.placement}
+        if any(member not in placed for shape in profile.required_shapes for member in shape.member_names):
+            return None
+        return [(member, index[node]) for member, node in promise.placement]
+
     def earliest_start(
         self,
+        gang: Gang,
         profile: GangProfile,
         allowed: Acceptance | None,
         runtime: float,
@@ -944,15 +979,21 @@ class _Pass:
 
         Until the pass changes the cluster, the answer depends only on the running gangs (and the
         time, for a release already overdue), so the running index keeps the last one: a scheduler
-        asks again for the same head of the line while the same gangs run."""
+        asks again for the same head of the line while the same gangs run.
+
+        A gang reserved in the previous decisions keeps that reservation's start and nodes while
+        they are free for it then, unless it fits earlier."""
+        promise = self.promised.get(gang.name)
+        promised = self.promised_assignment(gang.name, profile)
         pristine = self.version == 0
         if pristine:
             objects = (self.cluster.nodes, profile, allowed)
-            values = (runtime, finest, widest)
+            values = (runtime, finest, widest, promise)
             memo = self.running_index.start_memo
             if memo is not None and memo[1] == values and all(map(operator.is_, memo[0], objects)):
                 return self._started(memo[2])
-        found = self._first_fit(profile, allowed, runtime, finest, widest)
+        promised_start = (promise.start, promised) if promise is not None and promised else None
+        found = self._first_fit(profile, allowed, runtime, finest, widest, promised_start)
         if pristine:
             self.running_index.start_memo = (objects, values, found)
         return self._started(found)
@@ -967,8 +1008,10 @@ class _Pass:
         runtime: float,
         finest: int,
         widest: int,
+        promised: Start | None,
     ) -> Start | None:
-        """(release time, holds) for ``earliest_start``."""
+        """(release time, assignment) for ``earliest_start``; ``promised``: the previous
+        reservation's start and assignment, taken at its time if it holds then."""
         future = FutureWalk(self.cluster)
         # Candidate start times: whenever running gangs end or earlier reservations expire.
         for when, released in itertools.groupby(self.releases(), key=_TIME):
@@ -978,12 +1021,14 @@ class _Pass:
                 if requests is not None:
                     future.release(node_index, requests)
             start = max(when, self.now)
-            assignment = future.place(profile, allowed, (start, start + runtime), finest, widest)
+            window = (start, start + runtime)
+            if promised is not None and start >= promised[0]:
+                if future.holds(profile, promised[1], allowed, window):
+                    return when, promised[1]
+                promised = None  # taken meanwhile: the earliest start is found anew
+            assignment = future.place(profile, allowed, window, finest, widest)
             if assignment is not None:
-                holds: dict[int, dict[str, int]] = {}
-                for member, node_index in assignment:
-                    add_resources(holds.setdefault(node_index, {}), profile.member_requests[member])
-                return when, holds
+                return when, assignment
         return None
 
     def reserve(
@@ -997,7 +1042,8 @@ class _Pass:
         if expected is None:
             self.decisions.reasons[gang.name] = reasons.no_start_time()
             return
-        start, holds = expected
+        start, assignment = expected
+        holds = node_loads(profile, assignment)
         indexes = sorted(holds)
         self.cluster.reserve(holds, start, start + runtime)
         self.version += 1
@@ -1005,7 +1051,8 @@ class _Pass:
         held = tuple(
             (self.cluster.nodes[i].name, tuple(sorted((k, v) for k, v in holds[i].items() if v))) for i in indexes
         )
-        reservation = Reservation(gang.name, names, start, held)
+        placement = tuple(sorted((member, self.cluster.nodes[i].name) for member, i in assignment))
+        reservation = Reservation(gang.name, names, start, held, placement)
         self.decisions.reservations.append(reservation)
         self.first_reservation = self.first_reservation or reservation
         waits_for = self.holding_up(set(names), start)

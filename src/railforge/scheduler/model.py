@@ -396,6 +396,9 @@ class Snapshot:
     running: tuple[RunningGang, ...]
     usage: Mapping[str, float] = field(default_factory=dict)  # queue -> decayed GPU-seconds
     config: SchedulerConfig = field(default_factory=SchedulerConfig)
+    # The reservations of the previous decisions, handed back by the caller: a holder starts on its
+    # reserved nodes once they are free, and keeps its start while they stay free for it.
+    reservations: tuple[Reservation, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -436,6 +439,8 @@ class Reservation:
     nodes: tuple[str, ...]
     start: float
     held: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
+    # member name -> node name, sorted: where the gang starts at ``start`` when that is still free
+    placement: tuple[tuple[str, str], ...] = ()
 
 
 class Reasons(MutableMapping[str, str]):

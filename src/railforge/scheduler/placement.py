@@ -103,6 +103,14 @@ def gang_profile(gang: Gang, key_id: Callable[[tuple], int]) -> GangProfile:
     )
 
 
+def node_loads(profile: GangProfile, assignment: Assignment) -> dict[int, dict[str, int]]:
+    """What the assigned members request in all on each node index."""
+    loads: dict[int, dict[str, int]] = {}
+    for member, index in assignment:
+        add_resources(loads.setdefault(index, {}), profile.member_requests[member])
+    return loads
+
+
 # How a node takes a gang (``Cluster.allowed_nodes``); truthy when the gang may use it.
 REJECTS, AVOIDED, ACCEPTS = 0, 1, 2
 
@@ -470,14 +478,23 @@ class Cluster:
             search = ExactSearch(profile.required_shapes, self.rooms(node_indexes, allowed, window))
             required = search.run()
             if required is not None:
-                taken: dict[int, dict[str, int]] = {}
-                for member, index in required:
-                    add_resources(taken.setdefault(index, {}), profile.member_requests[member])
+                taken = node_loads(profile, required)
                 for shape in profile.optional_shapes:
                     self._fill(shape, node_indexes, allowed, window, [], taken, required, required=False)
                 return required, True
             proved = proved and search.complete
         return None, proved
+
+    def holds(
+        self, profile: GangProfile, assignment: Assignment, allowed: Acceptance | None, window: tuple[float, float]
+    ) -> bool:
+        """Whether the members fit where ``assignment`` puts them for their run ``window``."""
+        taken = node_loads(profile, assignment)
+        rooms = self.rooms(taken, allowed, window)
+        return all(
+            index in rooms and all(rooms[index].get(name, 0) >= amount for name, amount in needed.items())
+            for index, needed in taken.items()
+        )
 
     def rooms(
         self, node_indexes: Iterable[int], allowed: Acceptance | None, window: tuple[float, float]
@@ -716,10 +733,19 @@ class FutureWalk:
         widest_level: int,
     ) -> Assignment | None:
         """``Cluster.place`` in the view with the releases so far."""
+        if self.view is None and not gpu_counts_suffice(profile, self.total_free_gpu, self.gpu_histogram):
+            return None
+        return self.full_view().place(profile, allowed, window, finest_level, widest_level)
+
+    def holds(
+        self, profile: GangProfile, assignment: Assignment, allowed: Acceptance | None, window: tuple[float, float]
+    ) -> bool:
+        """``Cluster.holds`` in the view with the releases so far."""
+        return self.full_view().holds(profile, assignment, allowed, window)
+
+    def full_view(self) -> Cluster:
         if self.view is None:
-            if not gpu_counts_suffice(profile, self.total_free_gpu, self.gpu_histogram):
-                return None
             self.view = self.cluster.future()
             for node_index, requests in self.released.items():
                 self.view.adjust(node_index, requests, +1)
-        return self.view.place(profile, allowed, window, finest_level, widest_level)
+        return self.view

@@ -40,6 +40,7 @@ from railforge.scheduler.model import (
     Gang,
     Node,
     Queue,
+    Reservation,
     RunningGang,
     SchedulerConfig,
     Snapshot,
@@ -136,6 +137,7 @@ class Simulator:
         submits = [j.gang.submit_time for j in self.jobs.values()]
         self.window = (min(submits, default=0.0), max(submits, default=0.0))
         self.wake_at = math.inf
+        self.reservations: tuple[Reservation, ...] = ()  # the last decisions', handed back as a scheduler keeps them
 
     # -- events ------------------------------------------------------------------------------
     def push(self, t: float, kind: int, payload: object) -> None:
@@ -307,6 +309,7 @@ class Simulator:
             running=tuple(self.running.values()),
             usage=dict(self.usage),
             config=self.config,
+            reservations=self.reservations,
         )
 
     # -- main loop -------------------------------------------------------------------------
@@ -339,6 +342,7 @@ class Simulator:
                 d = last = self.decide(self.snapshot())
                 self.counters["decide_seconds"] += time.perf_counter() - t0
                 self.counters["decide_calls"] += 1
+                self.reservations = tuple(d.reservations)
                 self._apply(d)
                 self._refresh_fair()
                 self.series.append((t, sum(self.alloc.values()), len(self.pending), len(self.running)))

@@ -11,6 +11,7 @@ from railforge.scheduler import (
     Node,
     NodeSelectorRequirement,
     Queue,
+    Reservation,
     SchedulerConfig,
     Snapshot,
     Taint,
@@ -590,6 +591,41 @@ def test_conservative_reserves_first_k_blocked_gangs():
     assert [(r.gang_name, r.start) for r in d.reservations] == [("a", 1000), ("b", 1500)]
     easy = decide(snap(cluster, pending, [run], now=0))
     assert [r.gang_name for r in easy.reservations] == ["a"]
+
+
+def test_conservative_names_the_reservation_that_blocks_a_gang():
+    # "first" holds n00 from 1000; "second" holds n01 and n02 from 3000; "small" would fit on n02's
+    # four free GPUs now, but runs past 3000, when "second" needs them.
+    cluster = nodes(3)
+    run = [
+        running(gang("r0", 1, 8, runtime=1000), ["n00"]),
+        running(gang("r1", 1, 8, runtime=2000), ["n01"]),
+        running(gang("r2", 1, 4, runtime=3000), ["n02"]),
+    ]
+    pending = [
+        gang("first", 1, 8, submit=1, runtime=10_000),
+        gang("second", 2, 8, submit=2),
+        gang("small", 1, 4, submit=3, runtime=5000),
+    ]
+    config = SchedulerConfig(backfill="conservative", reservation_depth=2)
+    d = decide(snap(cluster, pending, run, now=0, config=config))
+    assert [(r.gang_name, r.start) for r in d.reservations] == [("first", 1000), ("second", 3000)]
+    assert d.reasons["small"].startswith("blocked behind reservation of gang second (starts at +50m)")
+
+
+def test_a_holder_starts_where_its_previous_reservation_put_it():
+    # Node shapes the greedy start fill would use differently: "wide" on n01 alone (the emptiest
+    # leaf first) would leave "next" too little CPU there; its reservation put its pods apart.
+    cluster = (
+        Node("n00", {GPU: 4, "cpu": 64}, topology=("s0", "leaf0", "nvl0")),
+        Node("n01", {GPU: 4, "cpu": 64}, topology=("s0", "leaf1", "nvl1")),
+    )
+    wide = Gang("wide", "a", (Member("wide-0", {GPU: 0, "cpu": 40}), Member("wide-1", {GPU: 0, "cpu": 20})))
+    promise = Reservation("wide", ("n00", "n01"), 0.0, placement=(("wide-0", "n00"), ("wide-1", "n01")))
+    d = decide(Snapshot(0.0, cluster, (Queue("a"),), (wide,), (), reservations=(promise,)))
+    assert bound(d) == {"wide": {"wide-0": "n00", "wide-1": "n01"}}
+    cold = decide(Snapshot(0.0, cluster, (Queue("a"),), (wide,), ()))
+    assert bound(cold)["wide"] != bound(d)["wide"]
 
 
 # -- reclaim and failures --------------------------------------------------------------------
