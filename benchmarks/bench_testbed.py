@@ -14,33 +14,14 @@ import time
 from kubernetes import client
 
 from railforge.testbed.controlplane import ControlPlane
-from railforge.testbed.node import Node
+from railforge.testbed.node import Node, one_shot_pod
 from railforge.testbed.procs import wait_for
 
 
 def pod_seconds(plane: ControlPlane, node: Node, name: str) -> float:
     core = client.CoreV1Api(plane.api)
     started = time.monotonic()
-    core.create_namespaced_pod(
-        "default",
-        {
-            "metadata": {"name": name},
-            "spec": {
-                "nodeName": node.name,
-                "restartPolicy": "Never",
-                "automountServiceAccountToken": False,
-                "containers": [
-                    {
-                        "name": "c",
-                        "image": "localhost/railforge-testpod:1",
-                        "imagePullPolicy": "Never",
-                        "command": ["echo", "ok"],
-                        "securityContext": {"runAsUser": 65534},
-                    }
-                ],
-            },
-        },
-    )
+    core.create_namespaced_pod("default", one_shot_pod(name, node.name, ["echo", "ok"]))
     wait_for(name, lambda: core.read_namespaced_pod(name, "default").status.phase == "Succeeded", 60)
     return time.monotonic() - started
 

@@ -5,40 +5,13 @@ from kubernetes import client
 
 from railforge.testbed.controlplane import create_namespace
 from railforge.testbed.deviceplugin import DEVICE_MOUNT, FakeDevicePlugin
+from railforge.testbed.node import one_shot_pod
 from railforge.testbed.procs import wait_for
-
-IMAGE = "localhost/railforge-testpod:1"
-NON_ROOT = {
-    "runAsNonRoot": True,
-    "runAsUser": 65534,
-    "allowPrivilegeEscalation": False,
-    "capabilities": {"drop": ["ALL"]},
-}
 
 
 def run_to_end(plane, node, namespace: str, name: str, script: str, limits: dict | None = None) -> client.V1Pod:
     core = client.CoreV1Api(plane.api)
-    core.create_namespaced_pod(
-        namespace,
-        {
-            "metadata": {"name": name},
-            "spec": {
-                "nodeName": node.name,
-                "restartPolicy": "Never",
-                "automountServiceAccountToken": False,
-                "containers": [
-                    {
-                        "name": "main",
-                        "image": IMAGE,
-                        "imagePullPolicy": "Never",  # no registry: the image was imported into containerd
-                        "command": ["/bin/sh", "-c", script],
-                        "securityContext": NON_ROOT,
-                        "resources": {"limits": limits or {}},
-                    }
-                ],
-            },
-        },
-    )
+    core.create_namespaced_pod(namespace, one_shot_pod(name, node.name, ["/bin/sh", "-c", script], limits=limits))
 
     def finished() -> bool:
         return core.read_namespaced_pod(name, namespace).status.phase in ("Succeeded", "Failed")

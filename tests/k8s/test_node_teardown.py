@@ -6,7 +6,7 @@ from pathlib import Path
 
 from kubernetes import client
 
-from railforge.testbed.node import KUBELET_SYSCTLS, Node, _cgroup_hierarchies
+from railforge.testbed.node import KUBELET_SYSCTLS, Node, cgroup_hierarchies, one_shot_pod
 from railforge.testbed.procs import processes_matching, wait_for
 
 HOST_PATHS = (Path("/var/lib/kubelet"), Path("/run/containerd"), Path("/var/lib/cni"))
@@ -18,7 +18,7 @@ def host_state() -> dict:
         "sysctls": {key: (Path("/proc/sys") / key).read_text() for key in KUBELET_SYSCTLS},
         "links": sorted(link["ifname"] for link in links),
         "mounts": sorted(Path("/proc/self/mounts").read_text().splitlines()),
-        "cgroups": sorted(str(p) for hierarchy in _cgroup_hierarchies() for p in hierarchy.iterdir() if p.is_dir()),
+        "cgroups": sorted(str(p) for hierarchy in cgroup_hierarchies() for p in hierarchy.iterdir() if p.is_dir()),
         "paths": {str(path): path.exists() for path in HOST_PATHS},
         "processes": sorted(
             processes_matching("/var/cache/railforge/testbed/") + processes_matching("containerd-shim")
@@ -31,22 +31,8 @@ def test_stop_undoes_every_change_start_made_to_the_host(control_plane):
     node = Node.start(control_plane, name="rf-node-teardown")
     try:
         core = client.CoreV1Api(control_plane.api)
-        pod = {  # a service-account token volume: a tmpfs mount under the kubelet's directory
-            "metadata": {"name": "teardown"},
-            "spec": {
-                "nodeName": node.name,
-                "containers": [
-                    {
-                        "name": "c",
-                        "image": "localhost/railforge-testpod:1",
-                        "imagePullPolicy": "Never",
-                        "command": ["sleep", "3600"],
-                        "securityContext": {"runAsUser": 65534},
-                    }
-                ],
-            },
-        }
-        core.create_namespaced_pod("default", pod)
+        # A service-account token volume: a tmpfs mount under the kubelet's directory.
+        core.create_namespaced_pod("default", one_shot_pod("teardown", node.name, ["sleep", "3600"], token=True))
         wait_for(
             "the pod to run", lambda: core.read_namespaced_pod("teardown", "default").status.phase == "Running", 60
         )

@@ -32,7 +32,7 @@ from pathlib import Path
 import yaml
 
 from railforge.testbed import pki
-from railforge.testbed.build import binary, images_dir, pinned_versions
+from railforge.testbed.build import TEST_IMAGE, binary, images_dir, pinned_versions
 from railforge.testbed.controlplane import READY_TIMEOUT, ControlPlane
 from railforge.testbed.deviceplugin import DEVICE_PLUGIN_DIR
 from railforge.testbed.procs import Process, free_port, kill_matching, wait_for
@@ -50,6 +50,31 @@ KUBELET_SYSCTLS = (
 )
 
 
+def one_shot_pod(name: str, node: str, command: list[str], *, limits: dict | None = None, token: bool = False) -> dict:
+    """A pod of the test image bound straight to `node` (no scheduler), running `command` once as nobody (uid
+    65534, no capabilities); `token` mounts the service-account token (a tmpfs volume)."""
+    container = {
+        "name": "main",
+        "image": TEST_IMAGE,
+        "imagePullPolicy": "Never",  # no registry: the image was imported into containerd
+        "command": command,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 65534,
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "resources": {"limits": limits or {}},
+    }
+    spec = {
+        "nodeName": node,
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": token,
+        "containers": [container],
+    }
+    return {"metadata": {"name": name}, "spec": spec}
+
+
 def node_ip() -> str:
     """The first global IPv4 address of this host (the kubelet refuses a loopback node IP)."""
     out = subprocess.run(["ip", "-j", "-4", "addr", "show", "scope", "global"], capture_output=True, check=True)
@@ -59,7 +84,7 @@ def node_ip() -> str:
     raise RuntimeError("no global IPv4 address on this host: the kubelet needs a non-loopback node IP")
 
 
-def _cgroup_hierarchies() -> list[Path]:
+def cgroup_hierarchies() -> list[Path]:
     return sorted(p for p in CGROUP_ROOT.iterdir() if p.is_dir() and not p.is_symlink())
 
 
@@ -104,7 +129,7 @@ class Node:
     def _prepare_host(self) -> None:
         for key in KUBELET_SYSCTLS:
             self.sysctls[key] = (Path("/proc/sys") / key).read_text().strip()
-        for hierarchy in _cgroup_hierarchies():
+        for hierarchy in cgroup_hierarchies():
             if hierarchy.name == "unified":
                 continue  # the empty v2 hierarchy: runc creates what it needs there itself
             path = hierarchy / self.cgroup_root.lstrip("/")
@@ -271,7 +296,7 @@ state = "{d}/containerd/state"
         kill_matching("containerd-shim-runc-v2", str(self.containerd_socket))
         self._unmount_below(self.directory)
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
-        for hierarchy in _cgroup_hierarchies():
+        for hierarchy in cgroup_hierarchies():
             root = hierarchy / self.cgroup_root.lstrip("/")
             if root.exists():
                 for cgroup in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
