@@ -1,14 +1,13 @@
 """The control plane on loopback is a real one: TLS, RBAC, the Node authorizer, binding, and a strict teardown."""
 
 import json
-from pathlib import Path
 
 import pytest
 from kubernetes import client
 
 from railforge.testbed import pki
 from railforge.testbed.controlplane import ControlPlane, add_api_node, create_namespace
-from railforge.testbed.procs import wait_for
+from railforge.testbed.procs import processes_matching, wait_for
 
 GPU_NODE = {"cpu": "96", "memory": "1Ti", "nvidia.com/gpu": "8", "rdma/rail0": "1", "rdma/rail1": "1"}
 
@@ -134,7 +133,6 @@ def test_the_default_scheduler_starts_on_request_and_stop_leaves_nothing():
             "kube-scheduler",
         ]
     finally:
-        pids, directory = [p.pid for p in plane.processes], plane.directory
         plane.stop()
-    assert not [pid for pid in pids if Path(f"/proc/{pid}").exists()]
-    assert not directory.exists()
+    assert processes_matching(str(plane.directory)) == []  # every process it started was given its directory
+    assert not plane.directory.exists()

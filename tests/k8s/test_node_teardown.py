@@ -6,23 +6,31 @@ from pathlib import Path
 
 from kubernetes import client
 
-from railforge.testbed.node import KUBELET_SYSCTLS, Node, cgroup_hierarchies, one_shot_pod
+from railforge.testbed.build import cache_root
+from railforge.testbed.node import (
+    KUBELET_SYSCTLS,
+    NODE_LOCK,
+    SHARED_HOST_PATHS,
+    Node,
+    cgroup_hierarchies,
+    firewall_rules,
+    one_shot_pod,
+)
 from railforge.testbed.procs import processes_matching, wait_for
 
-HOST_PATHS = (Path("/var/lib/kubelet"), Path("/run/containerd"), Path("/var/lib/cni"))
+SYSCTLS = (*KUBELET_SYSCTLS, "net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding")
 
 
 def host_state() -> dict:
     links = json.loads(subprocess.run(["ip", "-j", "link"], capture_output=True, check=True).stdout)
     return {
-        "sysctls": {key: (Path("/proc/sys") / key).read_text() for key in KUBELET_SYSCTLS},
+        "sysctls": {key: (Path("/proc/sys") / key).read_text() for key in SYSCTLS},
+        "firewall": firewall_rules(),
         "links": sorted(link["ifname"] for link in links),
         "mounts": sorted(Path("/proc/self/mounts").read_text().splitlines()),
         "cgroups": sorted(str(p) for hierarchy in cgroup_hierarchies() for p in hierarchy.iterdir() if p.is_dir()),
-        "paths": {str(path): path.exists() for path in HOST_PATHS},
-        "processes": sorted(
-            processes_matching("/var/cache/railforge/testbed/") + processes_matching("containerd-shim")
-        ),
+        "paths": {str(path): path.exists() for path in (*SHARED_HOST_PATHS, NODE_LOCK)},
+        "processes": sorted(processes_matching(f"{cache_root()}/testbed/") + processes_matching("containerd-shim")),
     }
 
 
@@ -37,7 +45,7 @@ def test_stop_undoes_every_change_start_made_to_the_host(control_plane):
             "the pod to run", lambda: core.read_namespaced_pod("teardown", "default").status.phase == "Running", 60
         )
         during = host_state()
-        for changed in ("links", "mounts", "cgroups", "processes"):
+        for changed in ("links", "mounts", "cgroups", "processes", "firewall", "paths"):
             assert during[changed] != before[changed], changed  # the node really touched each of these
         assert during["sysctls"]["vm/overcommit_memory"].strip() == "1"  # the kubelet's host-wide setting
     finally:

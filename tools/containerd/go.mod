@@ -1,5 +1,5 @@
 // Builds containerd, its runc shim and ctr from the published containerd v2 module.
-// Pinned in versions.yml; scripts/build-testbed.sh checks that this file agrees.
+// Pinned in roles/versions/defaults/main.yml; `railforge testbed build` refuses a mismatch.
 module railforge.invalid/tools/containerd
 
 go 1.26.8

@@ -1,5 +1,5 @@
 // Builds crictl from the published cri-tools module.
-// Pinned in versions.yml; scripts/build-testbed.sh checks that this file agrees.
+// Pinned in roles/versions/defaults/main.yml; `railforge testbed build` refuses a mismatch.
 module railforge.invalid/tools/crictl
 
 go 1.26.2

@@ -1,5 +1,5 @@
 // Builds etcd and etcdctl from the published etcd v3 modules.
-// Pinned in versions.yml; scripts/build-testbed.sh checks that this file agrees.
+// Pinned in roles/versions/defaults/main.yml; `railforge testbed build` refuses a mismatch.
 module railforge.invalid/tools/etcd
 
 go 1.26.0

@@ -1,5 +1,5 @@
 // Builds the Kubernetes binaries of the test bed from the published k8s.io/kubernetes module.
-// Pinned in versions.yml; scripts/build-testbed.sh checks that this file agrees.
+// Pinned in roles/versions/defaults/main.yml; `railforge testbed build` refuses a mismatch.
 module railforge.invalid/tools/k8s
 
 go 1.26.0

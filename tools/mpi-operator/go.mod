@@ -1,5 +1,5 @@
 // Builds the Kubeflow MPI operator from its published module.
-// Pinned in versions.yml; scripts/build-testbed.sh checks that this file agrees.
+// Pinned in roles/versions/defaults/main.yml; `railforge testbed build` refuses a mismatch.
 module railforge.invalid/tools/mpi-operator
 
 go 1.26.0

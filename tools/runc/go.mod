@@ -1,5 +1,5 @@
 // Builds runc (with seccomp, cgo + libseccomp) from the published module.
-// Pinned in versions.yml; scripts/build-testbed.sh checks that this file agrees.
+// Pinned in roles/versions/defaults/main.yml; `railforge testbed build` refuses a mismatch.
 module railforge.invalid/tools/runc
 
 go 1.26.0

@@ -60,7 +60,8 @@ class Component:
     def key(self) -> str:
         wrapper = TOOLS / self.tool_dir
         digest = hashlib.sha256()
-        for part in (self.version, pinned_versions()["versions_go_toolchain"], repr(self)):
+        recipe = "".join(inspect.getsource(function) for function in (go_env, _ldflags, build_component))
+        for part in (self.version, pinned_versions()["versions_go_toolchain"], repr(self), recipe):
             digest.update(part.encode())
         for name in ("go.mod", "go.sum", "main.go"):
             if (wrapper / name).exists():
@@ -238,12 +239,16 @@ def build_component(comp: Component, env: dict[str, str]) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     (staging / "bin").mkdir()
     build_env = {**env, "CGO_ENABLED": "1" if comp.cgo else "0"}
-    for binary, package in comp.binaries.items():
-        args = ["build", "-ldflags", _ldflags(comp, env), "-o", str(staging / "bin" / binary)]
-        _go([*args, *(["-tags", comp.tags] if comp.tags else []), package], TOOLS / comp.tool_dir, build_env)
-    for name, source in comp.extra.items():
-        module, path = source.split(":", 1)
-        shutil.copy(_module_dir(comp, module, env) / path, staging / name)
+    try:
+        for binary, package in comp.binaries.items():
+            args = ["build", "-ldflags", _ldflags(comp, env), "-o", str(staging / "bin" / binary)]
+            _go([*args, *(["-tags", comp.tags] if comp.tags else []), package], TOOLS / comp.tool_dir, build_env)
+        for name, source in comp.extra.items():
+            module, path = source.split(":", 1)
+            shutil.copy(_module_dir(comp, module, env) / path, staging / name)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     manifest = {"component": comp.name, "version": comp.version, "seconds": round(time.monotonic() - started, 1)}
     (staging / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     staging.rename(out)
@@ -255,17 +260,16 @@ def build_component(comp: Component, env: dict[str, str]) -> Path:
 PAUSE = Component("pause", "pause", None, "railforge.invalid/tools/pause", {"pause": "."})
 
 
-def _import_image(rootfs: Path, ref: str, entrypoint: list[str], archive: Path) -> None:
-    """rootfs -> a local Podman image -> a docker-archive (keeps the full name) that `ctr images import` loads."""
+def _import_image(rootfs: Path, ref: str, entrypoint: list[str], archive: Path, storage: Path) -> None:
+    """rootfs -> a Podman image -> a docker-archive (keeps the full name) that `ctr images import` loads. The image
+    lives in a throw-away Podman store, never the host's (which may hold a real image of the same name)."""
+    podman = ["podman", f"--root={storage}/root", f"--runroot={storage}/run", "--storage-driver=vfs"]
     tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
     change = f"ENTRYPOINT {json.dumps(entrypoint)}"
-    subprocess.run(
-        ["podman", "import", "--change", change, "-", ref], stdin=tar.stdout, check=True, capture_output=True
-    )
+    subprocess.run([*podman, "import", "--change", change, "-", ref], stdin=tar.stdout, check=True, capture_output=True)
     if tar.wait():
         raise SystemExit(f"tar of {rootfs} failed")
-    subprocess.run(["podman", "save", "--quiet", "--format", "docker-archive", "-o", str(archive), ref], check=True)
-    subprocess.run(["podman", "rmi", ref], check=True, capture_output=True)
+    subprocess.run([*podman, "save", "--quiet", "--format", "docker-archive", "-o", str(archive), ref], check=True)
 
 
 def _busybox_deb(work: Path) -> Path:
@@ -289,13 +293,14 @@ def build_images(env: dict[str, str]) -> Path:
     pause = build_component(PAUSE, env)
     pause_ref = pinned_versions()["versions_pause_image"]
     out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+    # Podman refuses a runroot path of 50 characters or more: its store goes to a short temporary directory.
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp, tempfile.TemporaryDirectory(prefix="rf-podman-") as store:
         work, staging = Path(tmp), Path(tmp) / "out"
         staging.mkdir()
         pause_root = work / "pause-root"
         pause_root.mkdir()
         shutil.copy(pause / "bin/pause", pause_root / "pause")
-        _import_image(pause_root, pause_ref, ["/pause"], staging / "pause.tar")
+        _import_image(pause_root, pause_ref, ["/pause"], staging / "pause.tar", Path(store))
         deb = _busybox_deb(work)
         test_root = work / "test-root"
         subprocess.run(["dpkg-deb", "-x", str(deb), str(test_root)], check=True)
@@ -308,7 +313,7 @@ def build_images(env: dict[str, str]) -> Path:
         for directory in ("tmp", "etc", "proc", "sys", "dev"):
             (test_root / directory).mkdir(exist_ok=True)
         (test_root / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534::/:/bin/false\n")
-        _import_image(test_root, TEST_IMAGE, ["/bin/sh"], staging / "testpod.tar")
+        _import_image(test_root, TEST_IMAGE, ["/bin/sh"], staging / "testpod.tar", Path(store))
         images = {pause_ref: "pause.tar", TEST_IMAGE: "testpod.tar", "busybox-static": deb.name}
         (staging / "manifest.json").write_text(json.dumps(images, indent=2) + "\n")
         staging.rename(out)

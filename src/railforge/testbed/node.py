@@ -1,27 +1,35 @@
 """A real Kubernetes node on this host: containerd + runc + Debian's CNI plugins + a kubelet, joined to a
 ControlPlane, running real pods from locally built images (no registry).
 
-Host processes, not a Podman node container: the control plane listens on loopback only, and a node container
-would need its own network to keep pods off the host's, and then could not reach loopback; measured in
-../shared/research/nested-containerd.md, both work, and the host path has no image or nesting to prepare. The price
-is that the node touches the host, so start() records and stop() undoes each change, in reverse:
+Host processes, not a Podman node container: both were measured to work (../shared/research/nested-containerd.md);
+on the host there is no node image to build, no nesting of cgroups and mounts, and the kubelet reaches the
+loopback-only control plane directly. The price is that the node touches the host, so start() records and stop()
+undoes each change, in reverse:
 
 - processes: containerd and kubelet (by their handles), then any containerd shim still serving our socket;
 - mounts under the node's directory (pod volumes), then the directory itself;
-- network: the CNI bridge (one per node, named after it) and the host-local IP store (kept in the node's directory);
+- network: the CNI bridge (one per node, named after it; no gateway address, so pods have no route off it and the
+  host forwards nothing of theirs), the host-local IP store (kept in the node's directory), and the iptables and
+  ip6tables chains and rules the kubelet adds (KUBE-FIREWALL, KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT);
 - cgroups: the kubelet's cgroup root ``/railforge-<node>`` in every v1 hierarchy, removed bottom-up;
 - sysctls the kubelet rewrites host-wide (vm.overcommit_memory, vm.panic_on_oom, kernel.panic, kernel.panic_on_oops,
   kernel.keys.root_maxkeys, kernel.keys.root_maxbytes): the values found at start are written back;
-- /var/lib/kubelet/device-plugins (fixed by the device-plugin API), /run/containerd (the shims' runc state and
-  sockets) and /var/lib/cni (libcni's result cache): each removed when start() created it.
+- host paths the components use whatever they are told: /var/lib/kubelet (the device-plugin API fixes it),
+  /var/log/containers and /var/log/pods (the kubelet's log links), /run/containerd (the shims' runc state and
+  sockets), /run/netns (pod network namespaces) and /var/lib/cni (libcni's result cache): each removed when
+  start() created it.
 
-One node per host at a time (the device-plugin path and the kubelet's host-wide settings are shared).
+One node per host at a time (the device-plugin path and the kubelet's host-wide settings are shared): start()
+takes an exclusive lock (/run/railforge-testbed-node.lock) and stop() releases it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
+import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -38,6 +46,21 @@ from railforge.testbed.deviceplugin import DEVICE_PLUGIN_DIR
 from railforge.testbed.procs import Process, free_port, kill_matching, wait_for
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+NODE_LOCK = Path("/run/railforge-testbed-node.lock")
+# Host paths the components write whatever their configuration says (see the module docstring).
+SHARED_HOST_PATHS = tuple(
+    Path(p)
+    for p in (
+        "/var/lib/kubelet",
+        "/var/log/containers",
+        "/var/log/pods",
+        "/run/containerd",
+        "/run/netns",
+        "/var/lib/cni",
+    )
+)
+IPTABLES = ("iptables", "ip6tables")
+IPTABLES_TABLES = ("filter", "nat", "mangle", "raw")
 CNI_PLUGINS = Path("/usr/lib/cni")  # Debian's containernetworking-plugins
 POD_SUBNET = "10.244.0.0/24"
 KUBELET_SYSCTLS = (
@@ -97,6 +120,8 @@ class Node:
     processes: list[Process] = field(default_factory=list)
     sysctls: dict[str, str] = field(default_factory=dict)
     created: list[Path] = field(default_factory=list)  # host directories that did not exist before start()
+    firewall: set[tuple[str, str, str]] = field(default_factory=set)  # (command, table, rule) found at start
+    lock: int | None = None
     ready_seconds: float = 0.0
 
     @property
@@ -127,6 +152,16 @@ class Node:
         self.ready_seconds = time.monotonic() - started
 
     def _prepare_host(self) -> None:
+        self.lock = os.open(NODE_LOCK, os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self.lock)
+            self.lock = None
+            raise RuntimeError(
+                f"another test-bed node runs on this host (it holds {NODE_LOCK}); stop it first"
+            ) from None
+        self.firewall = firewall_rules()
         for key in KUBELET_SYSCTLS:
             self.sysctls[key] = (Path("/proc/sys") / key).read_text().strip()
         for hierarchy in cgroup_hierarchies():
@@ -137,11 +172,7 @@ class Node:
             if hierarchy.name == "cpuset":  # a new cpuset starts empty; tasks cannot join it until it has CPUs
                 for setting in ("cpuset.cpus", "cpuset.mems"):
                     (path / setting).write_text((hierarchy / setting).read_text())
-        # Paths outside the node's directory that these components use whatever they are told: the device-plugin
-        # directory (fixed by the API), the shims' runc state and sockets, libcni's result cache.
-        for path in (DEVICE_PLUGIN_DIR.parent, Path("/run/containerd"), Path("/var/lib/cni")):
-            if not path.exists():
-                self.created.append(path)
+        self.created = [path for path in SHARED_HOST_PATHS if not path.exists()]
         DEVICE_PLUGIN_DIR.mkdir(parents=True, exist_ok=True)
 
     def _start_containerd(self) -> None:
@@ -154,8 +185,8 @@ class Node:
                 {
                     "type": "bridge",
                     "bridge": self.bridge,
-                    "isGateway": True,
-                    "ipMasq": False,  # pod traffic stays among the namespaces this node made
+                    "isGateway": False,  # no route off the bridge: pod traffic stays among this node's namespaces
+                    "ipMasq": False,
                     "ipam": {
                         "type": "host-local",
                         "ranges": [[{"subnet": POD_SUBNET}]],
@@ -179,6 +210,9 @@ state = "{d}/containerd/state"
   snapshotter = "overlayfs"
   [plugins.'io.containerd.cri.v1.images'.pinned_images]
     sandbox = "{pinned_versions()["versions_pause_image"]}"
+
+[plugins.'io.containerd.nri.v1.nri']
+  disable = true  # no NRI plugins here; enabled, it would leave /run/nri behind
 
 [plugins.'io.containerd.cri.v1.runtime']
   restrict_oom_score_adj = true  # no CAP_SYS_RESOURCE on these hosts
@@ -304,10 +338,16 @@ state = "{d}/containerd/state"
                         cgroup.rmdir()
                 with contextlib.suppress(OSError):
                     root.rmdir()
-        for key, value in self.sysctls.items():
-            (Path("/proc/sys") / key).write_text(value)
-        for path in reversed(self.created):
-            shutil.rmtree(path, ignore_errors=True)
+        if self.lock is not None:  # a node that never took the lock changed nothing below
+            _remove_firewall_rules(firewall_rules() - self.firewall)
+            for key, value in self.sysctls.items():
+                (Path("/proc/sys") / key).write_text(value)
+            for path in reversed(self.created):
+                self._unmount_below(path)  # /run/netns is bind-mounted onto itself
+                shutil.rmtree(path, ignore_errors=True)
+            NODE_LOCK.unlink(missing_ok=True)
+            os.close(self.lock)
+            self.lock = None
         shutil.rmtree(self.directory, ignore_errors=True)
 
     def _remove_pods(self) -> None:
@@ -317,7 +357,8 @@ state = "{d}/containerd/state"
     @staticmethod
     def _unmount_below(directory: Path) -> None:
         mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
-        for mount in sorted((m for m in mounts if m.startswith(f"{directory}/")), key=len, reverse=True):
+        inside = (m for m in mounts if m == str(directory) or m.startswith(f"{directory}/"))
+        for mount in sorted(inside, key=len, reverse=True):
             subprocess.run(["umount", "--lazy", mount], capture_output=True)
 
     def __enter__(self) -> Node:
@@ -325,3 +366,25 @@ state = "{d}/containerd/state"
 
     def __exit__(self, *_exc) -> None:
         self.stop()
+
+
+def firewall_rules() -> set[tuple[str, str, str]]:
+    """The kubelet's iptables and ip6tables chains and rules now on the host, as (command, table, `-S` line)."""
+    rules = set()
+    for command in IPTABLES:
+        for table in IPTABLES_TABLES:
+            listing = subprocess.run([command, "-t", table, "-S"], capture_output=True, text=True).stdout
+            rules |= {(command, table, line) for line in listing.splitlines() if "KUBE-" in line}
+    return rules
+
+
+def _remove_firewall_rules(rules: set[tuple[str, str, str]]) -> None:
+    """Delete the rules first (-A -> -D), then flush and delete the chains (-N -> -X)."""
+    for command, table, line in sorted(rules):
+        if line.startswith("-A "):
+            subprocess.run([command, "-t", table, "-D", *shlex.split(line)[1:]], capture_output=True)
+    for command, table, line in sorted(rules):
+        if line.startswith("-N "):
+            chain = line.split()[1]
+            subprocess.run([command, "-t", table, "-F", chain], capture_output=True)
+            subprocess.run([command, "-t", table, "-X", chain], capture_output=True)

@@ -13,11 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
+_prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here: the forked child only calls it
 
 
 def _die_with_parent() -> None:
-    # An interrupted or killed test run takes its components with it instead of leaving them running.
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    # A killed test run takes the components it started with it (not the shims: they detach on purpose).
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class Process:
