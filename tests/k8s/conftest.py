@@ -3,7 +3,8 @@ host per module that asks for it (one node at a time: the device-plugin path and
 host's).
 
 Each is stopped (its own processes, files, mounts, bridge, cgroups and sysctls) when its scope ends, also after a
-failure or an interrupt; their processes also die with the pytest process if it is killed.
+failure or an interrupt; if pytest is killed, the control plane, containerd and the kubelet die with it
+(containerd's shims and pods do not: docs/testing.md).
 """
 
 import os

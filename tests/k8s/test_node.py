@@ -77,6 +77,29 @@ def test_a_pod_asking_more_devices_than_advertised_is_refused_by_the_kubelet(con
     assert len(devices["nvidia.com/gpu"].allocations) == allocations  # Allocate was never called
 
 
+def test_a_scheduled_pod_asking_too_many_devices_stays_pending_with_the_reason(control_plane, node, namespace, devices):
+    scheduler = control_plane.start_scheduler()
+    try:
+        pod = one_shot_pod("wants-five", node.name, ["echo", "never"], limits={"nvidia.com/gpu": "5"})
+        del pod["spec"]["nodeName"]  # left to the default scheduler, kept to this node by its hostname label
+        pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node.name}
+        core = client.CoreV1Api(control_plane.api)
+        core.create_namespaced_pod(namespace, pod)
+
+        def unschedulable() -> bool:
+            conditions = core.read_namespaced_pod("wants-five", namespace).status.conditions or []
+            return any(c.type == "PodScheduled" and c.reason == "Unschedulable" for c in conditions)
+
+        wait_for("the scheduler's verdict", unschedulable, 30, [scheduler])
+        status = core.read_namespaced_pod("wants-five", namespace).status
+        assert status.phase == "Pending"
+        message = next(c.message for c in status.conditions if c.type == "PodScheduled")
+        assert "Insufficient nvidia.com/gpu" in message, message  # judged on what the kubelet advertises (4)
+    finally:
+        scheduler.stop()
+        control_plane.processes.remove(scheduler)
+
+
 def test_an_unhealthy_device_leaves_the_allocatable_count(control_plane, node, devices):
     gpu = devices["nvidia.com/gpu"]
     core = client.CoreV1Api(control_plane.api)

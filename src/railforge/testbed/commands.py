@@ -36,21 +36,20 @@ def _up(args: argparse.Namespace) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     plane = ControlPlane.start(scheduler=args.scheduler)
-    node = plugins = None
+    node, plugins = None, []
     try:
         print(f"control plane ready in {plane.ready_seconds:.1f} s: {plane.server}", flush=True)
         node = Node.start(plane)
-        plugins = [FakeDevicePlugin("nvidia.com/gpu", args.gpus, "NVIDIA_VISIBLE_DEVICES", node.directory).start()]
-        plugins += [
-            FakeDevicePlugin(f"rdma/rail{rail}", 1, "RAILFORGE_RDMA_DEVICES", node.directory).start()
-            for rail in range(args.rails)
-        ]
+        resources = [("nvidia.com/gpu", args.gpus, "NVIDIA_VISIBLE_DEVICES")]
+        resources += [(f"rdma/rail{rail}", 1, "RAILFORGE_RDMA_DEVICES") for rail in range(args.rails)]
+        for resource, count, env in resources:  # one at a time: a failed start stops the ones already started
+            plugins.append(FakeDevicePlugin(resource, count, env, node.directory).start())
         print(f"node {node.name} ready in {node.ready_seconds:.1f} s (logs: {node.directory}/*.log)")
         print(f"export KUBECONFIG={plane.admin_kubeconfig}   # cluster admin; kubectl: {_kubectl()}")
         print("Ctrl-C stops everything and removes what was created.", flush=True)
         stop.wait()
     finally:
-        for plugin in plugins or []:
+        for plugin in plugins:
             plugin.stop()
         if node is not None:
             node.stop()
