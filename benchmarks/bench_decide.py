@@ -9,6 +9,11 @@ median over repeats. Two columns: "cold", a call in a new thread, which holds no
 earlier calls, neither gang indexes nor gang profiles (the first call of a scheduler), and "warm",
 a call right after one on a snapshot that differed by ten gangs (five pending, five running), as
 in a replay or a controller loop (see ``railforge.scheduler.incremental`` and ``memo``).
+
+"Varied shapes" cases give each pending gang its own CPU (1-64 cores) and memory (8-512 GiB) per
+pod, drawn from a pool of as many distinct shapes as asked (every gang its own: as many as gangs);
+one node in four carries a label ``pool=b`` and one in eight a ``dedicated`` taint; one gang in ten
+selects ``pool=b`` and one in ten tolerates the taint.
 """
 
 from __future__ import annotations
@@ -20,16 +25,22 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
-from railforge.scheduler import GPU, Gang, Member, Node, Queue, RunningGang, Snapshot, decide
+from railforge.scheduler import GPU, Gang, Member, Node, Queue, RunningGang, Snapshot, Taint, Toleration, decide
 
 QUEUES = ("vision", "speech", "llm", "research")
 
 
-def build_nodes(count: int) -> tuple[Node, ...]:
+GIB = 2**30
+DEDICATED = Taint("dedicated", "infra")
+
+
+def build_nodes(count: int, varied: bool = False) -> tuple[Node, ...]:
     return tuple(
         Node(
             f"node-{i:05d}",
-            {GPU: 8, "cpu": 128_000, "memory": 1024 * 2**30, "rdma/rail0": 8},
+            {GPU: 8, "cpu": 128_000, "memory": 1024 * GIB, "rdma/rail0": 8},
+            labels={"pool": "b" if i % 4 == 3 else "a"} if varied else {},
+            taints=(DEDICATED,) if varied and i % 8 == 5 else (),
             topology=(f"spine{i // 256}", f"leaf{i // 32:03d}", f"nvl{i // 4:04d}"),
         )
         for i in range(count)
@@ -55,15 +66,21 @@ def build_running(nodes: tuple[Node, ...], pods: int, rng: random.Random) -> tup
     return tuple(running)
 
 
-def build_pending(gangs: int, rng: random.Random) -> tuple[Gang, ...]:
+def build_pending(gangs: int, rng: random.Random, shapes: int = 0) -> tuple[Gang, ...]:
+    """``shapes``: how many distinct (CPU, memory) pod requests the gangs draw theirs from (see the
+    module docstring); 0, the CPU request follows the GPUs and no memory is asked."""
+    pool = [(1000 * rng.randint(1, 64), GIB * rng.randint(8, 512)) for _ in range(shapes)]
     pending = []
     for i in range(gangs):
         gpus = rng.choice((1, 2, 4, 8, 8, 16, 32, 64))
         pod_gpus = min(gpus, 8)
-        members = tuple(
-            Member(f"g{i}-{j}", {GPU: pod_gpus, "cpu": 8000 * pod_gpus, "rdma/rail0": pod_gpus})
-            for j in range(gpus // pod_gpus)
-        )
+        requests = {GPU: pod_gpus, "cpu": 8000 * pod_gpus, "rdma/rail0": pod_gpus}
+        rules = {}
+        if pool:
+            requests["cpu"], requests["memory"] = pool[i % shapes]
+            rules = {"node_selector": {"pool": "b"}} if i % 10 == 3 else {}
+            rules = {"tolerations": (Toleration("dedicated", value="infra"),)} if i % 10 == 7 else rules
+        members = tuple(Member(f"g{i}-{j}", requests) for j in range(gpus // pod_gpus))
         pending.append(
             Gang(
                 f"g{i}",
@@ -72,14 +89,15 @@ def build_pending(gangs: int, rng: random.Random) -> tuple[Gang, ...]:
                 priority=rng.choice((0, 0, 1)),
                 submit_time=float(i),
                 max_runtime=rng.uniform(600, 3 * 86400),
+                **rules,
             )
         )
     return tuple(pending)
 
 
-def snapshot(nodes: int, running_pods: int, pending_gangs: int, seed: int = 7) -> Snapshot:
+def snapshot(nodes: int, running_pods: int, pending_gangs: int, shapes: int = 0, seed: int = 7) -> Snapshot:
     rng = random.Random(seed)
-    cluster = build_nodes(nodes)
+    cluster = build_nodes(nodes, varied=shapes > 0)
     quota = {GPU: nodes * 8 // (len(QUEUES) + 1)}
     queues = tuple(Queue(q, quota=quota, over_quota_weight=1.0 + i) for i, q in enumerate(QUEUES))
     usage = {q: 1e6 * (i + 1) for i, q in enumerate(QUEUES)}
@@ -87,7 +105,7 @@ def snapshot(nodes: int, running_pods: int, pending_gangs: int, seed: int = 7) -
         now=100.0,
         nodes=cluster,
         queues=queues,
-        pending=build_pending(pending_gangs, rng),
+        pending=build_pending(pending_gangs, rng, shapes),
         running=build_running(cluster, running_pods, rng),
         usage=usage,
     )
@@ -179,13 +197,15 @@ def median_ms(snap: Snapshot, repeat: int) -> tuple[float, float, int, int]:
     return statistics.median(cold), statistics.median(warm), pods, len(decisions.binds)
 
 
-def table(title: str, cases: list[tuple[int, int, int]], repeat: int) -> None:
+def table(title: str, cases: list[tuple[int, int, int, int]], repeat: int) -> None:
+    """``cases``: (nodes, running pods, pending gangs, distinct pod shapes; 0: the uniform ones)."""
     print(f"\n### {title}\n")
-    print("| nodes | running pods | pending gangs | pending pods | binds | cold ms | warm ms |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
-    for nodes, running, pending in cases:
-        cold, warm, pods, binds = median_ms(snapshot(nodes, running, pending), repeat)
-        print(f"| {nodes} | {running} | {pending} | {pods} | {binds} | {cold:.2f} | {warm:.2f} |")
+    print("| nodes | running pods | pending gangs | pending pods | shapes | binds | cold ms | warm ms |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for nodes, running, pending, shapes in cases:
+        cold, warm, pods, binds = median_ms(snapshot(nodes, running, pending, shapes), repeat)
+        shown = shapes or "uniform"
+        print(f"| {nodes} | {running} | {pending} | {pods} | {shown} | {binds} | {cold:.2f} | {warm:.2f} |")
 
 
 def main() -> None:
@@ -203,17 +223,23 @@ def main() -> None:
     print("| " + " | ".join(str(c) for c in counts) + f" | {cold:.2f} | {warm:.2f} |")
     table(
         "Targets",
-        [(56, 300, 10), (1000, 5000, 2000), (5000, 25000, 4200)],
+        [(56, 300, 10, 0), (1000, 5000, 2000, 0), (5000, 25000, 4200, 0)],
         args.repeat,
     )
+    table("Targets, varied pod shapes", [(1000, 5000, 2000, 2000), (5000, 25000, 4200, 4200)], args.repeat)
     if args.quick:
         return
     table(
         "Cost against nodes (2,000 pending gangs)",
-        [(n, n * 5, 2000) for n in (250, 500, 1000, 2000, 5000)],
+        [(n, n * 5, 2000, 0) for n in (250, 500, 1000, 2000, 5000)],
         3,
     )
-    table("Cost against pending gangs (1,000 nodes)", [(1000, 5000, g) for g in (250, 500, 1000, 2000, 4000)], 3)
+    table("Cost against pending gangs (1,000 nodes)", [(1000, 5000, g, 0) for g in (250, 500, 1000, 2000, 4000)], 3)
+    table(
+        "Cost against distinct pod shapes (1,000 nodes, 2,000 pending gangs)",
+        [(1000, 5000, 2000, shapes) for shapes in (0, 10, 100, 1000, 2000)],
+        3,
+    )
 
 
 if __name__ == "__main__":

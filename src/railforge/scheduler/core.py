@@ -25,6 +25,7 @@ import itertools
 import math
 import operator
 from bisect import bisect_right
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
@@ -60,7 +61,6 @@ from railforge.scheduler.placement import (
     Cluster,
     FutureWalk,
     GangProfile,
-    broken_rules,
     node_loads,
 )
 
@@ -84,6 +84,16 @@ class Claim(NamedTuple):
 def decide(snapshot: Snapshot) -> Decisions:
     """Decide binds, evictions, restarts, failures and reservations for one snapshot."""
     return _Pass(snapshot).run()
+
+
+def reaches(amounts: Iterable[int], target: int) -> bool:
+    """Whether the amounts add up to ``target``; stops reading them as soon as they do."""
+    total = 0
+    for amount in amounts:
+        total += amount
+        if total >= target:
+            return True
+    return target <= 0
 
 
 def quota_ratio(gpus: float, quota: float) -> float:
@@ -121,6 +131,7 @@ class _Pass:
         self.version = 0  # bumped whenever binds, evictions or reservations change the cluster
         self.blocked = 0  # gangs blocked on capacity so far; only the first ones may reclaim
         self.borrow_cache: dict[tuple, tuple[int, bool]] = {}  # (queue, charge) -> (version, borrows)
+        self.allowed_views: dict[int, tuple[int, list[int], list[dict[str, int]]]] = {}  # see allowed_free
         # Waiting gangs by failure key as (run time, queue order, gang), shortest first (the backfill
         # order; from the PendingIndex), and a cursor past the ones already tried; a key is "open"
         # while one of its untried gangs might still be placed.
@@ -689,7 +700,7 @@ class _Pass:
         ]
         need = profile.required_gpu
         if need > sum(capacity):
-            return reasons.unfit_total(need, sum(capacity), self.excluded(gang) if allowed is not None else "")
+            return reasons.unfit_total(need, sum(capacity), self.excluded(gang, profile) if allowed is not None else "")
         if widest >= 0:
             domains = cluster.levels[widest].members.values()
             best = max((sum(capacity[index] for index in members) for members in domains), default=0)
@@ -705,12 +716,9 @@ class _Pass:
                         return reasons.unfit_pods(len(shape.member_names), name, each, room)
         return reasons.unfit_requests(sorted(requested))
 
-    def excluded(self, gang: Gang) -> str:
+    def excluded(self, gang: Gang, profile: GangProfile) -> str:
         """How many schedulable nodes each of the gang's node rules keeps it off."""
-        counts = dict.fromkeys(NODE_RULES, 0)
-        for node in self.cluster.nodes:
-            for rule in broken_rules(node, gang):
-                counts[rule] += 1
+        counts = self.cluster.broken_rule_counts(gang, profile)
         return reasons.excluded([(self.rule_text(gang, rule), count) for rule, count in counts.items() if count])
 
     @staticmethod
@@ -733,9 +741,7 @@ class _Pass:
         are not free together on the same nodes."""
         cluster = self.cluster
         need = profile.required_gpu
-        free_gpu = cluster.free_gpu
-        if allowed is not None:
-            free_gpu = [gpus if ok else 0 for gpus, ok in zip(free_gpu, allowed, strict=True)]
+        free_gpu = cluster.free_gpu if allowed is None else self.allowed_free(profile, allowed)[0]
         if widest >= 0:
             level = cluster.levels[widest]
             if allowed is None:
@@ -747,7 +753,7 @@ class _Pass:
         if need > cluster.total_free_gpu:
             return reasons.cluster_short(GPU, need, cluster.total_free_gpu)
         if allowed is not None and need > sum(free_gpu):
-            return reasons.no_matching_nodes(need, sum(free_gpu), self.excluded(gang))
+            return reasons.no_matching_nodes(need, sum(free_gpu), self.excluded(gang, profile))
         if self.decisions.reservations and cluster.place(profile, allowed, (self.now, self.now), finest, widest):
             blocking = self.blocking_reservation(profile, allowed, finest, widest)
             return reasons.behind_reservation(blocking.gang_name, blocking.start - self.now)
@@ -765,27 +771,36 @@ class _Pass:
                 return reservation
         return ordered[-1]
 
+    def allowed_free(self, profile: GangProfile, allowed: Acceptance) -> tuple[list[int], list[dict[str, int]]]:
+        """The free GPUs of every node, 0 where the gang may not go, and the free resources of the
+        nodes it may use; kept per node filter while the cluster stays the same."""
+        cached = self.allowed_views.get(profile.filter_key)
+        if cached is None or cached[0] != self.version:
+            cluster = self.cluster
+            free_gpu = [gpus if ok else 0 for gpus, ok in zip(cluster.free_gpu, allowed, strict=True)]
+            free = [node_free for node_free, ok in zip(cluster.free, allowed, strict=True) if ok]
+            cached = self.allowed_views[profile.filter_key] = (self.version, free_gpu, free)
+        return cached[1], cached[2]
+
     def requests_reason(self, profile: GangProfile, allowed: Acceptance | None, free_gpu: list[int]) -> str:
         """The gang's GPUs are free in number but it does not fit: name the request it finds too
         little of (in all, then node by node for one shape of pod), else fragmentation."""
-        free = [
-            node_free if allowed is None or allowed[index] else {} for index, node_free in enumerate(self.cluster.free)
-        ]
+        free = self.cluster.free if allowed is None else self.allowed_free(profile, allowed)[1]
         needed: dict[str, int] = {}
         for shape in profile.required_shapes:
             for name, amount in shape.others:
                 needed[name] = needed.get(name, 0) + amount * len(shape.member_names)
         for name, amount in sorted(needed.items()):
-            available = sum(node_free.get(name, 0) for node_free in free)
-            if amount > available:
-                return reasons.cluster_short(name, amount, available)
+            if not reaches((node_free.get(name, 0) for node_free in free), amount):
+                return reasons.cluster_short(name, amount, sum(node_free.get(name, 0) for node_free in free))
         for shape in profile.required_shapes:
             count = len(shape.member_names)
-            if shape.gpu and sum(gpus // shape.gpu for gpus in free_gpu) < count:
+            histogram = self.cluster.gpu_histogram if allowed is None else Counter(free_gpu)
+            if shape.gpu and sum(nodes * (gpus // shape.gpu) for gpus, nodes in histogram.items()) < count:
                 return reasons.fragmented(profile.required_gpu, shape.gpu, max(free_gpu, default=0))
             for name, amount in shape.others:
-                room = sum(node_free.get(name, 0) // amount for node_free in free)
-                if room < count:
+                if not reaches((node_free.get(name, 0) // amount for node_free in free), count):
+                    room = sum(node_free.get(name, 0) // amount for node_free in free)
                     most = max((node_free.get(name, 0) for node_free in free), default=0)
                     return reasons.pods_short(count, name, amount, room, most)
         largest = profile.required_shapes[0].gpu if profile.required_shapes else 0

@@ -220,7 +220,19 @@ class Static:
     """The parts of a Cluster that depend only on the node list and the topology (level names, and
     the label keys that give a node its path when it has no explicit ``topology``)."""
 
-    __slots__ = ("empty_fits", "filters", "free", "grouping", "index", "level_names", "levels", "nodes", "total_gpu")
+    __slots__ = (
+        "broken_counts",
+        "empty",
+        "empty_fits",
+        "filters",
+        "free",
+        "grouping",
+        "index",
+        "level_names",
+        "levels",
+        "nodes",
+        "total_gpu",
+    )
 
     def __init__(self, nodes: Sequence[Node], level_names: tuple[str, ...], label_keys: tuple[str, ...]):
         eligible = sorted((n for n in nodes if n.schedulable and n.ready), key=lambda n: n.name)
@@ -242,14 +254,16 @@ class Static:
         ]
         # filter key -> per-node acceptance (None: all accept); depends only on the nodes
         self.filters: dict[tuple, Acceptance | None] = {}
+        self.broken_counts: dict[int, dict[str, int]] = {}  # filter key -> nodes each NODE_RULES rule keeps off
         self.empty_fits: dict[int, bool] = {}  # failure key -> fits with nothing running or reserved
+        self.empty: Cluster | None = None  # the view with nothing running or reserved (Cluster.empty_view)
         # per node: (use version, free resources, free GPUs) of the last view built; the free
         # dicts are shared by views and never changed in place (see Cluster.adjust)
         self.free: list[tuple[int | None, dict[str, int], int] | None] = [None] * len(eligible)
 
     def size(self) -> int:
         """Entries its per-gang caches hold."""
-        return len(self.filters) + len(self.empty_fits)
+        return len(self.filters) + len(self.empty_fits) + len(self.broken_counts)
 
 
 def _domain_key(node_name: str, path: tuple[str, ...], depth: int) -> tuple:
@@ -309,6 +323,7 @@ class Cluster:
         self.levels = [
             _Level(name, node_domain, self.free_gpu, members) for name, node_domain, members in static.levels
         ]
+        self._static = static
         self._filters = static.filters
         self._grouping = static.grouping
         self._empty_fits = static.empty_fits
@@ -355,6 +370,16 @@ class Cluster:
             accepted = Acceptance(node_acceptance(node, gang) for node in self.nodes)
             self._filters[key] = None if all(a == ACCEPTS for a in accepted) else accepted
         return self._filters[key]
+
+    def broken_rule_counts(self, gang: Gang, profile: GangProfile) -> dict[str, int]:
+        """How many nodes each of ``NODE_RULES`` keeps the gang off (cached per filter key)."""
+        counts = self._static.broken_counts.get(profile.filter_key)
+        if counts is None:
+            counts = self._static.broken_counts[profile.filter_key] = dict.fromkeys(NODE_RULES, 0)
+            for node in self.nodes:
+                for rule in broken_rules(node, gang):
+                    counts[rule] += 1
+        return counts
 
     def adjust(self, node_index: int, requests: Resources, sign: int) -> None:
         """Take (sign=-1) or give back (sign=+1) ``requests`` on one node."""
@@ -405,17 +430,25 @@ class Cluster:
         once per placement class while the node list stays the same."""
         fits = self._empty_fits.get(profile.failure_key)
         if fits is None:
-            empty = self.copy()
-            empty.windows = {}
-            empty.reserved_start = [math.inf] * len(self.nodes)
-            for index, node in enumerate(self.nodes):
-                free = empty.free[index]
-                empty.adjust(index, {name: total - free.get(name, 0) for name, total in node.allocatable.items()}, +1)
+            empty = self.empty_view()
             window = (0.0, 0.0)
             placed = empty.place(profile, allowed, window, finest_level, widest_level)
             proved = placed is None and empty._place_exactly(profile, allowed, window, widest_level)[1]
             fits = self._empty_fits[profile.failure_key] = not proved
         return fits
+
+    def empty_view(self) -> Cluster:
+        """A view of the nodes with nothing running or reserved, built once per node list (only
+        ``place``, which changes nothing, is asked of it)."""
+        empty = self._static.empty
+        if empty is None:
+            empty = self._static.empty = self.copy()
+            empty.windows = {}
+            empty.reserved_start = [math.inf] * len(self.nodes)
+            for index, node in enumerate(self.nodes):
+                free = empty.free[index]
+                empty.adjust(index, {name: total - free.get(name, 0) for name, total in node.allocatable.items()}, +1)
+        return empty
 
     def could_fit(self, profile: GangProfile) -> bool:
         return gpu_counts_suffice(profile, self.total_free_gpu, self.gpu_histogram)
@@ -439,6 +472,8 @@ class Cluster:
         need = profile.required_gpu
         if not self.could_fit(profile) or (widest_level >= 0 and self.levels[widest_level].best_free() < need):
             return None
+        if not self._slots_suffice(profile, allowed, window):
+            return None
         avoids = allowed is not None and allowed.avoids
         # A start spans as few inner domains as it can. A reservation's nodes (a future view) are
         # a plan: it holds the nodes busiest now instead, so idle ones stay open to backfill.
@@ -457,6 +492,43 @@ class Cluster:
                 if placed is not None:
                     return placed
         return self._place_exactly(profile, allowed, window, widest_level)[0]
+
+    def _slots_suffice(self, profile: GangProfile, allowed: Acceptance | None, window: tuple[float, float]) -> bool:
+        """Necessary for placing the gang, and cheaper to refute than trying every domain: for
+        each shape of its required pods, taken alone, the nodes it may use hold as many such pods."""
+        for shape in profile.required_shapes:
+            count = len(shape.member_names)
+            slots = 0
+            for index in range(len(self.nodes)):
+                if allowed is None or allowed[index]:
+                    slots += self._pods_fit(index, shape, window, None)
+                    if slots >= count:
+                        break
+            if slots < count:
+                return False
+        return True
+
+    def _pods_fit(
+        self, index: int, shape: Shape, window: tuple[float, float], already: Mapping[str, int] | None
+    ) -> int:
+        """How many of the shape's pods the node holds for their run ``window`` (at most all of
+        them), beside reservations overlapping it and what ``already`` takes there."""
+        start, end = window
+        held = self._held(index, start, end) if self.reserved_start[index] < end else None
+        gpu = shape.gpu
+        fits = len(shape.member_names)
+        if gpu:
+            room_gpu = self.free_gpu[index] - (already.get(GPU, 0) if already else 0)
+            fits = (room_gpu - (held.get(GPU, 0) if held else 0)) // gpu
+        node_free = self.free[index]
+        for name, amount in shape.others:
+            if fits <= 0:
+                return 0
+            room = node_free.get(name, 0) - (already.get(name, 0) if already else 0)
+            if held:
+                room -= held.get(name, 0)
+            fits = min(fits, room // amount)
+        return max(fits, 0)
 
     def _place_exactly(
         self, profile: GangProfile, allowed: Acceptance | None, window: tuple[float, float], widest_level: int
