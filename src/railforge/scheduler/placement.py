@@ -9,9 +9,11 @@ domain can. Node indexes follow node-name order, so every scan is deterministic.
 from __future__ import annotations
 
 import math
+import operator
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import compress, repeat
 
 from railforge.scheduler.model import (
     GPU,
@@ -151,7 +153,7 @@ def broken_rules(node: Node, gang: Gang) -> list[str]:
 class _Level:
     """Domains of one topology level with their free GPUs, bucketed for best-fit search."""
 
-    __slots__ = ("buckets", "domain_free", "members", "name", "node_domain", "now_free", "values")
+    __slots__ = ("buckets", "domain_free", "members", "name", "node_domain", "now_free", "sorted_buckets", "values")
 
     def __init__(
         self,
@@ -170,6 +172,7 @@ class _Level:
         self.now_free: dict[tuple, int] | None = None  # see Cluster.future
         self.domain_free: dict[tuple, int] = {}
         self.buckets: dict[int, set[tuple]] = {}
+        self.sorted_buckets: dict[int, list[tuple]] = {}  # free GPUs -> its bucket's domains in order
         buckets = self.buckets
         for domain, indexes in members.items():
             free = 0
@@ -188,6 +191,8 @@ class _Level:
         old = self.domain_free[domain]
         new = old + delta
         self.domain_free[domain] = new
+        self.sorted_buckets.pop(old, None)
+        self.sorted_buckets.pop(new, None)
         bucket = self.buckets[old]
         bucket.discard(domain)
         if not bucket:
@@ -207,9 +212,11 @@ class _Level:
         for value in values[bisect_left(values, need) :]:
             bucket = self.buckets.get(value)
             if bucket:
-                ordered = sorted(bucket)
+                ordered = self.sorted_buckets.get(value)
+                if ordered is None:
+                    ordered = self.sorted_buckets[value] = sorted(bucket)
                 if now_free is not None and len(ordered) > 1:
-                    ordered.sort(key=now_free.__getitem__)  # stable: by name among equally busy
+                    ordered = sorted(ordered, key=now_free.__getitem__)  # stable: by name among equally busy
                 yield from ordered
 
     def best_free(self) -> int:
@@ -358,6 +365,7 @@ class Cluster:
             copied.domain_free = dict(level.domain_free)
             copied.buckets = {value: set(domains) for value, domains in level.buckets.items()}
             copied.values = list(level.values)
+            copied.sorted_buckets = dict(level.sorted_buckets)  # its lists are never changed in place
             copied.now_free = level.now_free
             clone.levels.append(copied)
         return clone
@@ -496,10 +504,13 @@ class Cluster:
     def _slots_suffice(self, profile: GangProfile, allowed: Acceptance | None, window: tuple[float, float]) -> bool:
         """Necessary for placing the gang, and cheaper to refute than trying every domain: for
         each shape of its required pods, taken alone, the nodes it may use hold as many such pods."""
+        every = range(len(self.nodes))
         for shape in profile.required_shapes:
             count = len(shape.member_names)
             slots = 0
-            for index in range(len(self.nodes)):
+            # only nodes with the shape's GPUs free now can hold one of its pods (C-speed filter)
+            indexes = compress(every, map(operator.ge, self.free_gpu, repeat(shape.gpu))) if shape.gpu else every
+            for index in indexes:
                 if allowed is None or allowed[index]:
                     slots += self._pods_fit(index, shape, window, None)
                     if slots >= count:
