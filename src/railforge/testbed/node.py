@@ -319,7 +319,12 @@ state = "{d}/containerd/state"
     # --- teardown ---------------------------------------------------------------------------------------------
 
     def stop(self) -> None:
-        """Undo everything start() did, in reverse; safe to call on a half-started node."""
+        """Undo everything start() did, in reverse; safe to call on a half-started or stopped node."""
+        if self.lock is not None:  # the lock is start()'s first step: a node without it changed nothing on the host
+            self._undo_host_changes()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _undo_host_changes(self) -> None:
         kubelet = next((p for p in self.processes if p.name == "kubelet"), None)
         if kubelet is not None:
             kubelet.stop()
@@ -338,17 +343,15 @@ state = "{d}/containerd/state"
                         cgroup.rmdir()
                 with contextlib.suppress(OSError):
                     root.rmdir()
-        if self.lock is not None:  # a node that never took the lock changed nothing below
-            _remove_firewall_rules(firewall_rules() - self.firewall)
-            for key, value in self.sysctls.items():
-                (Path("/proc/sys") / key).write_text(value)
-            for path in reversed(self.created):
-                self._unmount_below(path)  # /run/netns is bind-mounted onto itself
-                shutil.rmtree(path, ignore_errors=True)
-            NODE_LOCK.unlink(missing_ok=True)
-            os.close(self.lock)
-            self.lock = None
-        shutil.rmtree(self.directory, ignore_errors=True)
+        _remove_firewall_rules(firewall_rules() - self.firewall)
+        for key, value in self.sysctls.items():
+            (Path("/proc/sys") / key).write_text(value)
+        for path in reversed(self.created):
+            self._unmount_below(path)  # /run/netns is bind-mounted onto itself
+            shutil.rmtree(path, ignore_errors=True)
+        NODE_LOCK.unlink(missing_ok=True)
+        os.close(self.lock)
+        self.lock = None
 
     def _remove_pods(self) -> None:
         crictl = [binary("crictl"), "--runtime-endpoint", f"unix://{self.containerd_socket}", "--timeout", "20s"]
