@@ -1,81 +1,18 @@
 """The real Kubeflow MPI operator, out of cluster, with gang scheduling named: an MPIJob yields the launcher, the
 workers and a scheduling.x-k8s.io/v1alpha1 PodGroup. CRDs and RBAC come from the pinned release module."""
 
-import subprocess
+import json
+import time
 
-import pytest
 from kubernetes import client
 
-from railforge.testbed import pki
-from railforge.testbed.build import binary, component
-from railforge.testbed.controlplane import create_namespace
-from railforge.testbed.procs import Process, wait_for
+from railforge.testbed.build import TEST_IMAGE
+from railforge.testbed.controlplane import add_api_node, create_namespace
+from railforge.testbed.procs import wait_for
 
 SCHEDULER = "railforge"
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
-IMAGE = "localhost/railforge-testpod:1"
-
-
-def kubectl(plane, *args: str) -> str:
-    result = subprocess.run(
-        [binary("kubectl"), f"--kubeconfig={plane.admin_kubeconfig}", *args], capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stderr
-    return result.stdout
-
-
-@pytest.fixture(scope="module")
-def mpi_operator(control_plane):
-    release = component("mpi-operator").out_dir
-    crds = [release / "kubeflow.org_mpijobs.yaml", release / "scheduling.x-k8s.io_podgroups.yaml"]
-    kubectl(control_plane, "apply", "--server-side", *(f"--filename={crd}" for crd in crds))
-    extensions = client.ApiextensionsV1Api(control_plane.api)
-
-    def established() -> bool:
-        for name in ("mpijobs.kubeflow.org", "podgroups.scheduling.x-k8s.io"):
-            conditions = extensions.read_custom_resource_definition(name).status.conditions or []
-            if not any(c.type == "Established" and c.status == "True" for c in conditions):
-                return False
-        return True
-
-    wait_for("the CRDs to be established", established, 60)
-    # Least privilege: the operator runs as its own user, bound to the release's ClusterRole only.
-    kubectl(control_plane, "apply", "--server-side", f"--filename={release / 'cluster-role.yaml'}")
-    kubectl(
-        control_plane,
-        "create",
-        "clusterrolebinding",
-        "mpi-operator",
-        "--clusterrole=mpi-operator",
-        "--user=mpi-operator",
-    )
-    create_namespace(control_plane, "mpi-operator")  # its leader-election Lease lives there
-    cert, key = control_plane.ca.issue("mpi-operator", "mpi-operator")
-    config = pki.kubeconfig(
-        control_plane.directory / "mpi-operator.conf",
-        control_plane.server,
-        control_plane.ca.cert_path,
-        cert,
-        key,
-        "mpi-operator",
-    )
-    operator = Process(
-        "mpi-operator",
-        [
-            binary("mpi-operator"),
-            f"--kubeConfig={config}",
-            f"--gang-scheduling={SCHEDULER}",
-            "--lock-namespace=mpi-operator",
-            "--monitoring-port=0",
-        ],
-        control_plane.directory / "mpi-operator.log",
-    )
-    try:
-        leases = client.CoordinationV1Api(control_plane.api)
-        wait_for("the mpi-operator to lead", lambda: leases.list_namespaced_lease("mpi-operator").items, 60, [operator])
-        yield operator
-    finally:
-        operator.stop()
+POOL_LABEL = "railforge.test/pool"
 
 
 def mpijob(name: str, workers: int) -> dict:
@@ -85,7 +22,7 @@ def mpijob(name: str, workers: int) -> dict:
                 "containers": [
                     {
                         "name": role,
-                        "image": IMAGE,
+                        "image": TEST_IMAGE,
                         "command": command,
                         "resources": {"requests": limits, "limits": limits},
                     }
@@ -133,3 +70,69 @@ def test_an_mpijob_yields_launcher_workers_and_a_podgroup(control_plane, mpi_ope
         pod.metadata.name for pod in pods if pod.metadata.labels["training.kubeflow.org/job-role"] == "worker"
     )
     assert workers == ["allreduce-worker-0", "allreduce-worker-1"]
+    # leave the scheduler's tests below only their own gang
+    custom.delete_namespaced_custom_object(
+        "kubeflow.org", "v2beta1", "mpi", "mpijobs", "allreduce", propagation_policy="Foreground"
+    )
+    wait_for("the MPIJob's pods gone", lambda: not gang_pods(), 60, [mpi_operator])
+
+
+def test_railforge_binds_an_mpijobs_launcher_and_workers_at_once(control_plane, mpi_operator, run_scheduler):
+    namespace, pool = "mpi-bind", "mpi-bind"
+    create_namespace(control_plane, namespace)
+    for index in range(2):
+        add_api_node(
+            control_plane,
+            f"{pool}-n{index}",
+            {"nvidia.com/gpu": "8", "cpu": "64", "memory": "512Gi"},
+            labels={POOL_LABEL: pool, "railforge.io/leaf": "leaf0"},
+        )
+    adapter = run_scheduler(
+        {
+            "scheduler_name": SCHEDULER,
+            "node_selector": f"{POOL_LABEL}={pool}",
+            "min_period_seconds": 0.05,
+            "leader_election": {"enabled": False},
+        }
+    )
+    custom = client.CustomObjectsApi(control_plane.api)
+    custom.create_namespaced_custom_object("kubeflow.org", "v2beta1", namespace, "mpijobs", mpijob("ring", 2))
+    core = client.CoreV1Api(control_plane.api)
+
+    def bound() -> dict[str, str]:
+        """Role (launcher, worker-0, worker-1) -> node of the gang's bound pods; the launcher is a Job's pod."""
+        pods = core.list_namespaced_pod(namespace, label_selector=f"{GROUP_LABEL}=ring").items
+        return {
+            pod.metadata.name.removeprefix("ring-").split("-")[0]
+            if "launcher" in pod.metadata.name
+            else pod.metadata.name.removeprefix("ring-"): pod.spec.node_name
+            for pod in pods
+            if pod.spec.node_name
+        }
+
+    submitted = time.monotonic()
+    wait_for("the gang bound", lambda: len(bound()) == 3, 60, [mpi_operator])
+    print(f"MPIJob submitted -> launcher and 2 workers bound: {time.monotonic() - submitted:.2f} s")
+    placement = bound()
+    workers = {placement["worker-0"], placement["worker-1"]}
+    assert workers == {f"{pool}-n0", f"{pool}-n1"}  # 8 GPUs each: one worker per node
+    assert placement["launcher"] in workers
+    group = custom.get_namespaced_custom_object("scheduling.x-k8s.io", "v1alpha1", namespace, "podgroups", "ring")
+    # the placement written before binding names every pod of the gang by uid
+    plan = json.loads(group["metadata"]["annotations"]["railforge.io/placement"])
+    uids = {pod.metadata.uid: pod.spec.node_name for pod in core.list_namespaced_pod(namespace).items}
+    assert plan == {uid: node for uid, node in uids.items() if uid in plan} and len(plan) == 3
+    view = adapter.state.view()
+    assert [(r.gang, len(r.placement)) for r in view.running] == [(f"{namespace}/ring", 3)]
+    assert any(d.kind == "bind" and d.gang == f"{namespace}/ring" for d in view.recent)
+
+    def scheduled() -> bool:
+        status = (
+            custom.get_namespaced_custom_object("scheduling.x-k8s.io", "v1alpha1", namespace, "podgroups", "ring").get(
+                "status"
+            )
+            or {}
+        )
+        return status.get("phase") == "Scheduled" and bool(status.get("scheduleStartTime"))
+
+    wait_for("the PodGroup's status", scheduled, 10)

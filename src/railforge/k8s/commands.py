@@ -1,0 +1,59 @@
+"""``railforge scheduler run``: the gang scheduler against a cluster, until SIGTERM or Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("scheduler", help="the gang scheduler on Kubernetes")
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    run = actions.add_parser("run", help="schedule the pods that name this scheduler (docs/scheduler.md)")
+    run.add_argument("--kubeconfig", type=Path, help="kubeconfig file (default: in-cluster service account)")
+    run.add_argument("--config", type=Path, help="settings file, YAML (docs/scheduler.md lists the keys)")
+    run.add_argument("--identity", help="this replica's name in the leader-election Lease (default: host-pid)")
+    run.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    run.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    import logging
+    import signal
+    import threading
+
+    from kubernetes import config
+
+    from railforge.k8s.adapter import Adapter
+    from railforge.k8s.settings import SettingsError, load_settings
+
+    try:
+        settings = load_settings(args.config)
+    except SettingsError as error:
+        print(f"railforge scheduler: {error}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        if args.kubeconfig is not None:
+            api = config.new_client_from_config(str(args.kubeconfig))
+        else:
+            config.load_incluster_config()
+            from kubernetes.client import ApiClient
+
+            api = ApiClient()
+    except (config.ConfigException, OSError) as error:
+        print(f"railforge scheduler: cannot load the cluster's configuration: {error}", file=sys.stderr)
+        return 2
+    # one pooled connection per binding worker, plus the watches and the reporter
+    api.rest_client.pool_manager.connection_pool_kw["maxsize"] = settings.bind_workers + 8
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    adapter = Adapter(api, settings, identity=args.identity).start()
+    try:
+        stop.wait()
+    finally:
+        adapter.stop()
+        api.close()
+    return 0

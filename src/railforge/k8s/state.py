@@ -1,0 +1,106 @@
+"""What the adapter knows and did, for readers in other threads: a ``/metrics`` endpoint, a dashboard, tests.
+
+The adapter replaces the whole view after each pass under a lock (``publish``); readers take ``view()``, a
+consistent copy they may keep. Counters only grow.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+RECENT_DECISIONS = 500
+
+
+@dataclass
+class QueueView:
+    name: str
+    parent: str | None
+    quota: dict[str, int]
+    limit: dict[str, int]
+    over_quota_weight: float
+    allocated: dict[str, int] = field(default_factory=dict)
+    pending: dict[str, int] = field(default_factory=dict)  # what its waiting gangs request
+    usage: float = 0.0  # decayed GPU-seconds (fair share's memory)
+
+
+@dataclass
+class PendingView:
+    gang: str
+    queue: str
+    pods: int
+    gpus: int
+    submitted: float
+    reason: str
+    reserved_start: float | None = None  # when the gang holds a reservation
+    reserved_nodes: tuple[str, ...] = ()
+
+
+@dataclass
+class RunningView:
+    gang: str
+    queue: str
+    placement: dict[str, str]  # pod -> node
+    gpus: int
+    started: float
+    borrowed: bool
+    backfilled_past: str | None
+
+
+@dataclass
+class Decision:
+    at: float
+    kind: str  # bind, evict, restart, fail, release, complete
+    gang: str
+    detail: str
+
+
+@dataclass
+class StateView:
+    leader: bool = False
+    synced: bool = False
+    updated: float = 0.0
+    queues: list[QueueView] = field(default_factory=list)
+    pending: list[PendingView] = field(default_factory=list)
+    running: list[RunningView] = field(default_factory=list)
+    nodes: dict[str, dict[str, int]] = field(default_factory=dict)  # node -> allocatable
+    topology: dict[str, tuple[str, ...]] = field(default_factory=dict)  # node -> path
+    problems: list[str] = field(default_factory=list)
+    recent: list[Decision] = field(default_factory=list)
+    counters: dict[str, float] = field(default_factory=dict)
+    last_decide_seconds: float = 0.0
+
+
+class SchedulerState:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._view = StateView()
+        self._recent: deque[Decision] = deque(maxlen=RECENT_DECISIONS)
+        self._counters: dict[str, float] = {}
+
+    def view(self) -> StateView:
+        with self._lock:
+            view = copy.deepcopy(self._view)
+            view.recent = list(self._recent)
+            view.counters = dict(self._counters)
+        return view
+
+    def publish(self, view: StateView) -> None:
+        view.updated = time.time()
+        with self._lock:
+            self._view = view
+
+    def set_leader(self, leader: bool, synced: bool) -> None:
+        with self._lock:
+            self._view.leader, self._view.synced = leader, synced
+
+    def record(self, kind: str, gang: str, detail: str) -> None:
+        with self._lock:
+            self._recent.append(Decision(time.time(), kind, gang, detail))
+
+    def count(self, name: str, amount: float = 1) -> None:
+        with self._lock:
+            self._counters[name] = self._counters.get(name, 0) + amount

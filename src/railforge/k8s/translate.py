@@ -1,0 +1,526 @@
+"""Kubernetes objects (as the API's JSON) -> the core's model: nodes, queues, pending and running gangs.
+
+Nothing here calls the API. What cannot be used is kept out of the snapshot and reported as a ``Problem`` that
+names the object, the field and what was expected, so one bad object never stops the others.
+"""
+
+from __future__ import annotations
+
+import calendar
+import math
+import re
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from railforge.k8s.quantity import resource_map
+from railforge.k8s.settings import LABEL_PREFIX, Settings, TopologyLevel
+from railforge.scheduler import (
+    Gang,
+    Member,
+    Node,
+    NodeSelectorRequirement,
+    Queue,
+    RunningGang,
+    Taint,
+    Toleration,
+    TopologyConstraint,
+)
+
+GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+PODGROUP_API = ("scheduling.x-k8s.io", "v1alpha1", "podgroups")
+QUEUE_API = ("railforge.io", "v1alpha1", "queues")
+# kept on the pods through the Binding (the API server copies a Binding's annotations onto its pod)
+STARTED_AT = LABEL_PREFIX + "started-at"
+BORROWED = LABEL_PREFIX + "borrowed"
+BACKFILLED_PAST = LABEL_PREFIX + "backfilled-past"
+# kept on the PodGroup (or the lone pod)
+PLACEMENT = LABEL_PREFIX + "placement"  # written before binding: pod uid -> node, what a restart completes
+RESTARTS = LABEL_PREFIX + "restarts"
+NOT_BEFORE = LABEL_PREFIX + "not-before"
+FAILED = LABEL_PREFIX + "failed"
+REASON = LABEL_PREFIX + "reason"
+RUNTIME = LABEL_PREFIX + "runtime"
+TOPOLOGY_REQUIRED = LABEL_PREFIX + "topology-required"
+TOPOLOGY_PREFERRED = LABEL_PREFIX + "topology-preferred"
+TERMINAL = ("Succeeded", "Failed")
+_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """An object the scheduler cannot use as it is, and why (named field, expected value)."""
+
+    kind: str  # Pod, PodGroup, Queue, Node
+    namespace: str | None
+    name: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.kind} {'/'.join(filter(None, (self.namespace, self.name)))}: {self.message}"
+
+
+@dataclass
+class GangObjects:
+    """One gang's Kubernetes side: its PodGroup (None for a lone pod) and its live pods."""
+
+    name: str
+    namespace: str
+    group: dict | None
+    pods: list[dict]
+
+    @property
+    def owner(self) -> dict:
+        """Where the gang's own annotations live: the PodGroup, or the lone pod."""
+        return self.group if self.group is not None else self.pods[0]
+
+    @property
+    def kind(self) -> str:
+        return "PodGroup" if self.group is not None else "Pod"
+
+    @property
+    def owner_name(self) -> str:
+        return self.owner["metadata"]["name"]
+
+    def annotations(self) -> dict:
+        return self.owner["metadata"].get("annotations") or {}
+
+    def planned(self) -> dict[str, str]:
+        """Pod uid -> node of the placement written before binding ({} when none)."""
+        import json
+
+        try:
+            plan = json.loads(self.annotations().get(PLACEMENT, "{}"))
+        except ValueError:
+            return {}
+        return plan if isinstance(plan, dict) else {}
+
+
+@dataclass
+class Translation:
+    nodes: list[Node] = field(default_factory=list)
+    queues: list[Queue] = field(default_factory=list)
+    pending: list[Gang] = field(default_factory=list)
+    running: list[RunningGang] = field(default_factory=list)
+    gangs: dict[str, GangObjects] = field(default_factory=dict)  # every gang by name
+    partial: list[GangObjects] = field(default_factory=list)  # bound in part by an interrupted bind
+    waiting: dict[str, str] = field(default_factory=dict)  # gang -> why it is kept from the core
+    problems: list[Problem] = field(default_factory=list)
+
+
+def timestamp(text: str | None, default: float) -> float:
+    """RFC 3339 seconds (what metadata.creationTimestamp holds) as epoch seconds."""
+    if not text:
+        return default
+    try:
+        return float(calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ")))
+    except ValueError:
+        return default
+
+
+def runtime_seconds(text: str) -> float:
+    """``railforge.io/runtime``: seconds (``3600``) or a duration (``1h30m``, ``90s``)."""
+    text = text.strip()
+    try:
+        value = float(text)
+    except ValueError:
+        match = _DURATION.match(text)
+        if not text or match is None:
+            raise ValueError(f"{text!r}; expected seconds (3600) or a duration such as 1h30m") from None
+        hours, minutes, seconds = (float(part or 0) for part in match.groups())
+        value = hours * 3600 + minutes * 60 + seconds
+    if not value > 0 or math.isinf(value):
+        raise ValueError(f"{text!r}; expected a duration > 0")
+    return value
+
+
+def node_topology(node_name: str, labels: Mapping[str, str], levels: Iterable[TopologyLevel]) -> tuple[str, ...]:
+    """A node's topology path, widest level first, from its labels.
+
+    The path stops at the first level the node has no domain for; the core then counts the node as a domain of
+    its own at that level and every finer one. A per-node value (``railforge.io/nvlink-domain: node``: NVLink only
+    inside the node) stops it too, so nodes that share such a value never form one domain."""
+    path = []
+    for level in levels:
+        value = next((labels[key] for key in level.labels if labels.get(key)), None)
+        if value is None or value in level.per_node_values:
+            break
+        path.append(value)
+    return tuple(path)
+
+
+def _ready(node: dict) -> bool:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def to_node(obj: dict, levels: tuple[TopologyLevel, ...], used: Mapping[str, int]) -> Node:
+    """A core Node; ``used``: what pods the scheduler does not place already take on it."""
+    meta, spec = obj["metadata"], obj.get("spec") or {}
+    name = meta["name"]
+    allocatable = resource_map((obj.get("status") or {}).get("allocatable") or {}, "status.allocatable")
+    for resource, amount in used.items():
+        if resource in allocatable:
+            allocatable[resource] = max(0, allocatable[resource] - amount)
+    labels = meta.get("labels") or {}
+    taints = tuple(
+        Taint(t["key"], t.get("value") or "", t["effect"])
+        for t in spec.get("taints") or []
+        if t.get("effect") in ("NoSchedule", "PreferNoSchedule", "NoExecute")
+    )
+    return Node(
+        name=name,
+        allocatable=allocatable,
+        labels=labels,
+        taints=taints,
+        schedulable=not spec.get("unschedulable", False),
+        ready=_ready(obj),
+        topology=node_topology(name, labels, levels),
+    )
+
+
+def pod_requests(pod: dict) -> dict[str, int]:
+    """What a pod takes on its node: the larger of its containers' summed requests and its largest init
+    container, plus its overhead and one ``pods`` slot."""
+    spec = pod["spec"]
+
+    def requests(container: dict) -> dict[str, int]:
+        return resource_map((container.get("resources") or {}).get("requests") or {}, "resources.requests")
+
+    total: dict[str, int] = {}
+    for container in spec.get("containers") or []:
+        for name, amount in requests(container).items():
+            total[name] = total.get(name, 0) + amount
+    for container in spec.get("initContainers") or []:
+        for name, amount in requests(container).items():
+            total[name] = max(total.get(name, 0), amount)
+    for name, amount in resource_map(spec.get("overhead") or {}, "spec.overhead").items():
+        total[name] = total.get(name, 0) + amount
+    total["pods"] = total.get("pods", 0) + 1
+    return total
+
+
+def queues_from(objects: Iterable[dict], default_queue: str) -> tuple[list[Queue], list[Problem]]:
+    """Core queues from Queue objects. A queue that cannot be used (malformed quantity, unknown parent, a parent
+    cycle) is left out with a Problem, and so are its children; the default queue exists even when no object
+    names it (no quota, weight 1)."""
+    problems: list[Problem] = []
+    candidates: dict[str, Queue] = {}
+    for obj in objects:
+        name = obj["metadata"]["name"]
+        spec = obj.get("spec") or {}
+        try:
+            candidates[name] = _queue(name, spec)
+        except (ValueError, TypeError) as error:
+            problems.append(Problem("Queue", None, name, str(error)))
+    usable: dict[str, Queue] = {}
+    for name in sorted(candidates):
+        chain, current = [name], candidates[name]
+        while current.parent is not None:
+            if current.parent in chain:
+                cycle = " -> ".join((*chain[chain.index(current.parent) :], current.parent))
+                message = f"spec.parentQueue forms a cycle ({cycle}); expected a tree"
+                problems.append(Problem("Queue", None, name, message))
+                break
+            if current.parent not in candidates:
+                problems.append(
+                    Problem(
+                        "Queue",
+                        None,
+                        name,
+                        f"spec.parentQueue of {current.name} names {current.parent!r}, which is not a usable Queue",
+                    )
+                )
+                break
+            chain.append(current.parent)
+            current = candidates[current.parent]
+        else:
+            usable[name] = candidates[name]
+    if default_queue not in usable and default_queue not in candidates:
+        usable[default_queue] = Queue(default_queue)
+    return list(usable.values()), problems
+
+
+def _queue(name: str, spec: dict) -> Queue:
+    resources = spec.get("resources") or {}
+    if not isinstance(resources, dict):
+        raise ValueError(f"spec.resources is {resources!r}; expected a mapping of resource name to quota/limit")
+    quota, limit = {}, {}
+    for resource, bounds in resources.items():
+        if not isinstance(bounds, dict):
+            raise ValueError(f"spec.resources[{resource}] is {bounds!r}; expected a mapping with quota and/or limit")
+        for key, target in (("quota", quota), ("limit", limit)):
+            if bounds.get(key) is not None:
+                target.update(resource_map({resource: bounds[key]}, f"spec.resources.{key}"))
+    weight = spec.get("overQuotaWeight", 1)
+    if isinstance(weight, bool) or not isinstance(weight, int | float) or weight < 0:
+        raise ValueError(f"spec.overQuotaWeight is {weight!r}; expected a number >= 0")
+    priority = spec.get("priority", 0)
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise ValueError(f"spec.priority is {priority!r}; expected a whole number")
+    return Queue(
+        name=name,
+        parent=spec.get("parentQueue") or None,
+        quota=quota,
+        limit=limit,
+        over_quota_weight=float(weight),
+        priority=priority,
+    )
+
+
+def gang_of(pod: dict) -> str:
+    """A pod's gang name: ``namespace/podgroup``, or ``namespace/pod/name`` for a pod without a PodGroup."""
+    meta = pod["metadata"]
+    group = (meta.get("labels") or {}).get(GROUP_LABEL)
+    return f"{meta['namespace']}/{group}" if group else f"{meta['namespace']}/pod/{meta['name']}"
+
+
+def live(pod: dict) -> bool:
+    return (pod.get("status") or {}).get("phase") not in TERMINAL
+
+
+def _queue_of(objects: GangObjects, namespaces: Mapping[str, dict], settings: Settings) -> tuple[str, str]:
+    """The gang's queue and where it was named (for messages)."""
+    key = settings.queue_key
+    for source, meta in (
+        ("PodGroup label", (objects.group or {}).get("metadata")),
+        ("pod label", objects.pods[0]["metadata"]),
+    ):
+        value = ((meta or {}).get("labels") or {}).get(key)
+        if value:
+            return value, f"{source} {key}"
+    namespace = (namespaces.get(objects.namespace) or {}).get("metadata") or {}
+    for source in ("labels", "annotations"):
+        value = (namespace.get(source) or {}).get(key)
+        if value:
+            return value, f"namespace {objects.namespace} {source[:-1]} {key}"
+    return settings.default_queue, "the default queue"
+
+
+def _first_annotation(objects: GangObjects, key: str) -> str | None:
+    for meta in ((objects.group or {}).get("metadata"), objects.pods[0]["metadata"]):
+        value = ((meta or {}).get("annotations") or {}).get(key)
+        if value is not None:
+            return value
+    return None
+
+
+def _topology_constraint(objects: GangObjects, settings: Settings) -> TopologyConstraint | None:
+    names = [level.name for level in settings.topology]
+    for key, required in ((TOPOLOGY_REQUIRED, True), (TOPOLOGY_PREFERRED, False)):
+        level = _first_annotation(objects, key)
+        if level is not None:
+            if level not in names:
+                raise ValueError(f"annotation {key} is {level!r}; expected one of the levels {', '.join(names)}")
+            return TopologyConstraint(level, required)
+    return None
+
+
+def _affinity(pod_spec: dict) -> tuple[NodeSelectorRequirement, ...]:
+    node_affinity = (pod_spec.get("affinity") or {}).get("nodeAffinity") or {}
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    terms = required.get("nodeSelectorTerms") or []
+    if not terms:
+        return ()
+    if len(terms) > 1:
+        raise ValueError(
+            "spec.affinity.nodeAffinity has several nodeSelectorTerms; expected one (the scheduler ANDs one term)"
+        )
+    if terms[0].get("matchFields"):
+        raise ValueError("spec.affinity.nodeAffinity uses matchFields; expected matchExpressions only")
+    requirements = []
+    for expression in terms[0].get("matchExpressions") or []:
+        if expression["operator"] not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            raise ValueError(
+                f"spec.affinity.nodeAffinity operator {expression['operator']}; expected In, NotIn, Exists or "
+                "DoesNotExist"
+            )
+        requirements.append(
+            NodeSelectorRequirement(expression["key"], expression["operator"], tuple(expression.get("values") or ()))
+        )
+    return tuple(requirements)
+
+
+def _tolerations(pod_spec: dict) -> tuple[Toleration, ...]:
+    return tuple(
+        Toleration(t.get("key") or "", t.get("operator") or "Equal", t.get("value") or "", t.get("effect") or "")
+        for t in pod_spec.get("tolerations") or []
+    )
+
+
+def build_gang(objects: GangObjects, pods: list[dict], queue: str, now: float, settings: Settings, **extra) -> Gang:
+    """The core's Gang for ``pods`` of ``objects`` (all of them, or the bound ones of a running gang)."""
+    first = min(pods, key=lambda pod: pod["metadata"]["name"])
+    spec = first["spec"]
+    group_spec = (objects.group or {}).get("spec") or {}
+    runtimes = [pod["spec"]["activeDeadlineSeconds"] for pod in pods if pod["spec"].get("activeDeadlineSeconds")]
+    annotated = _first_annotation(objects, RUNTIME)
+    max_runtime = None
+    if annotated is not None:
+        try:
+            max_runtime = runtime_seconds(annotated)
+        except ValueError as error:
+            raise ValueError(f"annotation {RUNTIME} is {error}") from None
+    elif runtimes:
+        max_runtime = float(min(runtimes))
+    min_resources = None
+    if group_spec.get("minResources"):
+        min_resources = resource_map(group_spec["minResources"], "spec.minResources")
+    owner_meta = objects.owner["metadata"]
+    annotations = objects.annotations()
+    return Gang(
+        name=objects.name,
+        queue=queue,
+        members=tuple(Member(pod["metadata"]["name"], pod_requests(pod)) for pod in sorted(pods, key=_member_order)),
+        priority=max(int(pod["spec"].get("priority") or 0) for pod in pods),
+        submit_time=timestamp(owner_meta.get("creationTimestamp"), now),
+        max_runtime=max_runtime,
+        schedule_timeout=float(group_spec["scheduleTimeoutSeconds"])
+        if group_spec.get("scheduleTimeoutSeconds")
+        else None,
+        topology=_topology_constraint(objects, settings),
+        node_selector=spec.get("nodeSelector") or {},
+        affinity=_affinity(spec),
+        tolerations=_tolerations(spec),
+        min_resources=min_resources,
+        restart_count=int(annotations.get(RESTARTS, 0) or 0),
+        not_before=float(annotations[NOT_BEFORE]) if annotations.get(NOT_BEFORE) else None,
+        **extra,
+    )
+
+
+def _member_order(pod: dict) -> tuple:
+    """Largest pods first, then by name: the core takes the first ``min_member`` members as the required ones."""
+    requests = pod_requests(pod)
+    return (-requests.get("nvidia.com/gpu", 0), pod["metadata"]["name"])
+
+
+def translate(
+    nodes: Iterable[dict],
+    pods: Iterable[dict],
+    foreign_pods: Iterable[dict],
+    groups: Mapping[tuple[str, str], dict],
+    queues: Iterable[dict],
+    namespaces: Mapping[str, dict],
+    settings: Settings,
+    now: float,
+) -> Translation:
+    """Everything the core needs from the cluster's objects, with the problems found on the way.
+
+    ``pods``: the live pods whose schedulerName is ours; ``foreign_pods``: other bound pods, whose requests are
+    taken off their nodes' allocatable."""
+    out = Translation()
+    used: dict[str, dict[str, int]] = {}
+    for pod in foreign_pods:
+        node = pod["spec"].get("nodeName")
+        if node and live(pod):
+            try:
+                for name, amount in pod_requests(pod).items():
+                    used.setdefault(node, {})[name] = used.get(node, {}).get(name, 0) + amount
+            except ValueError:
+                continue  # the API server validated it; a foreign pod is not ours to report on
+    ready_nodes = set()
+    for obj in nodes:
+        try:
+            node = to_node(obj, settings.topology, used.get(obj["metadata"]["name"], {}))
+        except ValueError as error:
+            out.problems.append(Problem("Node", None, obj["metadata"]["name"], str(error)))
+            continue
+        out.nodes.append(node)
+        if node.ready:
+            ready_nodes.add(node.name)
+    out.queues, queue_problems = queues_from(queues, settings.default_queue)
+    out.problems.extend(queue_problems)
+    queue_names = {queue.name for queue in out.queues}
+
+    grouped: dict[str, GangObjects] = {}
+    for pod in pods:
+        if not live(pod):
+            continue
+        name = gang_of(pod)
+        meta = pod["metadata"]
+        group_name = (meta.get("labels") or {}).get(GROUP_LABEL)
+        group = groups.get((meta["namespace"], group_name)) if group_name else None
+        grouped.setdefault(name, GangObjects(name, meta["namespace"], group, [])).pods.append(pod)
+    out.gangs = grouped
+    for name in sorted(grouped):
+        _add_gang(out, grouped[name], queue_names, ready_nodes, namespaces, settings, now)
+    return out
+
+
+def _add_gang(
+    out: Translation,
+    objects: GangObjects,
+    queue_names: set[str],
+    ready_nodes: set[str],
+    namespaces: Mapping[str, dict],
+    settings: Settings,
+    now: float,
+) -> None:
+    group_label = (objects.pods[0]["metadata"].get("labels") or {}).get(GROUP_LABEL)
+    bound = [pod for pod in objects.pods if pod["spec"].get("nodeName")]
+    unbound = [pod for pod in objects.pods if not pod["spec"].get("nodeName")]
+    queue, named_by = _queue_of(objects, namespaces, settings)
+
+    def refuse(message: str) -> None:
+        out.waiting[objects.name] = message
+        if objects.group is not None:
+            out.problems.append(Problem("PodGroup", objects.namespace, objects.owner_name, message))
+        for pod in unbound:
+            out.problems.append(Problem("Pod", objects.namespace, pod["metadata"]["name"], message))
+
+    if bound:
+        planned = objects.planned()
+        if unbound and any(pod["metadata"]["uid"] in planned for pod in unbound):
+            out.partial.append(objects)  # the adapter completes or releases it before the core runs
+            return
+        try:
+            gang = build_gang(objects, bound, queue if queue in queue_names else settings.default_queue, now, settings)
+        except ValueError as error:
+            gang = Gang(objects.name, settings.default_queue, tuple(Member(p["metadata"]["name"], {}) for p in bound))
+            out.problems.append(Problem(objects.kind, objects.namespace, objects.owner_name, str(error)))
+        annotations = bound[0]["metadata"].get("annotations") or {}
+        started = float(annotations.get(STARTED_AT) or now)
+        failed = tuple(
+            sorted(
+                pod["metadata"]["name"]
+                for pod in bound
+                if pod["spec"]["nodeName"] not in ready_nodes or (pod.get("status") or {}).get("phase") == "Failed"
+            )
+        )
+        out.running.append(
+            RunningGang(
+                gang=gang,
+                placement={pod["metadata"]["name"]: pod["spec"]["nodeName"] for pod in bound},
+                start_time=started,
+                expected_end=started + gang.max_runtime if gang.max_runtime else math.inf,
+                borrowed=annotations.get(BORROWED) == "true",
+                failed_members=failed,
+                backfilled_past=annotations.get(BACKFILLED_PAST) or None,
+            )
+        )
+        if unbound:
+            out.waiting[objects.name] = "the gang is running; pods added after it started wait for it to end"
+        return
+    if objects.annotations().get(FAILED):
+        out.waiting[objects.name] = f"the gang failed: {objects.annotations()[FAILED]}"
+        return
+    if group_label and objects.group is None:
+        refuse(f"label {GROUP_LABEL} names PodGroup {group_label!r}, which does not exist in {objects.namespace}")
+        return
+    if queue not in queue_names:
+        refuse(f"{named_by} names queue {queue!r}, which does not exist or is not usable")
+        return
+    min_member = ((objects.group or {}).get("spec") or {}).get("minMember")
+    if min_member is not None and min_member > len(unbound):
+        refuse(
+            f"spec.minMember is {min_member} but {len(unbound)} pods carry {GROUP_LABEL}={objects.owner_name}; "
+            f"expected at least {min_member} (waiting for the rest)"
+        )
+        return
+    try:
+        gang = build_gang(objects, unbound, queue, now, settings, min_member=min_member)
+    except (ValueError, KeyError) as error:
+        refuse(str(error))
+        return
+    out.pending.append(gang)
