@@ -1,6 +1,12 @@
-"""Inventory validation: groups, required variables, types, duplicates and likely typos, all reported at once.
+"""Inventory validation: every variable of every role and of the inventory, checked before anything changes.
 
-Used by the railforge_inventory_check module, which playbooks/site.yml runs before anything changes.
+Types, choices, list elements and nested options come from each role's meta/argument_specs.yml (and from
+INVENTORY_VARIABLES, written in the same shape); what an argument spec cannot say lives in RULES (ranges,
+formats, unique items) and CROSS_RULES (rules between variables). Every problem is returned at once, one line
+each, naming hosts, variable, value (secrets masked) and what was expected.
+
+Used by the railforge_inventory_check action (plugins/action), which playbooks/inventory_check.yml runs first.
+Pure Python on purpose: the unit tests and scripts/role_docs.py import it too.
 """
 
 import difflib
@@ -22,21 +28,301 @@ KNOWN_GROUPS = {
 }
 REQUIRED_GROUPS = (CONTROL_PLANE, NODES)
 
-# Inventory-level variables (role variables come from each role's meta/argument_specs.yml).
+# Inventory-level variables, declared like a role's argument_specs options; `required_for` names the group
+# whose hosts must set it. scripts/role_docs.py writes them into docs/variables.md.
 INVENTORY_VARIABLES = {
-    "railforge_cluster_name": {"type": "str", "required_for": "all", "pattern": "dns_label"},
-    "railforge_node_ip": {"type": "str", "pattern": "address"},
-    "railforge_gpu_count": {"type": "int", "required_for": "gpu_nodes", "min": 1, "max": 72},
-    "railforge_gpu_product": {"type": "str"},
+    "railforge_cluster_name": {
+        "type": "str",
+        "required_for": "all",
+        "description": "Name of the cluster (a DNS label); reports and node labels carry it.",
+    },
+    "railforge_node_ip": {
+        "type": "str",
+        "description": "The node's cluster address, written to /etc/hosts; ansible_host when unset.",
+    },
+    "railforge_gpu_count": {
+        "type": "int",
+        "required_for": "gpu_nodes",
+        "description": "GPUs every GPU node must show (1-72); validation fails a node with fewer.",
+    },
+    "railforge_gpu_product": {
+        "type": "str",
+        "description": "GPU product name the nodes must show, as nvidia-smi prints it.",
+    },
     "railforge_rdma_link_layer": {
         "type": "str",
         "required_for": "rdma_nodes",
         "choices": ["infiniband", "ethernet"],
+        "description": "Link layer of the compute rails.",
     },
-    "railforge_rdma_hcas": {"type": "list", "elements": "str", "required_for": "rdma_nodes"},
-    "railforge_rdma_rate_gbps": {"type": "int", "min": 1, "max": 1600},
-    "railforge_topology": {"type": "dict"},
+    "railforge_rdma_hcas": {
+        "type": "list",
+        "elements": "str",
+        "required_for": "rdma_nodes",
+        "description": "Compute-rail HCAs in GPU order (mlx5_0 ...), each listed once.",
+    },
+    "railforge_rdma_rate_gbps": {
+        "type": "int",
+        "description": "Rate every compute port must be up at, in Gb/s (1-1600).",
+    },
+    "railforge_topology": {
+        "type": "dict",
+        "description": "Where the node sits in the fabric, level to name (spine: spine-a, leaf: leaf-01).",
+    },
+    "railforge_extra_doca_profiles": {
+        "type": "list",
+        "elements": "str",
+        "default": [],
+        "description": "Package names accepted for doca_ofed_package besides the known DOCA and MLNX_OFED profiles.",
+    },
 }
+
+# DOCA-Host installation profiles (NVIDIA's DOCA Profiles page, 2.9 to 3.2) and MLNX_OFED meta packages.
+DOCA_PROFILES = ("doca-all", "doca-networking", "doca-ofed", "doca-roce", "doca-host-basic")
+MLNX_OFED_PROFILES = (
+    "mlnx-ofed-all",
+    "mlnx-ofed-basic",
+    "mlnx-ofed-dpdk",
+    "mlnx-ofed-guest",
+    "mlnx-ofed-hpc",
+    "mlnx-ofed-hypervisor",
+    "mlnx-ofed-kernel-only",
+    "mlnx-ofed-vma",
+)
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+HOST_LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+# user:password@ inside a URL: the password is what gets masked.
+URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/@\s:]*:)[^/@\s]+@")
+# scheme://[userinfo@]host[:port] at the start of a URL.
+URL_HEAD = re.compile(r"^(?P<scheme>[a-z]+)://(?:[^/@\s]+@)?(?P<host>\[[0-9A-Fa-f:.]+\]|[^/:\s]+)(?::(?P<port>\d+))?")
+SECRET_NAME = re.compile(r"password|passwd|secret|token", re.IGNORECASE)
+MASK = "********"
+
+
+def mask(text: str) -> str:
+    """Text with every URL password replaced by the mask."""
+    return URL_PASSWORD.sub(lambda m: m.group("head") + MASK + "@", text)
+
+
+def shown(name: str, value) -> str:
+    """A value as problems print it: secrets masked, type named."""
+    if SECRET_NAME.search(name):
+        return MASK
+    return f"{mask(repr(value))} ({type_name(value)})"
+
+
+def type_name(value) -> str:
+    """The builtin type's name (Ansible hands over str/int/... subclasses that carry their origin)."""
+    return next(kind.__name__ for kind in type(value).__mro__ if kind.__module__ == "builtins")
+
+
+# --- formats: each returns None when the value is right, else what was expected ------------------------------
+
+
+def _ipv4_help(value: str) -> str | None:
+    """When `value` is four dot-separated numbers that are not an IPv4 address, say why."""
+    parts = value.split(".")
+    if len(parts) == 4 and all(part.isdigit() for part in parts):
+        try:
+            ipaddress.IPv4Address(value)
+        except ValueError:
+            return "an IPv4 address (four numbers 0-255)"
+    return None
+
+
+def is_ip(value: str) -> bool:
+    try:
+        ipaddress.ip_address(value)
+        return True
+    except ValueError:
+        return False
+
+
+def host_problem(value: str) -> str | None:
+    """An IP address or a host name; dotted numbers that are no IPv4 address are refused, never taken as names."""
+    if is_ip(value):
+        return None
+    labels = value.rstrip(".").split(".")
+    if (
+        len(value) <= 253
+        and all(HOST_LABEL.match(label) for label in labels)
+        and not labels[-1].isdigit()  # a name's last label is never all digits: 10.0.0.400 is a broken address
+    ):
+        return None
+    return _ipv4_help(value) or "an IP address or a host name"
+
+
+def _url_problem(value: str, schemes: tuple[str, ...], example: str) -> str | None:
+    match = URL_HEAD.match(value)
+    expected = f"a {'/'.join(schemes)} URL like {example}"
+    if value.startswith("file:") and "file" in schemes:
+        return None if re.match(r"^file:/?/?/\S+$", value) else expected
+    if not match or match["scheme"] not in schemes or re.search(r"\s", value):
+        return expected
+    host = match["host"].strip("[]")
+    if host_problem(host) or (match["port"] and not 0 < int(match["port"]) < 65536):
+        return expected
+    return None
+
+
+def _regex(pattern: str, expected: str):
+    compiled = re.compile(pattern)
+    return lambda value: None if compiled.match(value) else expected
+
+
+def _empty_or(check):
+    return lambda value: None if value == "" else check(value)
+
+
+def _no_proxy_problem(value: str) -> str | None:
+    """A no_proxy entry: *, a host, a .domain (or *.domain), an address or a CIDR."""
+    entry = value.removeprefix("*").removeprefix(".")
+    try:
+        ipaddress.ip_network(entry, strict=False)
+        return None
+    except ValueError:
+        return None if value == "*" or not host_problem(entry) else "a host, .domain, address or CIDR"
+
+
+def _host_port_problem(value: str) -> str | None:
+    match = re.match(r"^(\[(?P<v6>[0-9A-Fa-f:]+)\]|(?P<host>[^:\[\]]+)):(?P<port>\d{1,5})$", value)
+    expected = "HOST:PORT like localhost:5555 ([IPv6]:PORT for an IPv6 address)"
+    if not match or not 0 < int(match["port"]) < 65536:
+        return expected
+    if match["v6"]:
+        return None if is_ip(match["v6"]) else expected
+    return None if not host_problem(match["host"]) else expected
+
+
+def _sysctl_keys_problem(value: dict) -> str | None:
+    bad = [key for key in value if not re.match(r"^[a-z0-9_\-]+(\.[A-Za-z0-9_\-]+)+$", str(key))]
+    return f"sysctl keys like net.ipv4.ip_forward, not {', '.join(map(repr, bad))}" if bad else None
+
+
+def _label_values_problem(value: dict) -> str | None:
+    bad = [f"{k}: {v!r}" for k, v in value.items() if not (isinstance(v, str) and DNS_LABEL.match(v))]
+    return f"level: name pairs whose names are DNS labels (leaf: leaf-01), not {', '.join(bad)}" if bad else None
+
+
+def _collectors_help_problem(value: str) -> str | None:
+    if re.search(r"[,\n]", value):
+        return "help text without commas or line breaks (the collectors CSV has none)"
+    return None
+
+
+PACKAGE = _regex(r"^[a-z0-9][a-z0-9+.\-]+$", "a Debian package name")
+DEBIAN_VERSION = _regex(r"^([0-9]+:)?[0-9][0-9A-Za-z.+~\-]*$", "a Debian package version like 2.5.1-1")
+SEMVER = _regex(r"^[0-9]+\.[0-9]+\.[0-9]+$", "MAJOR.MINOR.PATCH without a leading v")
+ABSOLUTE_PATH = _regex(r"^/", "an absolute path")
+REPO_URL = lambda value: _url_problem(value, ("http", "https", "file"), "https://mirror.example.com/repo")  # noqa: E731
+PROXY_URL = lambda value: _url_problem(value, ("http", "https"), "http://proxy.example.com:3128")  # noqa: E731
+
+# Formats that check a mapping (its keys or values); every other format checks a string.
+DICT_FORMATS = {"sysctl_keys", "label_values"}
+FORMATS = {
+    "ip": lambda value: None if is_ip(value) else (_ipv4_help(value) or "an IP address"),
+    "ip_or_empty": _empty_or(lambda value: None if is_ip(value) else (_ipv4_help(value) or "an IP address")),
+    "host": host_problem,
+    "dns_label": _regex(DNS_LABEL.pattern, "a DNS label (lowercase letters, digits, '-', at most 63)"),
+    "proxy_url": _empty_or(PROXY_URL),
+    "repo_url": REPO_URL,
+    "repo_url_or_empty": _empty_or(REPO_URL),
+    "no_proxy": _no_proxy_problem,
+    "host_port": _host_port_problem,
+    "package": PACKAGE,
+    "debian_version": DEBIAN_VERSION,
+    "dcgm_version": _regex(r"^1:4\.[0-9]+\.[0-9]+-[0-9A-Za-z.~]+$", "a DCGM 4 version with epoch like 1:4.5.2-1"),
+    "dcgm_field": _regex(r"^DCGM_FI_[A-Z0-9_]+$", "a DCGM field name (DCGM_FI_...)"),
+    "release": _regex(r"^[0-9][0-9A-Za-z.\-]*$", "a release like 2.9.1 or 24.10-1.1.4.0"),
+    "driver_branch": _regex(r"^[0-9]{3}$", 'a driver branch of three digits like "580"'),
+    "cuda_version": _regex(r"^[0-9]{2}\.[0-9]+$", 'a CUDA version MAJOR.MINOR like "12.8"'),
+    "kernel_module": _regex(r"^[A-Za-z0-9_\-]+$", "a kernel module name"),
+    "kernel_arg": _regex(r"^[A-Za-z0-9_.\-]+(=[A-Za-z0-9_.,:\-]+)?$", "a kernel argument like iommu=pt"),
+    "sysctl_keys": _sysctl_keys_problem,
+    "hca": _regex(r"^[A-Za-z0-9_]+$", "an RDMA device name like mlx5_0"),
+    "netdev": _regex(r"^[A-Za-z0-9_.:\-]{1,15}$", "an interface name (at most 15 characters)"),
+    "pci_address": _regex(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$", "a PCI address like 0000:3b:00.0"),
+    "absolute_path": ABSOLUTE_PATH,
+    "semver": SEMVER,
+    "image": _regex(r"^[^\s:]+(:[0-9]+)?/[^\s]+:[^\s:/]+$", "an image REGISTRY/NAME:TAG"),
+    "go_toolchain": _regex(r"^go[0-9]+\.[0-9]+(\.[0-9]+)?$", "a Go toolchain name like go1.26.8"),
+    "label_values": _label_values_problem,
+    "no_comma": _collectors_help_problem,
+}
+
+# What argument specs cannot say, one entry per variable (ITEM[].option for options of list items):
+# min/max (inclusive), format (a FORMATS key, applied to each element of a list), unique (list items, or the
+# named option of dict items, listed once).
+RULES = {
+    "ansible_host": {"format": "host"},
+    "railforge_cluster_name": {"format": "dns_label"},
+    "railforge_node_ip": {"format": "ip"},
+    "railforge_gpu_count": {"min": 1, "max": 72},
+    "railforge_rdma_hcas": {"format": "hca", "unique": True},
+    "railforge_rdma_rate_gbps": {"min": 1, "max": 1600},
+    "railforge_topology": {"format": "label_values"},
+    "railforge_extra_doca_profiles": {"format": "package"},
+    "common_extra_packages": {"format": "package"},
+    "common_ntp_servers": {"format": "host"},
+    "common_kernel_modules": {"format": "kernel_module"},
+    "common_sysctls": {"format": "sysctl_keys"},
+    "common_http_proxy": {"format": "proxy_url"},
+    "common_https_proxy": {"format": "proxy_url"},
+    "common_no_proxy": {"format": "no_proxy"},
+    "cuda_toolkit_versions": {"format": "cuda_version", "unique": True},
+    "cuda_toolkit_default_version": {"format": "cuda_version"},
+    "doca_ofed_version": {"format": "release"},
+    "doca_ofed_mlnx_ofed_version": {"format": "release"},
+    "doca_ofed_base_url": {"format": "repo_url"},
+    "doca_ofed_mlnx_ofed_base_url": {"format": "repo_url"},
+    "doca_ofed_repo_url": {"format": "repo_url"},
+    "doca_ofed_repo_key_url": {"format": "repo_url"},
+    "doca_ofed_package": {"format": "package"},
+    "doca_ofed_extra_packages": {"format": "package"},
+    "doca_ofed_sysfs_root": {"format": "absolute_path"},
+    "gpudirect_gdrcopy_version": {"format": "debian_version"},
+    "gpudirect_gdrcopy_packages": {"format": "package"},
+    "gpudirect_gdrcopy_repo_url": {"format": "repo_url_or_empty"},
+    "gpudirect_kernel_args": {"format": "kernel_arg"},
+    "gpudirect_nvidia_version_file": {"format": "absolute_path"},
+    "nvidia_container_toolkit_version": {"format": "debian_version"},
+    "nvidia_container_toolkit_repo_url": {"format": "repo_url"},
+    "nvidia_container_toolkit_repo_key_url": {"format": "repo_url"},
+    "nvidia_container_toolkit_cdi_spec": {"format": "absolute_path"},
+    "nvidia_dcgm_version": {"format": "dcgm_version"},
+    "nvidia_dcgm_exporter_version": {"format": "debian_version"},
+    "nvidia_dcgm_exporter_listen_address": {"format": "ip_or_empty"},
+    "nvidia_dcgm_exporter_port": {"min": 1, "max": 65535},
+    "nvidia_dcgm_exporter_hostengine": {"format": "host_port"},
+    "nvidia_dcgm_exporter_collectors": {"unique": "field"},
+    "nvidia_dcgm_exporter_collectors[].field": {"format": "dcgm_field"},
+    "nvidia_dcgm_exporter_collectors[].help": {"format": "no_comma"},
+    "nvidia_driver_branch": {"format": "driver_branch"},
+    "nvidia_driver_repo_base_url": {"format": "repo_url"},
+    "nvidia_driver_repo_key_url": {"format": "repo_url"},
+    "nvidia_driver_reboot_timeout": {"min": 1, "max": 86400},
+    "nvidia_driver_hw_root": {"format": "absolute_path"},
+    "nvidia_fabricmanager_hw_root": {"format": "absolute_path"},
+    "roce_qos_rails": {"unique": "netdev"},
+    "roce_qos_rails[].netdev": {"format": "netdev"},
+    "roce_qos_rails[].mtu": {"min": 1280, "max": 9216},
+    "roce_qos_mtu": {"min": 1280, "max": 9216},
+    "roce_qos_pfc_priority": {"min": 0, "max": 7},
+    "roce_qos_traffic_class": {"min": 0, "max": 255},
+    "sriov_vfs_pfs": {"unique": "pci_address"},
+    "sriov_vfs_pfs[].pci_address": {"format": "pci_address"},
+    "sriov_vfs_pfs[].num_vfs": {"min": 0, "max": 127},
+    "versions_kubernetes": {"format": "semver"},
+    "versions_etcd": {"format": "semver"},
+    "versions_containerd": {"format": "semver"},
+    "versions_runc": {"format": "semver"},
+    "versions_crictl": {"format": "semver"},
+    "versions_mpi_operator": {"format": "semver"},
+    "versions_pause_image": {"format": "image"},
+    "versions_go_toolchain": {"format": "go_toolchain"},
+}
+
 TYPE_HELP = {
     "str": "a string",
     "int": "an integer",
@@ -59,16 +345,6 @@ MAGIC_VARIABLES = {
     "play_hosts",
     "role_names",
 }
-DNS_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
-HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9-]{1,63})*$")
-
-
-def is_address(value: str) -> bool:
-    try:
-        ipaddress.ip_address(value)
-        return True
-    except ValueError:
-        return bool(HOSTNAME.match(value))
 
 
 def type_ok(value, expected: str) -> bool:
@@ -84,31 +360,164 @@ def type_ok(value, expected: str) -> bool:
     return checks.get(expected, lambda v: True)(value)
 
 
-def describe(value) -> str:
-    return f"{value!r} ({type(value).__name__})"
+def type_problem(name: str, value, expected: str) -> str:
+    hint = ""
+    if expected in ("int", "float") and isinstance(value, str) and re.fullmatch(r"-?[0-9]+(\.[0-9]+)?", value):
+        hint = f": write {value} without quotes"
+    elif expected == "bool" and isinstance(value, str) and value.lower() in ("true", "false", "yes", "no"):
+        hint = f": write {'true' if value.lower() in ('true', 'yes') else 'false'} without quotes"
+    return f"{name} must be {TYPE_HELP.get(expected, expected)}, got {shown(name, value)}{hint}"
 
 
-def check_value(name: str, value, spec: dict) -> list[str]:
-    """Problems of one variable's value against its spec (type, elements, choices, range, pattern)."""
+def check_value(name: str, value, spec: dict, rule_key: str | None = None) -> list[str]:
+    """Problems of one value against its argument spec and its RULES entry, nested options included."""
+    rule_key = rule_key or name
     expected = spec.get("type", "raw")
     if not type_ok(value, expected):
-        return [f"{name} must be {TYPE_HELP.get(expected, expected)}, got {describe(value)}"]
+        return [type_problem(name, value, expected)]
     problems = []
-    if "elements" in spec and isinstance(value, list):
+    items = list(enumerate(value)) if isinstance(value, list) else []
+    if "elements" in spec:
+        for index, item in items:
+            if not type_ok(item, spec["elements"]):
+                problems.append(type_problem(f"{name}[{index}]", item, spec["elements"]))
+        items = [(index, item) for index, item in items if type_ok(item, spec["elements"])]
+    if "choices" in spec:
+        candidates = [(f"{name}[{i}]", item) for i, item in items] if expected == "list" else [(name, value)]
         problems += [
-            f"{name}[{i}] must be {TYPE_HELP.get(spec['elements'], spec['elements'])}, got {describe(item)}"
-            for i, item in enumerate(value)
-            if not type_ok(item, spec["elements"])
+            f"{label} must be one of {', '.join(map(str, spec['choices']))}, got {shown(label, item)}"
+            for label, item in candidates
+            if item not in spec["choices"]
         ]
-    if "choices" in spec and not isinstance(value, list | dict) and value not in spec["choices"]:
-        problems.append(f"{name} must be one of {', '.join(map(str, spec['choices']))}, got {value!r}")
-    if ("min" in spec and value < spec["min"]) or ("max" in spec and value > spec["max"]):
-        problems.append(f"{name} must be between {spec['min']} and {spec['max']}, got {value}")
-    if spec.get("pattern") == "dns_label" and not DNS_LABEL.match(value):
-        problems.append(f"{name} must be a DNS label (lowercase letters, digits, '-'), got {value!r}")
-    if spec.get("pattern") == "address" and not is_address(value):
-        problems.append(f"{name} must be an IP address or host name, got {value!r}")
+    if "options" in spec:
+        for index, item in items if expected == "list" else [(None, value)]:
+            label = name if index is None else f"{name}[{index}]"
+            problems += _check_options(label, item, spec["options"], rule_key)
+    problems += _check_rule(name, value, RULES.get(rule_key, {}))
     return problems
+
+
+def _check_options(label: str, item, options: dict, rule_key: str) -> list[str]:
+    if not isinstance(item, dict):
+        return [f"{label} must be a mapping with {', '.join(options)}, got {shown(label, item)}"]
+    problems = [
+        f"{label} is missing {option}, which is required"
+        for option, option_spec in options.items()
+        if option_spec.get("required") and option not in item
+    ]
+    for key in item:
+        if key not in options:
+            close = difflib.get_close_matches(str(key), options, n=1, cutoff=0.6)
+            hint = f": did you mean {close[0]}?" if close else f" (known: {', '.join(options)})"
+            problems.append(f"{label} has an unknown option {key}{hint}")
+        else:
+            problems += check_value(f"{label}.{key}", item[key], options[key], f"{rule_key}[].{key}")
+    return problems
+
+
+def _check_rule(name: str, value, rule: dict) -> list[str]:
+    problems = []
+    values = list(enumerate(value)) if isinstance(value, list) else [(None, value)]
+    check_format = FORMATS.get(rule.get("format"))
+    for index, item in values:
+        label = name if index is None else f"{name}[{index}]"
+        if check_format and isinstance(item, dict if rule["format"] in DICT_FORMATS else str):
+            expected = check_format(item)
+            if expected:
+                problems.append(f"{label} must be {expected}, got {shown(name, item)}")
+        if isinstance(item, int | float) and not isinstance(item, bool):
+            low, high = rule.get("min"), rule.get("max")
+            if (low is not None and item < low) or (high is not None and item > high):
+                problems.append(f"{label} must be between {low} and {high}, got {item}")
+    unique = rule.get("unique")
+    if unique and isinstance(value, list):
+        keys = [item.get(unique) if isinstance(item, dict) else item for item in value] if unique is not True else value
+        seen = [key for key in keys if isinstance(key, str | int)]
+        for key in sorted({key for key in seen if seen.count(key) > 1}, key=str):
+            what = f"{unique} {key}" if unique is not True else repr(key)
+            problems.append(f"{name} lists {what} more than once: each must appear once")
+    return problems
+
+
+# --- rules between variables --------------------------------------------------------------------------------
+
+
+def _driver_version_in_branch(v: dict) -> str | None:
+    version, branch = v["nvidia_driver_version"], v["nvidia_driver_branch"]
+    if version == "" or re.match(rf"^{re.escape(branch)}\.[0-9]+(\.[0-9]+)?$", version):
+        return None
+    return (
+        f"nvidia_driver_version must be a version of nvidia_driver_branch {branch} like {branch}.95.05 (or empty), "
+        f"got {version!r}"
+    )
+
+
+def _cuda_default_in_versions(v: dict) -> str | None:
+    versions, default = v["cuda_toolkit_versions"], v["cuda_toolkit_default_version"]
+    if not versions:
+        return "cuda_toolkit_versions must list at least one version"
+    if default in versions:
+        return None
+    return f"cuda_toolkit_default_version must be one of cuda_toolkit_versions ({', '.join(versions)}), got {default!r}"
+
+
+# The oldest driver branch that runs each CUDA major (CUDA 12 from 525, CUDA 13 from 580).
+CUDA_MAJOR_MIN_DRIVER = {12: 525, 13: 580}
+
+
+def _dcgm_cuda_major_fits_driver(v: dict) -> str | None:
+    major, branch = v["nvidia_dcgm_cuda_major"], v["nvidia_driver_branch"]
+    needed = CUDA_MAJOR_MIN_DRIVER.get(major)
+    if not branch.isdigit() or needed is None or int(branch) >= needed:
+        return None
+    fitting = [str(m) for m, low in sorted(CUDA_MAJOR_MIN_DRIVER.items()) if int(branch) >= low]
+    return (
+        f"nvidia_dcgm_cuda_major {major} needs nvidia_driver_branch {needed} or newer, got branch {branch}: "
+        f"set nvidia_dcgm_cuda_major to {' or '.join(fitting) or 'a major this driver runs'}"
+    )
+
+
+def _roce_dscp_on_pfc_priority(v: dict) -> str | None:
+    """With DSCP trust the adapter's default map puts DSCP d on priority d >> 3: RoCE must land on the PFC one."""
+    if v["roce_qos_trust"] != "dscp" or not v["roce_qos_rails"]:
+        return None
+    traffic_class, priority = v["roce_qos_traffic_class"], v["roce_qos_pfc_priority"]
+    dscp = traffic_class >> 2
+    if dscp >> 3 == priority:
+        return None
+    return (
+        f"roce_qos_traffic_class {traffic_class} carries DSCP {dscp}, which trust dscp maps to priority {dscp >> 3}, "
+        f"but PFC is on roce_qos_pfc_priority {priority}: use a traffic class {priority * 32}-{priority * 32 + 31} "
+        f"(DSCP {priority * 8}-{priority * 8 + 7}, e.g. {priority * 32 + 10}) or move PFC"
+    )
+
+
+def _doca_profile_known(v: dict) -> str | None:
+    package, flavour = v["doca_ofed_package"], v["doca_ofed_flavour"]
+    known = (DOCA_PROFILES if flavour == "doca" else MLNX_OFED_PROFILES) + tuple(v["railforge_extra_doca_profiles"])
+    if package in known:
+        return None
+    return (
+        f"doca_ofed_package must be a {flavour} profile ({', '.join(known)}), got {package!r}; "
+        "list a site package in railforge_extra_doca_profiles to accept it"
+    )
+
+
+# Each: the variables it reads (host value, else the role default) and the check. A rule runs when the host
+# sets one of its variables and every value it reads passes its own checks and is no template left to the role.
+CROSS_RULES = (
+    (("nvidia_driver_version", "nvidia_driver_branch"), _driver_version_in_branch),
+    (("cuda_toolkit_versions", "cuda_toolkit_default_version"), _cuda_default_in_versions),
+    (("nvidia_dcgm_cuda_major", "nvidia_driver_branch"), _dcgm_cuda_major_fits_driver),
+    (
+        ("roce_qos_traffic_class", "roce_qos_pfc_priority", "roce_qos_trust", "roce_qos_rails"),
+        _roce_dscp_on_pfc_priority,
+    ),
+    (("doca_ofed_package", "doca_ofed_flavour", "railforge_extra_doca_profiles"), _doca_profile_known),
+)
+
+
+# --- the inventory as a whole --------------------------------------------------------------------------------
 
 
 def likely_meant(name: str, known) -> str | None:
@@ -120,12 +529,19 @@ def likely_meant(name: str, known) -> str | None:
     return next((candidate for candidate in sorted(known) if sorted(candidate.split("_")) == words), None)
 
 
+def unprefixed_meaning(name: str, specs: dict[str, dict]) -> list[str]:
+    """Role variables (or options of their items) that an unprefixed `name` was probably meant as."""
+    meant = [known for known in sorted(specs) if known.endswith("_" + name)]
+    meant += [f"{known}[].{name}" for known in sorted(specs) if name in (specs[known].get("options") or {})]
+    return meant
+
+
 def role_prefixes(specs: dict[str, dict]) -> set[str]:
     return {name.split("_")[0] + "_" for name in specs} | {"railforge_"}
 
 
 def validate(groups: dict[str, list[str]], hostvars: dict[str, dict], role_specs: dict[str, dict]) -> list[str]:
-    """Every problem of the inventory, one line each, sorted; empty when the inventory is sound."""
+    """Every problem of the inventory, one line each, sorted, secrets masked; empty when the inventory is sound."""
     specs = {**role_specs, **INVENTORY_VARIABLES}
     problems: list[str] = []
     problems += _check_groups(groups)
@@ -134,10 +550,10 @@ def validate(groups: dict[str, list[str]], hostvars: dict[str, dict], role_specs
         for message in _check_host(host, hostvars[host], groups, specs):
             per_message[message].append(host)
     for message, hosts in per_message.items():
-        shown = ", ".join(hosts[:5]) + (f" (+{len(hosts) - 5} more)" if len(hosts) > 5 else "")
-        problems.append(f"{shown}: {message}")
+        named = ", ".join(hosts[:5]) + (f" (+{len(hosts) - 5} more)" if len(hosts) > 5 else "")
+        problems.append(f"{named}: {message}")
     problems += _check_duplicate_addresses(hostvars)
-    return sorted(problems)
+    return sorted(mask(problem) for problem in problems)
 
 
 def _check_groups(groups: dict[str, list[str]]) -> list[str]:
@@ -173,25 +589,77 @@ def _check_host(host: str, variables: dict, groups: dict[str, list[str]], specs:
         )
     prefixes = role_prefixes(specs)
     for name in sorted(variables):
-        if name in MAGIC_VARIABLES or name.startswith("ansible_"):
+        if name in MAGIC_VARIABLES:
             continue
         if name in specs:
             problems += check_value(name, variables[name], specs[name])
-            continue
-        meant = likely_meant(name, specs)
-        if meant:
-            problems.append(f"unknown variable {name}: did you mean {meant}?")
-        elif any(name.startswith(prefix) for prefix in prefixes):
-            problems.append(f"unknown variable {name}: no role declares it (see docs/variables.md)")
+        elif name in RULES:
+            problems += _check_rule(name, variables[name], RULES[name])
+        elif not name.startswith("ansible_"):
+            problems += _unknown_variable(name, specs, prefixes)
     for name, spec in INVENTORY_VARIABLES.items():
         group = spec.get("required_for")
         if group and name not in variables and (group == "all" or host in groups.get(group, [])):
             where = "every host (set it in group_vars/all)" if group == "all" else f"hosts in {group}"
             problems.append(f"{name} is required for {where}")
-    address = variables.get("railforge_node_ip", variables.get("ansible_host"))
-    if "railforge_node_ip" not in variables and isinstance(address, str) and not is_address(address):
-        problems.append(f"ansible_host must be an IP address or host name, got {address!r}")
+    problems += _check_cross_rules(variables, specs)
+    problems += _check_etc_hosts(host, variables, groups)
     return problems
+
+
+def _unknown_variable(name: str, specs: dict[str, dict], prefixes: set[str]) -> list[str]:
+    meant = likely_meant(name, specs)
+    if meant:
+        return [f"unknown variable {name}: did you mean {meant}?"]
+    if any(name.startswith(prefix) for prefix in prefixes):
+        return [f"unknown variable {name}: no role declares it (see docs/variables.md)"]
+    unprefixed = unprefixed_meaning(name, specs)
+    if unprefixed:
+        return [
+            f"unknown variable {name}: no role reads it (role variables carry their role's prefix); "
+            f"did you mean {' or '.join(unprefixed)}?"
+        ]
+    return []
+
+
+def _effective(name: str, variables: dict, specs: dict[str, dict]):
+    return variables[name] if name in variables else specs.get(name, {}).get("default")
+
+
+def _check_cross_rules(variables: dict, specs: dict[str, dict]) -> list[str]:
+    problems = []
+    for names, rule in CROSS_RULES:
+        if not any(name in variables for name in names):
+            continue
+        values = {name: _effective(name, variables, specs) for name in names}
+        usable = all(
+            "{{" not in str(value) and not check_value(name, value, specs.get(name, {}))
+            for name, value in values.items()
+        )
+        problem = rule(values) if usable else None
+        if problem:
+            problems.append(problem)
+    return problems
+
+
+def _check_etc_hosts(host: str, variables: dict, groups: dict[str, list[str]]) -> list[str]:
+    """The common role writes each node's address into /etc/hosts: it must be an IP address."""
+    group = variables.get("common_etc_hosts_group", "all")
+    if not isinstance(group, str):
+        return []
+    if group != "all" and group not in groups:
+        return [f"common_etc_hosts_group must be an inventory group, got {group!r} (no such group)"]
+    if variables.get("common_manage_etc_hosts", True) is not True or (group != "all" and host not in groups[group]):
+        return []
+    if "railforge_node_ip" in variables:
+        return []
+    address = variables.get("ansible_host")
+    if isinstance(address, str) and not is_ip(address) and not host_problem(address):
+        return [
+            f"railforge_node_ip is needed: ansible_host {address!r} is no IP address and /etc/hosts needs one "
+            "(or set common_manage_etc_hosts: false)"
+        ]
+    return []
 
 
 def _check_duplicate_addresses(hostvars: dict[str, dict]) -> list[str]:

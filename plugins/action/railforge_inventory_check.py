@@ -1,0 +1,56 @@
+"""Action plugin: validate the whole inventory on the controller before anything changes.
+
+An action, not a module: the inventory's variables (proxy passwords included) are read here from the task's
+variables and never travel as module arguments, so they are neither logged nor shown with -vvv.
+"""
+
+import importlib.util
+from pathlib import Path
+
+import yaml
+from ansible.errors import AnsibleError
+from ansible.plugins.action import ActionBase
+
+# Shared with the unit tests and scripts/role_docs.py; ansible.module_utils.* is importable by modules only.
+_SPEC = importlib.util.spec_from_file_location(
+    "railforge_inventory", Path(__file__).resolve().parents[1] / "module_utils/railforge_inventory.py"
+)
+railforge_inventory = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(railforge_inventory)
+
+
+def load_role_specs(roles_dir: Path) -> dict:
+    specs = {}
+    for path in sorted(roles_dir.glob("*/meta/argument_specs.yml")):
+        entry = (yaml.safe_load(path.read_text()) or {}).get("argument_specs", {}).get("main", {})
+        specs.update(entry.get("options", {}))
+    return specs
+
+
+def rendered_variables(host_variables) -> dict:
+    """A host's variables with templates rendered; one that needs facts or role defaults is left to its role."""
+    variables = {}
+    for name in host_variables:
+        try:
+            variables[name] = host_variables[name]
+        except AnsibleError:
+            continue
+    return variables
+
+
+class ActionModule(ActionBase):
+    _VALID_ARGS = frozenset({"roles_dir"})
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        roles_dir = Path(self._task.args["roles_dir"])
+        groups = {name: list(hosts) for name, hosts in task_vars["groups"].items()}
+        hostvars = {host: rendered_variables(task_vars["hostvars"][host]) for host in groups["all"]}
+        problems = railforge_inventory.validate(groups, hostvars, load_role_specs(roles_dir))
+        result["changed"] = False
+        if problems:
+            result.update(
+                failed=True,
+                msg=f"The inventory has {len(problems)} problem(s); nothing was changed:\n- " + "\n- ".join(problems),
+            )
+        return result

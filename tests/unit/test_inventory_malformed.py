@@ -1,0 +1,89 @@
+"""Malformed inventories through the real `ansible-playbook playbooks/site.yml --check`: the run stops at the
+inventory check, before the first node task, naming every problem; no node is ever contacted.
+
+Each entry of tests/fixtures/inventories/overlays/malformed.yml is laid over a copy of inventories/example (whose
+10.x addresses are no machines of ours): SSH is made to fail locally (ProxyCommand=false), and the tests assert
+that no task other than the inventory check ran and that no host was even tried.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+OVERLAYS = yaml.safe_load((ROOT / "tests/fixtures/inventories/overlays/malformed.yml").read_text())
+CHECK_TASK = "Check groups, every variable of every role and the inventory, and the rules between them"
+PROXY_PASSWORD = "S3cr3t-Pa55"
+# One run with --limit (the broken host is another one) and one with the tags of a node stage.
+EXTRA_ARGS = {"ansible-host-octet-400": ["--limit", "dgx-01"], "dcgm-cuda13-on-driver-570": ["--tags", "nvidia_driver"]}
+
+
+def inventory_with(tmp_path: Path, overlay: dict) -> Path:
+    inventory = tmp_path / "inventory"
+    shutil.copytree(ROOT / "inventories/example", inventory)
+    for group, variables in overlay.get("group_vars", {}).items():
+        # group_vars files load in name order: this one comes last and wins.
+        (inventory / "group_vars" / group).mkdir(exist_ok=True)
+        (inventory / "group_vars" / group / "zz-overlay.yml").write_text(yaml.safe_dump(variables))
+    for host, variables in overlay.get("host_vars", {}).items():
+        (inventory / "host_vars").mkdir(exist_ok=True)
+        (inventory / "host_vars" / f"{host}.yml").write_text(yaml.safe_dump(variables))
+    return inventory / "hosts.yml"
+
+
+def run(playbook: str, inventory: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "ANSIBLE_NOCOLOR": "1",
+        # Any SSH attempt fails on this machine: the inventory's addresses must never see a packet.
+        "ANSIBLE_SSH_ARGS": "-o ProxyCommand=false",
+    }
+    return subprocess.run(
+        ["ansible-playbook", "-i", str(inventory), str(ROOT / playbook), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        check=False,
+    )
+
+
+def test_there_are_at_least_thirty_malformed_inventories():
+    assert len(OVERLAYS) >= 30
+
+
+@pytest.mark.parametrize("name", sorted(OVERLAYS))
+def test_site_check_stops_before_any_node_task_naming_every_problem(tmp_path, name):
+    result = run("playbooks/site.yml", inventory_with(tmp_path, OVERLAYS[name]), "--check", *EXTRA_ARGS.get(name, []))
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert "problem(s); nothing was changed" in output
+    for problem in OVERLAYS[name]["expect"]:
+        assert problem in output, f"missing: {problem}\n{output}"
+    assert re.findall(r"^TASK \[(.*?)\]", output, re.MULTILINE) == [CHECK_TASK], output
+    assert "UNREACHABLE" not in output and "Gathering Facts" not in output
+    # The recap lists the one host the check ran for; every other count is zero.
+    assert re.findall(r"^(\S+)\s+: ok=0\s+changed=0\s+unreachable=0\s+failed=1", output, re.MULTILINE), output
+
+
+def test_an_authenticated_proxy_is_accepted_and_its_password_never_printed(tmp_path):
+    proxy = f"http://railforge:{PROXY_PASSWORD}@proxy.example.internal:3128"
+    overlay = {"group_vars": {"all": {"common_http_proxy": proxy, "common_https_proxy": proxy}}}
+    result = run("playbooks/inventory_check.yml", inventory_with(tmp_path, overlay), "-vvv")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert PROXY_PASSWORD not in result.stdout + result.stderr
+
+
+def test_a_refused_proxy_is_shown_with_its_password_masked(tmp_path):
+    result = run("playbooks/site.yml", inventory_with(tmp_path, OVERLAYS["proxy-password-masked"]), "--check", "-vvv")
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert "railforge:********@proxy example.internal:3128" in output
+    assert PROXY_PASSWORD not in output
+    assert "common_http_proxy" not in output.split("nothing was changed", 1)[1].split("PLAY RECAP")[0]
