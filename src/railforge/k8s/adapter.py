@@ -42,6 +42,7 @@ from railforge.k8s.translate import (
     NOT_BEFORE,
     PLACEMENT,
     REASON,
+    REASON_CODE,
     RESTARTS,
     STARTED_AT,
     GangObjects,
@@ -474,9 +475,10 @@ class Adapter:
                 phase = "Failed" if objects.annotations().get(FAILED) else ("Pending" if unbound else "Running")
                 if name in reserved:
                     reason = f"{reason} (reserved start in {_in(reserved[name].start - snapshot.now)})"
-            warning = name in view.waiting and bool(unbound) and objects.name not in bound
+            code = str(getattr(reasons.get(name), "code", "")) if reason else ""
+            warning = code.startswith("input.")
+            label = "InvalidSpec" if warning else "Unschedulable"
             if reason and unbound:
-                label = "InvalidSpec" if warning else "Unschedulable"
                 for pod in unbound:
                     self.reporter.pod_condition(pod, label, reason)
                     self.reporter.event("Pod", pod, label, reason, warning=warning)
@@ -489,11 +491,9 @@ class Adapter:
                 if phase == "Scheduled" and not (group.get("status") or {}).get("scheduleStartTime"):
                     status["scheduleStartTime"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
                 self.reporter.status("PodGroup", group, status)
-                self.reporter.annotate("PodGroup", group, {REASON: reason or None})
+                self.reporter.annotate("PodGroup", group, {REASON: reason or None, REASON_CODE: code or None})
                 if reason and unbound:
-                    self.reporter.event(
-                        "PodGroup", group, "InvalidSpec" if warning else "Unschedulable", reason, warning=warning
-                    )
+                    self.reporter.event("PodGroup", group, label, reason, warning=warning)
         self._publish(decisions, view, snapshot, reasons, reserved, spent)
 
     def _pod_counts(self) -> dict[tuple[str, str], tuple[int, int, int]]:

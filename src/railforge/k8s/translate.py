@@ -40,6 +40,7 @@ RESTARTS = LABEL_PREFIX + "restarts"
 NOT_BEFORE = LABEL_PREFIX + "not-before"
 FAILED = LABEL_PREFIX + "failed"
 REASON = LABEL_PREFIX + "reason"
+REASON_CODE = LABEL_PREFIX + "reason-code"
 RUNTIME = LABEL_PREFIX + "runtime"
 TOPOLOGY_REQUIRED = LABEL_PREFIX + "topology-required"
 TOPOLOGY_PREFERRED = LABEL_PREFIX + "topology-preferred"
@@ -58,6 +59,18 @@ class Problem:
 
     def __str__(self) -> str:
         return f"{self.kind} {'/'.join(filter(None, (self.namespace, self.name)))}: {self.message}"
+
+
+class Waiting(str):
+    """Why the adapter keeps a gang from the core: the sentence, with a stable ``code`` as the core's reasons have
+    (docs/scheduler.md lists both)."""
+
+    __slots__ = ("code",)
+
+    def __new__(cls, code: str, text: str) -> Waiting:
+        waiting = super().__new__(cls, text)
+        waiting.code = code
+        return waiting
 
 
 @dataclass
@@ -104,7 +117,7 @@ class Translation:
     running: list[RunningGang] = field(default_factory=list)
     gangs: dict[str, GangObjects] = field(default_factory=dict)  # every gang by name
     partial: list[GangObjects] = field(default_factory=list)  # bound in part by an interrupted bind
-    waiting: dict[str, str] = field(default_factory=dict)  # gang -> why it is kept from the core
+    waiting: dict[str, Waiting] = field(default_factory=dict)  # gang -> why it is kept from the core
     problems: list[Problem] = field(default_factory=list)
 
 
@@ -462,8 +475,8 @@ def _add_gang(
     unbound = [pod for pod in objects.pods if not pod["spec"].get("nodeName")]
     queue, named_by = _queue_of(objects, namespaces, settings)
 
-    def refuse(message: str) -> None:
-        out.waiting[objects.name] = message
+    def refuse(code: str, message: str) -> None:
+        out.waiting[objects.name] = Waiting(code, message)
         if objects.group is not None:
             out.problems.append(Problem("PodGroup", objects.namespace, objects.owner_name, message))
         for pod in unbound:
@@ -500,27 +513,33 @@ def _add_gang(
             )
         )
         if unbound:
-            out.waiting[objects.name] = "the gang is running; pods added after it started wait for it to end"
+            out.waiting[objects.name] = Waiting(
+                "gang.running", "the gang is running; pods added after it started wait for it to end"
+            )
         return
     if objects.annotations().get(FAILED):
-        out.waiting[objects.name] = f"the gang failed: {objects.annotations()[FAILED]}"
+        out.waiting[objects.name] = Waiting("gang.failed", f"the gang failed: {objects.annotations()[FAILED]}")
         return
     if group_label and objects.group is None:
-        refuse(f"label {GROUP_LABEL} names PodGroup {group_label!r}, which does not exist in {objects.namespace}")
+        refuse(
+            "input.podgroup-missing",
+            f"label {GROUP_LABEL} names PodGroup {group_label!r}, which does not exist in {objects.namespace}",
+        )
         return
     if queue not in queue_names:
-        refuse(f"{named_by} names queue {queue!r}, which does not exist or is not usable")
+        refuse("input.unknown-queue", f"{named_by} names queue {queue!r}, which does not exist or is not usable")
         return
     min_member = ((objects.group or {}).get("spec") or {}).get("minMember")
     if min_member is not None and min_member > len(unbound):
         refuse(
+            "input.min-member",
             f"spec.minMember is {min_member} but {len(unbound)} pods carry {GROUP_LABEL}={objects.owner_name}; "
-            f"expected at least {min_member} (waiting for the rest)"
+            f"expected at least {min_member} (waiting for the rest)",
         )
         return
     try:
         gang = build_gang(objects, unbound, queue, now, settings, min_member=min_member)
     except (ValueError, KeyError) as error:
-        refuse(str(error))
+        refuse("input.invalid", str(error))
         return
     out.pending.append(gang)
