@@ -366,30 +366,61 @@ def _topo_affinity(topo: dict, gpus: list[dict], hca_names: list[str], warnings:
 
 def _best_port(h: dict):
     ports = h.get("ports") or [{"port": 1, "state": None, "link_layer": None, "rate_gbps": None}]
-    act = [p for p in ports if (p.get("state") or "").upper() == "ACTIVE"]
+    act = [p for p in ports if _is_active(p)]
     return (act or ports)[0]
 
 
-def select_rails(gpus: list[dict], hcas: list[dict], affinity: dict) -> dict:
+def _is_active(port: dict) -> bool:
+    return (port.get("state") or "").upper() == "ACTIVE"
+
+
+def _layer(h: dict) -> str:
+    return _best_port(h).get("link_layer") or "unknown"
+
+
+def _rail_layer(pfs: list[dict], warnings: list[str]) -> str | None:
+    """The link layer rails use: the one most physical functions have, active or not (so an InfiniBand fabric
+    whose subnet manager is not up yet is still the fabric). A tie goes to InfiniBand, with a warning."""
+    layers: dict[str, int] = {}
+    for h in pfs:
+        layers[_layer(h)] = layers.get(_layer(h), 0) + 1
+    if not layers:
+        return None
+    most = max(layers.values())
+    tied = sorted(layer for layer, count in layers.items() if count == most)
+    if len(tied) == 1:
+        return tied[0]
+    chosen = "InfiniBand" if "InfiniBand" in tied else tied[0]
+    warnings.append(
+        f"as many {' as '.join(tied)} HCAs ({most} each): rails use {chosen}; "
+        "set mix_link_layers to let proximity choose across link layers"
+    )
+    return chosen
+
+
+def select_rails(
+    gpus: list[dict], hcas: list[dict], affinity: dict, warnings: list[str], mix_link_layers: bool = False
+) -> dict:
     """Pick each GPU's closest HCA.
 
-    Candidates: physical-function HCAs with an ACTIVE port (all PF HCAs when none is active).
-    Order: HCAs of the node's dominant link layer first (so a management NIC next to a GPU does
-    not win over the compute fabric; no preference on a tie), then link (PIX < PXB < PHB < NODE < SYS),
-    then the HCA serving the fewest GPUs so far, then higher rate, then natural name order.
-    An HCA that ends up serving several GPUs is reported in ``shared_hcas``.
+    Candidates: physical-function HCAs with an ACTIVE port (never VFs, never a port that is DOWN, INIT or
+    ARMED), of one link layer: the one most physical functions have (``_rail_layer``), so RoCE and
+    InfiniBand HCAs never share an NCCL_IB_HCA list unless ``mix_link_layers``. Order: link
+    (PIX < PXB < PHB < NODE < SYS), then the HCA serving the fewest GPUs so far, then higher rate, then
+    natural name order. An HCA that ends up serving several GPUs is reported in ``shared_hcas``.
+    Ports of the rails' link layer that are not ACTIVE are named in ``warnings``.
     """
     pfs = [h for h in hcas if not h.get("vf")]
-    active = [h for h in pfs if (_best_port(h).get("state") or "").upper() == "ACTIVE"]
-    cands = active or pfs
-    layers: dict[str, int] = {}
-    for h in cands:
-        ll = _best_port(h).get("link_layer") or "unknown"
-        layers[ll] = layers.get(ll, 0) + 1
-    counts = sorted(layers.values(), reverse=True)
-    dominant = None  # only a strict majority layer is preferred; on a tie proximity decides
-    if counts and (len(counts) == 1 or counts[0] > counts[1]):
-        dominant = next(k for k, v in layers.items() if v == counts[0])
+    layer = None if mix_link_layers else _rail_layer(pfs, warnings)
+    fabric = [h for h in pfs if layer is None or _layer(h) == layer]
+    idle = [h for h in fabric if not _is_active(_best_port(h))]
+    cands = [h for h in fabric if _is_active(_best_port(h))]
+    if idle:
+        names = ", ".join(f"{h['device']} ({_best_port(h).get('state') or 'no state'})" for h in idle)
+        warnings.append(
+            f"{layer + ' ' if layer else ''}HCA ports not ACTIVE are no rails: {names}"
+            + ("" if cands else "; no rails at all (is the subnet manager up? are the links cabled?)")
+        )
     taken: dict[str, list[int]] = {}
     rails = []
     for g in gpus:
@@ -399,7 +430,6 @@ def select_rails(gpus: list[dict], hcas: list[dict], affinity: dict) -> dict:
         def key(h, links=links):
             p = _best_port(h)
             return (
-                0 if dominant is None or (p.get("link_layer") or "unknown") == dominant else 1,
                 LINK_RANK.get(links.get(h["device"], "SYS"), 5),
                 len(taken.get(h["device"], [])),
                 -(p.get("rate_gbps") or 0),
@@ -460,6 +490,7 @@ def gather_hw_facts(
     topo_text: str | None = None,
     ibdev2netdev_text: str | None = None,
     nvidia_smi_q_text: str | None = None,
+    mix_link_layers: bool = False,
 ) -> dict:
     """All hardware facts for one node.  Raises ParseError when a given text is unusable."""
     raw = read_sysfs(root)
@@ -500,7 +531,7 @@ def gather_hw_facts(
 
     for h in hcas:
         h["link_layers"] = sorted({p["link_layer"] for p in h["ports"] if p.get("link_layer")})
-    rails = select_rails(gpus, hcas, affinity)
+    rails = select_rails(gpus, hcas, affinity, warnings, mix_link_layers)
 
     nv_topo = bool(topo and topo["nvlink"])
     nvlink = {

@@ -570,7 +570,10 @@ def parse_nvidia_smi_topo(text: str) -> dict:
 # ibdev2netdev  (plain and -v)
 # --------------------------------------------------------------------------------------
 
-_I2N = re.compile(r"^\s*(?P<dev>[A-Za-z]\w*) port (?P<port>\d+) ==> (?P<netdev>\S+) \((?P<link>Up|Down)\)\s*$")
+# Fields may be separated by any run of blanks (column -t, TABs), not only the single spaces the tool prints.
+_I2N = re.compile(
+    r"^\s*(?P<dev>[A-Za-z]\w*)\s+port\s+(?P<port>\d+)\s+==>\s+(?P<netdev>\S+)\s+\((?P<link>Up|Down)\)\s*$"
+)
 _I2N_V = re.compile(
     r"^\s*(?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+(?P<dev>[A-Za-z]\w*)\s+"
     r"\((?P<board>[^)]*)\)(?P<desc>.*?)\s+fw\s+(?P<fw>\S+)\s+port\s+(?P<port>\d+)\s+\((?P<pstate>[^)]+)\)\s+"
@@ -607,21 +610,25 @@ def parse_ibdev2netdev(text: str) -> list[dict]:
                 "vf": bool(_VF_NETDEV.match(d["netdev"])),
             }
             if d.get("pci"):
-                board = [p.strip() for p in d["board"].split(" - ", 1)]
+                board = [p.strip() for p in re.split(r"\s+-\s+", d["board"], maxsplit=1)]
                 e.update(
                     {
                         "pci": d["pci"].lower(),
                         "board": board[0],
                         "psid": _none_if_na(board[1]) if len(board) > 1 else None,
-                        "description": d["desc"].strip() or None,
+                        "description": " ".join(d["desc"].split()) or None,
                         "fw": d["fw"],
                         "port_state": d["pstate"],
                     }
                 )
             out.append(e)
             continue
-        if "==>" in ln or re.match(r"^\s*(mlx\d+|mlx5_bond)_?\w* port", ln):
-            raise ParseError(tool, f"line {n} is incomplete or malformed (cut paste?): {ln.strip()!r}")
+        if "==>" in ln or re.match(r"^\s*(mlx\d+|mlx5_bond)_?\w*\s+port", ln):
+            raise ParseError(
+                tool,
+                f"line {n} is not '<device> port <n> ==> <netdev> (Up|Down)' (the -v form adds PCI address, board,"
+                f" firmware and port state before '==>'); a line cut short looks like this: {ln.strip()!r}",
+            )
     if not out:
         raise ParseError(tool, "no '<dev> port <n> ==> <netdev> (Up|Down)' lines found")
     _check_lexical_cut(tool, [e["device"] for e in out])

@@ -39,6 +39,12 @@ options:
         matching C(*_text) option is not set.  Both commands only read state.
     type: bool
     default: false
+  mix_link_layers:
+    description:
+      - Let rails of one node use InfiniBand and Ethernet (RoCE) HCAs together, closest first. By default
+        rails use one link layer, the one most HCAs have, so one C(NCCL_IB_HCA) never mixes IB and RoCE.
+    type: bool
+    default: false
 notes:
   - Supports check mode.  GPUs are numbered in PCI bus order, as C(nvidia-smi) does.
   - Architecture comes from NVIDIA device-id blocks per GPU die (see docs/hardware-facts.md).
@@ -121,7 +127,9 @@ ansible_facts:
           description: Interface of the IPv4 default route, if any.
           type: str
         warnings:
-          description: Things the module could not reconcile (also emitted as Ansible warnings).
+          description: Every fallback the facts took and everything they could not reconcile (ports not ACTIVE
+            left out of the rails, a link-layer tie, a topo text not used, a command that failed or printed
+            output that could not be parsed); also emitted as Ansible warnings.
           type: list
           elements: str
   sample:
@@ -136,13 +144,13 @@ from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible.module_utils.railforge_hwfacts import ParseError, gather_hw_facts  # noqa: E402
 
 
-def _run(module, argv):
+def _run(module, argv, notes):
     path = module.get_bin_path(argv[0])
     if not path:
         return None
     rc, out, err = module.run_command([path, *argv[1:]], check_rc=False)
     if rc != 0:
-        module.warn(f"{' '.join(argv)} exited {rc}: {err.strip()[:200]}")
+        notes.append(f"{' '.join(argv)} exited {rc}: {err.strip()[:200]}; facts from sysfs only")
         return None
     return out
 
@@ -155,18 +163,20 @@ def main():
             "ibdev2netdev_text": {"type": "str"},
             "nvidia_smi_q_text": {"type": "str"},
             "run_commands": {"type": "bool", "default": False},
+            "mix_link_layers": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
     p = module.params
     topo, i2n = p["topo_text"], p["ibdev2netdev_text"]
     ran = set()
+    notes: list[str] = []  # fallbacks of this module, reported with those of the facts
     if p["run_commands"]:
         if topo is None:
-            topo = _run(module, ["nvidia-smi", "topo", "-m"])
+            topo = _run(module, ["nvidia-smi", "topo", "-m"], notes)
             ran.add("topo")
         if i2n is None:
-            i2n = _run(module, ["ibdev2netdev"])
+            i2n = _run(module, ["ibdev2netdev"], notes)
             ran.add("ibdev2netdev")
     texts = {"topo": topo, "ibdev2netdev": i2n}
     while True:
@@ -176,16 +186,18 @@ def main():
                 topo_text=texts["topo"],
                 ibdev2netdev_text=texts["ibdev2netdev"],
                 nvidia_smi_q_text=p["nvidia_smi_q_text"],
+                mix_link_layers=p["mix_link_layers"],
             )
             break
         except ParseError as exc:
             # text the user passed must parse; output of a command we ran ourselves is only a hint
             key = "topo" if exc.tool == "nvidia-smi topo" else exc.tool
             if key in ran and texts.get(key) is not None:
-                module.warn(f"ignoring unparsable output of {exc.tool}: {exc.reason}")
+                notes.append(f"ignoring unparsable output of {exc.tool}: {exc.reason}")
                 texts[key] = None
                 continue
             module.fail_json(msg=str(exc), tool=exc.tool)
+    facts["warnings"] = notes + facts["warnings"]
     for w in facts["warnings"]:
         module.warn(w)
     module.exit_json(changed=False, ansible_facts={"railforge_hw": facts})

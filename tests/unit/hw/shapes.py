@@ -12,21 +12,23 @@ from pathlib import Path
 from railforge_hwparse import parse_ibdev2netdev, parse_ibstat
 
 REALDATA = Path(__file__).resolve().parents[2] / "fixtures" / "realdata"
+DERIVED = REALDATA.parent / "derived"
+IBSTAT_STATES = {"Active": "ACTIVE", "Initializing": "INIT", "Armed": "ARMED"}
 
 
-def realdata(rel: str) -> str:
-    """Body of a realdata fixture (the 4 header lines stripped)."""
-    lines = (REALDATA / rel).read_text().splitlines(keepends=True)
+def realdata(rel: str, root: Path = REALDATA) -> str:
+    """Body of a realdata (or derived) fixture (the 4 header lines stripped)."""
+    lines = (root / rel).read_text().splitlines(keepends=True)
     assert lines[3].startswith("# ---"), rel
     return "".join(lines[4:])
 
 
-def _ports_from_ibstat(rel: str) -> dict[str, list[dict]]:
+def _ports_from_ibstat(rel: str, root: Path = REALDATA) -> dict[str, list[dict]]:
     out = {}
-    for ca in parse_ibstat(realdata(rel)):
+    for ca in parse_ibstat(realdata(rel, root)):
         out[ca["ca"]] = [
             {
-                "state": "ACTIVE" if p["state"] == "Active" else "DOWN",
+                "state": IBSTAT_STATES.get(p["state"], "DOWN"),
                 "rate": p["rate"],
                 "layer": p["link_layer"],
             }
@@ -205,8 +207,8 @@ def _dgx_h100():
 #    states/rates/link layers from ibstat/12hca-8xcx7-ndr400-ib-plus-cx6dx-eth-mooncake2039.txt (same
 #    node).  GPU model not stated in the fixture: 0x2330 and the bus numbers are illustrative.
 # --------------------------------------------------------------------------------------------------
-def _hgx_12nic():
-    ports = _ports_from_ibstat("ibstat/12hca-8xcx7-ndr400-ib-plus-cx6dx-eth-mooncake2039.txt")
+def _hgx_12nic(ibstat: str = "ibstat/12hca-8xcx7-ndr400-ib-plus-cx6dx-eth-mooncake2039.txt", root: Path = REALDATA):
+    ports = _ports_from_ibstat(ibstat, root)
     groups = [  # (numa, gpu index, [[rdma functions behind one switch downstream port], ...])
         (0, 0, [["mlx5_0"], ["mlx5_1", "mlx5_2"]]),
         (0, 1, [["mlx5_3"]]),
@@ -225,6 +227,17 @@ def _hgx_12nic():
             dsps.append([("hca", f"0000:{hb + 2 + k:02x}:00.{f}", name, ports[name]) for f, name in enumerate(funcs)])
         tree.append(("hb", f"0000:{hb:02x}", numa, [("rp", [("sw", dsps)])]))
     return {"numa": {0: "0-47", 1: "48-95"}, "default_route": "eth0", "tree": tree}
+
+
+# 3b. The same node before its subnet manager is up: every InfiniBand port INIT, or those of one socket
+#     (tests/fixtures/derived/ibstat, derived from the node's real ibstat). The two active 100G Ethernet
+#     ports must not become rails.
+def _hgx_12nic_sm_down():
+    return _hgx_12nic("ibstat/12hca-8xcx7-ib-plus-cx6dx-eth-mooncake2039-sm-down-all-ib-initializing.txt", DERIVED)
+
+
+def _hgx_12nic_sm_partial():
+    return _hgx_12nic("ibstat/12hca-8xcx7-ib-plus-cx6dx-eth-mooncake2039-sm-partial-4-ib-initializing.txt", DERIVED)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -383,6 +396,8 @@ SHAPES = {
     "dgx_a100": _dgx_a100,
     "dgx_h100": _dgx_h100,
     "hgx_h100_12nic": _hgx_12nic,
+    "hgx_h100_12nic_sm_down": _hgx_12nic_sm_down,
+    "hgx_h100_12nic_sm_partial": _hgx_12nic_sm_partial,
     "pcie_2gpu": _pcie_2gpu,
     "pcie_4gpu": _pcie_4gpu,
     "roce_node": _roce_node,

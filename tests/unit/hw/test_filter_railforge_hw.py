@@ -21,6 +21,8 @@ LABELS = {
     "dgx_a100": ("8", "ampere", "8", "infiniband", "true", "node"),
     "dgx_h100": ("8", "hopper", "8", "infiniband", "true", "node"),
     "hgx_h100_12nic": ("8", "hopper", "8", "infiniband", "false", "none"),
+    "hgx_h100_12nic_sm_down": ("8", "hopper", "0", "none", "false", "none"),
+    "hgx_h100_12nic_sm_partial": ("8", "hopper", "4", "infiniband", "false", "none"),
     "pcie_2gpu": ("2", "ampere", "1", "infiniband", "false", "none"),
     "pcie_4gpu": ("4", "ampere", "2", "infiniband", "false", "none"),
     "roce_node": ("1", "ampere", "1", "ethernet", "false", "none"),
@@ -41,6 +43,9 @@ NCCL = {
         "NCCL_IB_HCA": "=mlx5_0:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_9:1,mlx5_10:1,mlx5_11:1",
         "NCCL_SOCKET_IFNAME": "=eth0",
     },
+    # Before the subnet manager is up: no NCCL_IB_HCA of Ethernet management ports, IB off, GID index unset.
+    "hgx_h100_12nic_sm_down": {"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "=eth0"},
+    "hgx_h100_12nic_sm_partial": {"NCCL_IB_HCA": "=mlx5_0:1,mlx5_3:1,mlx5_4:1,mlx5_5:1", "NCCL_SOCKET_IFNAME": "=eth0"},
     "pcie_2gpu": {"NCCL_IB_HCA": "=mlx5_0:1", "NCCL_SOCKET_IFNAME": "=eno1"},
     "pcie_4gpu": {"NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1", "NCCL_SOCKET_IFNAME": "=eno1"},
     "roce_node": {"NCCL_IB_HCA": "=mlx5_0:1", "NCCL_SOCKET_IFNAME": "=eno1", "NCCL_IB_GID_INDEX": "3"},
@@ -102,3 +107,20 @@ def test_mixed_arch_and_label_value():
 
 def test_filter_module_exports():
     assert set(FilterModule().filters()) == {"railforge_node_labels", "railforge_nccl_env"}
+
+
+def test_link_layers_mixed_only_when_asked(shape_trees):
+    """With the Ethernet ports closer to some GPUs than any ACTIVE IB port, only mix_link_layers mixes them."""
+    root = shape_trees["hgx_h100_12nic_sm_partial"]
+    apart = railforge_nccl_env(gather_hw_facts(root))
+    mixed = gather_hw_facts(root, mix_link_layers=True)
+    assert mixed["rdma_link_layers"] == ["Ethernet", "InfiniBand"]
+    assert set(railforge_nccl_env(mixed)["NCCL_IB_HCA"].lstrip("=").split(",")) == {
+        "mlx5_0:1",
+        "mlx5_3:1",
+        "mlx5_4:1",
+        "mlx5_5:1",
+        "mlx5_7:1",
+        "mlx5_8:1",
+    }
+    assert "mlx5_7" not in apart["NCCL_IB_HCA"] and "mlx5_8" not in apart["NCCL_IB_HCA"]

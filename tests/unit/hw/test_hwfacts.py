@@ -56,6 +56,38 @@ EXPECTED = {
         "iface": "eth0",
         "link0": "PIX",
     },
+    # No subnet manager yet: the IB ports are INIT. No rails at all (not the two active Ethernet ports), loudly.
+    "hgx_h100_12nic_sm_down": {
+        "gpus": 8,
+        "arch": ["Hopper"],
+        "hcas": 12,
+        "rails": [],
+        "shared": {},
+        "layers": [],
+        "nvswitch": 0,
+        "iface": "eth0",
+        "link0": None,
+        "warnings": [
+            "InfiniBand HCA ports not ACTIVE are no rails: mlx5_0 (INIT), mlx5_3 (INIT), mlx5_4 (INIT), mlx5_5 (INIT),"
+            " mlx5_6 (INIT), mlx5_9 (INIT), mlx5_10 (INIT), mlx5_11 (INIT); no rails at all (is the subnet manager"
+            " up? are the links cabled?)"
+        ],
+    },
+    # One socket's IB ports INIT: its GPUs use the other socket's IB HCAs (SYS, shared), never Ethernet.
+    "hgx_h100_12nic_sm_partial": {
+        "gpus": 8,
+        "arch": ["Hopper"],
+        "hcas": 12,
+        "rails": ["mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5"],
+        "shared": {"mlx5_0": [0, 4], "mlx5_3": [1, 5], "mlx5_4": [2, 6], "mlx5_5": [3, 7]},
+        "layers": ["InfiniBand"],
+        "nvswitch": 0,
+        "iface": "eth0",
+        "link0": "PIX",
+        "warnings": [
+            "InfiniBand HCA ports not ACTIVE are no rails: mlx5_6 (INIT), mlx5_9 (INIT), mlx5_10 (INIT), mlx5_11 (INIT)"
+        ],
+    },
     "pcie_2gpu": {
         "gpus": 2,
         "arch": ["Ampere"],
@@ -89,6 +121,8 @@ EXPECTED = {
         "iface": "eno1",
         "link0": "PHB",
         "roce_v2": True,
+        # ens192f1 is Down in the EGX paste: its port is no rail, and the facts say so.
+        "warnings": ["Ethernet HCA ports not ACTIVE are no rails: mlx5_1 (DOWN)"],
     },
     "mixed_roce_ib": {
         "gpus": 1,
@@ -100,6 +134,13 @@ EXPECTED = {
         "nvswitch": 0,
         "iface": "eno1",
         "link0": "NODE",
+        # Two RoCE and two IB functions: the tie goes to InfiniBand, said so; the IB port that is DOWN is named.
+        # (NCCL itself mixed them on this node: 'NET/IB : Using [0]mlx5_0:1/RoCE [1]mlx5_2:1/IB'.)
+        "warnings": [
+            "as many Ethernet as InfiniBand HCAs (2 each): rails use InfiniBand; set mix_link_layers to let "
+            "proximity choose across link layers",
+            "InfiniBand HCA ports not ACTIVE are no rails: mlx5_3 (DOWN)",
+        ],
     },
     "no_rdma": {
         "gpus": 2,
@@ -136,7 +177,7 @@ def test_shape_facts(trees, name):
     assert f["nvlink"]["nvswitch_count"] == exp["nvswitch"]
     assert f["nvlink"]["present"] is bool(exp["nvswitch"])
     assert f["default_interface"] == exp["iface"]
-    assert f["affinity_source"] == "sysfs" and f["warnings"] == []
+    assert f["affinity_source"] == "sysfs" and f["warnings"] == exp.get("warnings", [])
     if exp["rails"]:
         assert f["rails"][0]["link"] == exp["link0"]
         for r in f["rails"]:

@@ -639,8 +639,26 @@ def test_ibdev2netdev_vf_and_gap_in_middle():
     # a device missing *between* printed lines is a real gap, not a cut (mlx5_11 absent on the DGX paste)
     text = body(REALDATA / "ibdev2netdev/dgx-h100-style-8ib-ibpXXs0-3eth-cnode3-011.txt")
     assert len(parse_ibdev2netdev(text.replace("mlx5_4 port 1 ==> ibp79s0 (Up)\n", ""))) == 10
-    with pytest.raises(ParseError, match="incomplete"):
+    with pytest.raises(ParseError, match=r"line 1 is not '<device> port <n> ==> <netdev> \(Up\|Down\)'"):
         parse_ibdev2netdev("mlx5_0 port 1 ==> ibp24s0 (U")
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted((FIXTURES / "derived/ibdev2netdev").glob("*.txt")),
+    ids=lambda p: p.name,
+)
+def test_ibdev2netdev_any_whitespace_alignment(path):
+    """The real paste realigned by `column -t` or separated by TABs parses to the same entries."""
+    original = body(REALDATA / "ibdev2netdev/dgx-h100-style-8ib-ibpXXs0-3eth-cnode3-011.txt")
+    assert parse_ibdev2netdev(body(path)) == parse_ibdev2netdev(original)
+
+
+def test_ibdev2netdev_verbose_realigned_by_column():
+    """-v output through `column -t` (runs of spaces inside the board field too) keeps every field."""
+    text = body(REALDATA / "ibdev2netdev/v-azure-nc24rs_v3-connectx3-vf-mlx4_0.txt")
+    realigned = re.sub(r"(?<=\S) (?=\S)", "   ", text)
+    assert parse_ibdev2netdev(realigned) == parse_ibdev2netdev(text)
 
 
 def test_nvidia_smi_list_cut_line():

@@ -102,6 +102,8 @@ def test_module_run_commands_and_fallback(tmp_path, monkeypatch, capsys):
     assert facts["affinity_source"] == "sysfs"
     # ansible-core 2.19 returns structured warnings; match on their serialized form
     assert "ignoring unparsable output of nvidia-smi topo" in json.dumps(res["warnings"])
+    # the fallback is in the facts too, where playbooks/validate.yml shows it per node
+    assert any(w.startswith("ignoring unparsable output of nvidia-smi topo") for w in facts["warnings"])
     assert facts["hcas"][0]["ports"][0]["netdev_link"] == "Up"  # came from the ibdev2netdev run
     assert facts["rail_count"] == 8
 
@@ -111,3 +113,28 @@ def test_module_fails_on_bad_user_text(tmp_path, monkeypatch, capsys):
     res = _run_main(monkeypatch, capsys, {"root": str(tmp_path), "topo_text": text})
     assert res["failed"] is True and res["tool"] == "nvidia-smi topo"
     assert "cut off in row GPU3" in res["msg"]
+
+
+def test_module_failed_command_and_idle_ports_reported_in_facts(tmp_path, monkeypatch, capsys):
+    """A command that fails and IB ports waiting for a subnet manager: both are warnings in the facts."""
+    tree = build(tmp_path / "tree", SHAPES["hgx_h100_12nic_sm_down"]())
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    script = bindir / "nvidia-smi"
+    script.write_text("#!/bin/sh\necho 'NVIDIA-SMI has failed because it could not communicate' >&2\nexit 9\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:/usr/bin:/bin")
+    res = _run_main(monkeypatch, capsys, {"root": str(tree), "run_commands": True, "_ansible_check_mode": True})
+    facts = res["ansible_facts"]["railforge_hw"]
+    assert facts["rails"] == [] and facts["rail_count"] == 0
+    assert facts["warnings"][0].startswith("nvidia-smi topo -m exited 9: NVIDIA-SMI has failed")
+    assert "no rails at all (is the subnet manager up?" in facts["warnings"][-1]
+    assert "no rails at all" in json.dumps(res["warnings"])
+
+
+def test_module_mixes_link_layers_only_when_asked(tmp_path, monkeypatch, capsys):
+    tree = build(tmp_path / "tree", SHAPES["hgx_h100_12nic_sm_partial"]())
+    apart = _run_main(monkeypatch, capsys, {"root": str(tree)})["ansible_facts"]["railforge_hw"]
+    mixed = _run_main(monkeypatch, capsys, {"root": str(tree), "mix_link_layers": True})
+    assert apart["rdma_link_layers"] == ["InfiniBand"]
+    assert mixed["ansible_facts"]["railforge_hw"]["rdma_link_layers"] == ["Ethernet", "InfiniBand"]
