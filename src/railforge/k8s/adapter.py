@@ -439,9 +439,11 @@ class Adapter:
                 if key in (STARTED_AT, BORROWED, BACKFILLED_PAST)
             }
             done = sum(self.pool.map(lambda pod: self._bind(pod, plan[pod["metadata"]["uid"]], annotations), todo))
+            log.info("%s: completed an interrupted bind, %d/%d more pods", objects.name, done, len(todo))
             self.state.record("complete", objects.name, f"completed an interrupted bind: {done}/{len(todo)} more pods")
             self.state.count("partial_completed")
             return
+        log.info("%s: released a gang bound in part whose placement no longer fits", objects.name)
         self._remove(objects, "a previous run bound it in part and its placement no longer fits", "release")
         self._patch_owner(objects, {PLACEMENT: None})
 

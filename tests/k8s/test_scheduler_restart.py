@@ -1,0 +1,149 @@
+"""The scheduler as its own process (``railforge scheduler run``): SIGKILL in the middle of binding a 64-pod gang,
+then a restart binds every pod exactly once; a partly bound gang whose placement no longer fits is released; two
+replicas, one binds, and the other takes over when it dies."""
+
+import json
+import signal
+import time
+
+from conftest import eventually, scheduler_process
+from kubernetes import client, watch
+
+from railforge.testbed.procs import wait_for
+
+GPUS_PER_NODE = 8
+
+
+def kill_mid_bind(cluster, process, group: str, pods: int) -> int:
+    """SIGKILL the scheduler at its first bound pod of the gang; how many were bound then."""
+    stream = watch.Watch()
+    for event in stream.stream(
+        cluster.core.list_namespaced_pod,
+        cluster.name,
+        label_selector=f"scheduling.x-k8s.io/pod-group={group}",
+        timeout_seconds=60,
+    ):
+        if event["object"].spec.node_name:
+            process.popen.send_signal(signal.SIGKILL)
+            process.popen.wait()
+            stream.stop()
+    bound = len(cluster.bound(group))
+    assert 0 < bound < pods, f"{bound} of {pods} pods were bound when the scheduler was killed"
+    return bound
+
+
+def gang_of_ones(cluster, name: str, pods: int) -> dict[str, str]:
+    """A gang of one-GPU pods; pod name -> uid."""
+    cluster.podgroup(name, pods)
+    return {cluster.pod(f"{name}-{i:02d}", 1, group=name)["metadata"]["uid"]: f"{name}-{i:02d}" for i in range(pods)}
+
+
+def test_sigkill_mid_bind_then_restart_binds_every_pod_exactly_once(cluster, control_plane):
+    nodes = cluster.add_nodes(8, gpus=GPUS_PER_NODE)
+    settings = cluster.settings(bind_workers=1)  # one bind at a time: the kill lands mid-gang
+    uids = gang_of_ones(cluster, "wide", 64)
+    first = scheduler_process(control_plane, settings, f"{cluster.name}-1")
+    try:
+        bound_at_kill = kill_mid_bind(cluster, first, "wide", 64)
+    finally:
+        first.stop()
+    plan = json.loads(cluster.group_object("wide")["metadata"]["annotations"]["railforge.io/placement"])
+    assert sorted(plan) == sorted(uids)  # the whole placement was written before the first bind
+    second = scheduler_process(control_plane, settings, f"{cluster.name}-2")
+    try:
+        wait_for("the rest of the gang bound", lambda: len(cluster.bound("wide")) == 64, 60, [second])
+        time.sleep(1)  # a few more passes: nothing moves
+        pods = cluster.pods("wide")
+        assert {pod.metadata.uid: pod.metadata.name for pod in pods} == uids  # none deleted or recreated
+        assert {pod.metadata.uid: pod.spec.node_name for pod in pods} == plan  # completed where it was planned
+        per_node = {node: list(plan.values()).count(node) for node in nodes}
+        assert all(count <= GPUS_PER_NODE for count in per_node.values()), per_node
+        log = second.log.read_text()
+        assert "wide: completed an interrupted bind" in log
+        assert f"{64 - bound_at_kill}/{64 - bound_at_kill} more pods" in log
+        assert " bind " not in log  # no binding was refused: not one pod was bound twice
+    finally:
+        second.stop()
+    print(f"killed after {bound_at_kill}/64 pods bound; the restart completed the other {64 - bound_at_kill}")
+
+
+def test_a_partly_bound_gang_whose_placement_no_longer_fits_is_released(cluster, control_plane):
+    cluster.add_nodes(2, gpus=GPUS_PER_NODE)
+    settings = cluster.settings(bind_workers=1)
+    uids = gang_of_ones(cluster, "torn", 16)
+    first = scheduler_process(control_plane, settings, f"{cluster.name}-1")
+    try:
+        kill_mid_bind(cluster, first, "torn", 16)
+    finally:
+        first.stop()
+    plan = json.loads(cluster.group_object("torn")["metadata"]["annotations"]["railforge.io/placement"])
+    bound = {pod.metadata.uid for pod in cluster.pods("torn") if pod.spec.node_name}
+    # another scheduler's pod takes the node where unbound members were planned
+    taken = next(node for uid, node in plan.items() if uid not in bound)
+    squatter = {
+        "metadata": {"name": "squatter"},
+        "spec": {
+            "nodeName": taken,
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "localhost/railforge-testpod:1",
+                    "resources": {"requests": {"nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}},
+                }
+            ],
+        },
+    }
+    cluster.core.create_namespaced_pod(cluster.name, squatter)
+    second = scheduler_process(control_plane, settings, f"{cluster.name}-2")
+    try:
+
+        def released() -> None:
+            left = {pod.metadata.uid for pod in cluster.pods("torn")}
+            assert left == set(uids) - bound  # its bound pods deleted (an owner would recreate them)
+            assert not any(pod.spec.node_name for pod in cluster.pods("torn"))
+            assert "railforge.io/placement" not in cluster.group_object("torn")["metadata"].get("annotations", {})
+
+        eventually(released, 30)
+        assert "torn: released a gang bound in part whose placement no longer fits" in second.log.read_text()
+    finally:
+        second.stop()
+
+
+def test_two_replicas_one_binds_and_the_other_takes_over(cluster, control_plane):
+    cluster.add_nodes(2, gpus=GPUS_PER_NODE)
+    election = {
+        "enabled": True,
+        "namespace": cluster.name,
+        "lease_duration_seconds": 4,
+        "renew_deadline_seconds": 3,
+        "retry_period_seconds": 0.5,
+    }
+    settings = cluster.settings(leader_election=election)
+    replicas = [scheduler_process(control_plane, settings, f"{cluster.name}-{i}") for i in range(2)]
+    leases = client.CoordinationV1Api(control_plane.api)
+    try:
+
+        def holder() -> str:
+            try:
+                return leases.read_namespaced_lease(cluster.name, cluster.name).spec.holder_identity or ""
+            except client.ApiException:
+                return ""  # not created yet
+
+        wait_for("a leader", lambda: holder() in {r.name for r in replicas}, 30, replicas)
+        leader = next(r for r in replicas if r.name == holder())
+        standby = next(r for r in replicas if r is not leader)
+        cluster.gang("first", 2, gpus=4)
+        wait_for("the first gang bound", lambda: len(cluster.bound("first")) == 2, 30, replicas)
+        assert "leading" in leader.log.read_text() and "leading" not in standby.log.read_text()
+        leader.popen.send_signal(signal.SIGKILL)  # no hand-over: the standby waits out the lease
+        leader.popen.wait()
+        killed = time.monotonic()
+        cluster.gang("second", 2, gpus=4)
+        wait_for("the standby to bind", lambda: len(cluster.bound("second")) == 2, 30, [standby])
+        took_over = time.monotonic() - killed
+        assert holder() == standby.name
+        assert took_over < 4 + 3  # the lease's duration plus a few retry periods
+        print(f"standby bound a new gang {took_over:.1f} s after the leader was killed (lease 4 s)")
+    finally:
+        for replica in replicas:
+            replica.stop()
