@@ -130,3 +130,95 @@ def test_bad_input_is_named_and_never_stops_the_loop(cluster, run_scheduler):
         assert len(cluster.bound("short")) == 3
 
     eventually(completed)
+
+
+def test_a_64_pod_gang_is_bound_whole_and_fast(cluster, run_scheduler):
+    nodes = cluster.add_nodes(8, gpus=8)
+    adapter = run_scheduler(cluster.settings())
+    created = time.monotonic()
+    cluster.podgroup("wide", 64)
+    for index in range(64):
+        cluster.pod(f"wide-{index:02d}", 1, group="wide")
+    last_pod = time.monotonic()
+    cluster.wait("64 pods bound", lambda: len(cluster.bound("wide")) == 64, 60)
+    done = time.monotonic()
+    placement = cluster.bound("wide")
+    assert sorted(set(placement.values())) == nodes and all(list(placement.values()).count(node) == 8 for node in nodes)
+    view = adapter.state.view()
+    assert view.counters["pods_bound"] == 64 and view.counters.get("bind_errors", 0) == 0
+    print(
+        f"64-pod gang: PodGroup created -> all bound {done - created:.2f} s "
+        f"(last pod created -> all bound {done - last_pod:.2f} s; decide {view.last_decide_seconds * 1000:.1f} ms)"
+    )
+
+
+def test_two_queues_share_by_weight(cluster, run_scheduler):
+    cluster.add_nodes(8, gpus=8)
+    vision, speech = f"{cluster.name}-vision", f"{cluster.name}-speech"
+    cluster.queue(vision, overQuotaWeight=1)
+    cluster.queue(speech, overQuotaWeight=3)
+    for index in range(8):
+        cluster.gang(f"v{index}", 1, labels={"railforge.io/queue": vision})
+        cluster.gang(f"s{index}", 1, labels={"railforge.io/queue": speech})
+    # every gang is in the first snapshot: the scheduler starts once all are submitted
+    run_scheduler(cluster.settings(policy={"backfill": "none", "fair_share_half_life": 0}))
+
+    def shared() -> None:
+        started = [name[0] for name in cluster.bound()]
+        assert (started.count("s"), started.count("v")) == (6, 2)
+
+    eventually(shared)
+
+    def explained() -> None:
+        waiting = [name for name in (f"v{i}" for i in range(8)) if not cluster.bound(name)]
+        for name in waiting:
+            assert cluster.group_object(name)["metadata"].get("annotations", {}).get("railforge.io/reason"), name
+
+    eventually(explained)
+
+
+def test_reclaim_evicts_a_borrower_whole(cluster, run_scheduler):
+    cluster.add_nodes(2, gpus=8)
+    owner, borrower = f"{cluster.name}-owner", f"{cluster.name}-borrower"
+    cluster.queue(owner, resources={"nvidia.com/gpu": {"quota": 8}})
+    cluster.queue(borrower)
+    adapter = run_scheduler(cluster.settings(policy={"min_runtime_before_reclaim": 0, "reclaim_cost_limit": None}))
+    for name in ("b0", "b1"):
+        cluster.gang(name, 2, gpus=4, labels={"railforge.io/queue": borrower})
+    cluster.wait("the borrowers bound", lambda: len(cluster.bound()) == 4)
+    cluster.gang("claim", 1, gpus=8, labels={"railforge.io/queue": owner})
+
+    def reclaimed() -> None:
+        assert list(cluster.bound("claim")) == ["claim-0"]
+        left = {pod.metadata.labels["scheduling.x-k8s.io/pod-group"] for pod in cluster.pods() if pod.spec.node_name}
+        assert left == {"claim", "b0"} or left == {"claim", "b1"}, left
+
+    eventually(reclaimed)
+    evicted = ({"b0", "b1"} - {p.metadata.labels["scheduling.x-k8s.io/pod-group"] for p in cluster.pods()}).pop()
+    assert not cluster.pods(evicted)  # whole: neither of its two pods is left
+    assert any(e.startswith("Evicted: evicted (reclaim): reclaimed by queue") for e in cluster.events(evicted))
+    assert [d.gang for d in adapter.state.view().recent if d.kind == "evict"] == [f"{cluster.name}/{evicted}"]
+
+
+def test_a_reservation_is_held_while_smaller_gangs_backfill(cluster, run_scheduler):
+    cluster.add_nodes(4, gpus=8)
+    adapter = run_scheduler(cluster.settings())
+    cluster.gang("running", 2, annotations={"railforge.io/runtime": "2h"})
+    cluster.wait("the first gang bound", lambda: len(cluster.bound("running")) == 2)
+    for name, pods, runtime in (("big", 4, "3h"), ("short", 1, "50m"), ("long", 1, "25h")):
+        cluster.gang(name, pods, annotations={"railforge.io/runtime": runtime})
+        time.sleep(1.1)  # creation times a second apart: big is first in line
+
+    def backfilled() -> None:
+        assert len(cluster.bound("short")) == 1
+        short = cluster.core.read_namespaced_pod("short-0", cluster.name)
+        assert short.metadata.annotations["railforge.io/backfilled-past"] == f"{cluster.name}/big"
+        big = cluster.group_object("big")["metadata"]["annotations"]["railforge.io/reason"]
+        assert big.startswith("reserved to start at +1h59m"), big
+        long = cluster.group_object("long")["metadata"]["annotations"]["railforge.io/reason"]
+        assert long.startswith(f"blocked behind reservation of gang {cluster.name}/big"), long
+
+    eventually(backfilled)
+    assert cluster.bound("big") == {} and cluster.bound("long") == {}
+    pending = {p.gang: p for p in adapter.state.view().pending}
+    assert pending[f"{cluster.name}/big"].reserved_start is not None

@@ -93,6 +93,9 @@ def _in(seconds: float) -> str:
 class Adapter:
     def __init__(self, api, settings: Settings, identity: str | None = None):
         self.api = api
+        # one pooled connection per binding worker, plus six watches, the reporter and the election
+        api.rest_client.pool_manager.connection_pool_kw["maxsize"] = settings.bind_workers + 10
+        api.rest_client.pool_manager.clear()
         self.settings = settings
         self.identity = identity or f"{socket.gethostname()}-{os.getpid()}"
         scheduler_class = getattr(core, "Scheduler", None)  # the core's incremental form, when it has one

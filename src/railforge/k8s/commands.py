@@ -45,8 +45,6 @@ def _run(args: argparse.Namespace) -> int:
     except (config.ConfigException, OSError) as error:
         print(f"railforge scheduler: cannot load the cluster's configuration: {error}", file=sys.stderr)
         return 2
-    # one pooled connection per binding worker, plus the watches and the reporter
-    api.rest_client.pool_manager.connection_pool_kw["maxsize"] = settings.bind_workers + 8
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
