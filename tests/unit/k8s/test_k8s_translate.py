@@ -1,0 +1,248 @@
+"""Kubernetes objects -> the core's model: topology paths from node labels, queues, gangs, and what is refused."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from railforge.k8s.settings import settings_from_mapping
+from railforge.k8s.translate import node_topology, queues_from, runtime_seconds, translate
+from railforge.scheduler import Scheduler, Snapshot
+
+ROOT = Path(__file__).resolve().parents[3]
+SETTINGS = settings_from_mapping({})
+CREATED = "2026-11-23T20:00:00Z"
+
+
+def filter_labels(facts: dict) -> dict[str, str]:
+    spec = importlib.util.spec_from_file_location("railforge_hw", ROOT / "plugins/filter/railforge_hw.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.railforge_node_labels(facts)
+
+
+def node(name: str, gpus: int = 8, labels: dict | None = None) -> dict:
+    return {
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {},
+        "status": {
+            "allocatable": {"nvidia.com/gpu": str(gpus), "cpu": "64", "memory": "512Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def pod(name: str, gpus: int = 8, group: str | None = None, namespace: str = "ml", **meta) -> dict:
+    labels = {"scheduling.x-k8s.io/pod-group": group} if group else {}
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"uid-{name}",
+            "creationTimestamp": CREATED,
+            "labels": {**labels, **meta.pop("labels", {})},
+            **meta,
+        },
+        "spec": {
+            "schedulerName": "railforge",
+            "containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": str(gpus), "cpu": "1"}}}],
+        },
+        "status": {"phase": "Pending"},
+    }
+
+
+def podgroup(name: str, min_member: int, namespace: str = "ml", **meta) -> dict:
+    return {
+        "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}", "creationTimestamp": CREATED, **meta},
+        "spec": {"minMember": min_member},
+    }
+
+
+def run(nodes, pods, groups=(), queues=(), namespaces=(), foreign=()):
+    return translate(
+        nodes,
+        pods,
+        foreign,
+        {(g["metadata"]["namespace"], g["metadata"]["name"]): g for g in groups},
+        queues,
+        {n["metadata"]["name"]: n for n in namespaces},
+        SETTINGS,
+        now=1e9,
+    )
+
+
+DGX = {
+    "gpu_count": 8,
+    "gpu_architectures": ["Hopper"],
+    "rail_count": 8,
+    "rdma_link_layers": ["InfiniBand"],
+    "nvlink": {"present": True},
+}
+
+
+def test_a_per_node_nvlink_value_stops_the_path():
+    labels = {**filter_labels(DGX), "railforge.io/spine": "s0", "railforge.io/leaf": "l3"}
+    assert labels["railforge.io/nvlink-domain"] == "node"
+    assert node_topology("a", labels, SETTINGS.topology) == ("s0", "l3")
+    no_nvlink = filter_labels({**DGX, "nvlink": {"present": False}})
+    assert node_topology("a", {**no_nvlink, "railforge.io/spine": "s0"}, SETTINGS.topology) == ("s0",)
+
+
+def test_a_multi_node_nvlink_fabric_is_a_shared_domain():
+    fabric = {"cluster_uuid": "dc6e40c4-d722-4357-9ba6-5291dd461278", "clique_id": 2, "status": "Success"}
+    labels = {**filter_labels({**DGX, "fabric": fabric}), "railforge.io/spine": "s0", "railforge.io/leaf": "l0"}
+    assert node_topology("a", labels, SETTINGS.topology) == ("s0", "l0", "dc6e40c4-d722-4357-9ba6-5291dd461278.2")
+
+
+def test_topograph_labels_are_read_when_ours_are_absent():
+    labels = {
+        "fabric.topograph.run/tier-1": "sw-spine-2",
+        "fabric.topograph.run/tier-0": "sw-leaf-7",
+        "accelerator.topograph.run/domain": "nvl72-a",
+    }
+    assert node_topology("a", labels, SETTINGS.topology) == ("sw-spine-2", "sw-leaf-7", "nvl72-a")
+    # a missing level ends the path: finer levels are the node's own
+    assert node_topology("a", {"accelerator.topograph.run/domain": "nvl72-a"}, SETTINGS.topology) == ()
+
+
+def test_two_dgx_nodes_never_make_one_16_gpu_nvlink_domain():
+    labels = {**filter_labels(DGX), "railforge.io/spine": "s0", "railforge.io/leaf": "l0"}
+    annotations = {"railforge.io/topology-required": "nvlink"}
+    view = run(
+        [node("dgx-0", labels=labels), node("dgx-1", labels=labels)],
+        [pod("g-0", group="g"), pod("g-1", group="g")],
+        [podgroup("g", 2, annotations=annotations)],
+    )
+    decisions = Scheduler().decide(
+        Snapshot(1e9, tuple(view.nodes), tuple(view.queues), tuple(view.pending), (), config=SETTINGS.policy)
+    )
+    assert decisions.binds == []
+    assert decisions.reasons["ml/g"].startswith(
+        "does not fit even with nothing running: needs 16 GPUs within one nvlink"
+    )
+
+
+def test_queue_of_a_gang_podgroup_then_pod_then_namespace_then_default():
+    key = "railforge.io/queue"
+    queues = [{"metadata": {"name": name}, "spec": {}} for name in ("from-group", "from-pod", "from-ns", "ann")]
+    namespaces = [
+        {"metadata": {"name": "ml", "labels": {key: "from-ns"}}},
+        {"metadata": {"name": "annotated", "annotations": {key: "ann"}}},
+        {"metadata": {"name": "plain"}},
+    ]
+    view = run(
+        [node("n0")],
+        [
+            pod("a-0", group="a", labels={key: "from-pod"}),
+            pod("b-0", labels={key: "from-pod"}),
+            pod("c-0"),
+            pod("d-0", namespace="annotated"),
+            pod("e-0", namespace="plain"),
+        ],
+        [podgroup("a", 1, labels={key: "from-group"})],
+        queues,
+        namespaces,
+    )
+    assert {gang.name: gang.queue for gang in view.pending} == {
+        "ml/a": "from-group",
+        "ml/pod/b-0": "from-pod",
+        "ml/pod/c-0": "from-ns",
+        "annotated/pod/d-0": "ann",
+        "plain/pod/e-0": "default",
+    }
+
+
+def test_queue_problems_leave_out_the_queue_and_its_children():
+    objects = [
+        {"metadata": {"name": "a"}, "spec": {"parentQueue": "b"}},
+        {"metadata": {"name": "b"}, "spec": {"parentQueue": "a"}},
+        {"metadata": {"name": "child-of-bad"}, "spec": {"parentQueue": "bad"}},
+        {"metadata": {"name": "bad"}, "spec": {"resources": {"cpu": {"limit": "lots"}}}},
+        {"metadata": {"name": "heavy"}, "spec": {"overQuotaWeight": -1}},
+        {"metadata": {"name": "team"}, "spec": {"resources": {"nvidia.com/gpu": {"quota": 16, "limit": "32"}}}},
+    ]
+    queues, problems = queues_from(objects, "default")
+    assert {q.name: (dict(q.quota), dict(q.limit)) for q in queues} == {
+        "team": ({"nvidia.com/gpu": 16}, {"nvidia.com/gpu": 32}),
+        "default": ({}, {}),
+    }
+    assert {p.name: p.message for p in problems} == {
+        "bad": "spec.resources.limit[cpu]: 'lots' is not a quantity; expected a number with an optional suffix "
+        "(500m, 16Gi, 1e3)",
+        "heavy": "spec.overQuotaWeight is -1; expected a number >= 0",
+        "a": "spec.parentQueue forms a cycle (a -> b -> a); expected a tree",
+        "b": "spec.parentQueue forms a cycle (b -> a -> b); expected a tree",
+        "child-of-bad": "spec.parentQueue of child-of-bad names 'bad', which is not a usable Queue",
+    }
+
+
+def test_pods_of_other_schedulers_take_their_share_of_a_node():
+    other = pod("daemon", gpus=2)
+    other["spec"]["nodeName"] = "n0"
+    view = run([node("n0")], [], foreign=[other])
+    assert view.nodes[0].allocatable["nvidia.com/gpu"] == 6
+    assert view.nodes[0].allocatable["pods"] == 109
+
+
+def test_bound_pods_make_a_running_gang_and_a_torn_bind_is_set_aside():
+    bound = pod("r-0", group="r", annotations={"railforge.io/started-at": "100.0", "railforge.io/borrowed": "true"})
+    bound["spec"]["nodeName"] = "n0"
+    torn_bound = pod("t-0", group="t")
+    torn_bound["spec"]["nodeName"] = "n0"
+    plan = '{"uid-t-0":"n0","uid-t-1":"n1"}'
+    view = run(
+        [node("n0"), node("n1")],
+        [bound, torn_bound, pod("t-1", group="t")],
+        [podgroup("r", 1), podgroup("t", 2, annotations={"railforge.io/placement": plan})],
+    )
+    assert [(r.gang.name, dict(r.placement), r.start_time, r.borrowed) for r in view.running] == [
+        ("ml/r", {"r-0": "n0"}, 100.0, True)
+    ]
+    assert [objects.name for objects in view.partial] == ["ml/t"]
+    assert view.pending == []
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("3600", 3600.0), ("1h30m", 5400.0), ("90s", 90.0), ("2h", 7200.0), ("0.5", 0.5)]
+)
+def test_runtime_annotations(text, seconds):
+    assert runtime_seconds(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["soon", "", "0", "-5", "1d", "inf"])
+def test_bad_runtime_annotations(text):
+    with pytest.raises(ValueError, match="expected"):
+        runtime_seconds(text)
+
+
+def test_each_refusal_names_the_field_and_is_coded():
+    view = run(
+        [node("n0")],
+        [
+            pod("short-0", group="short"),
+            pod("orphan-0", group="missing"),
+            pod("lost-0", labels={"railforge.io/queue": "nowhere"}),
+            pod("aff-0", annotations={"railforge.io/topology-required": "rack"}),
+        ],
+        [podgroup("short", 2)],
+    )
+    assert {name: (w.code, str(w)) for name, w in view.waiting.items()} == {
+        "ml/short": (
+            "input.min-member",
+            "spec.minMember is 2 but 1 pods carry scheduling.x-k8s.io/pod-group=short; expected at least 2 "
+            "(waiting for the rest)",
+        ),
+        "ml/missing": (
+            "input.podgroup-missing",
+            "label scheduling.x-k8s.io/pod-group names PodGroup 'missing', which does not exist in ml",
+        ),
+        "ml/pod/lost-0": (
+            "input.unknown-queue",
+            "pod label railforge.io/queue names queue 'nowhere', which does not exist or is not usable",
+        ),
+        "ml/pod/aff-0": (
+            "input.invalid",
+            "annotation railforge.io/topology-required is 'rack'; expected one of the levels spine, leaf, nvlink",
+        ),
+    }
+    assert view.pending == []
