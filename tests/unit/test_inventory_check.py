@@ -4,14 +4,17 @@ Each file in tests/fixtures/inventories is a broken inventory; its `# expect:` l
 must report, word for word (a line may leave out the start of the host list).
 """
 
+import importlib.util
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 MALFORMED = sorted((ROOT / "tests/fixtures/inventories").glob("*.yml"))
+PURE_MODULE = "plugins/module_utils/railforge_inventory.py"
 
 
 def run_check(inventory: Path) -> subprocess.CompletedProcess:
@@ -50,3 +53,59 @@ def test_malformed_inventory_fails_with_every_expected_problem(inventory):
 def test_shipped_inventories_pass(inventory):
     result = run_check(ROOT / inventory)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def load_inventory_checks():
+    spec = importlib.util.spec_from_file_location("railforge_inventory", ROOT / PURE_MODULE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def role_specs() -> dict:
+    specs = {}
+    for path in sorted(ROOT.glob("roles/*/meta/argument_specs.yml")):
+        specs.update(yaml.safe_load(path.read_text())["argument_specs"]["main"]["options"])
+    return specs
+
+
+def test_every_role_default_set_explicitly_passes_every_rule():
+    """The rules are no stricter than the roles' own defaults (templates left to the roles aside)."""
+    checks = load_inventory_checks()
+    specs = role_specs()
+    defaults = {name: spec["default"] for name, spec in specs.items() if "{{" not in str(spec.get("default"))}
+    host = {**defaults, "railforge_cluster_name": "forge", "railforge_node_ip": "10.0.0.1", "railforge_gpu_count": 8}
+    groups = {"all": ["gpu-01"], "kube_control_plane": ["gpu-01"], "kube_node": ["gpu-01"], "gpu_nodes": ["gpu-01"]}
+    assert checks.validate(groups, {"gpu-01": host}, specs) == []
+
+
+def test_every_rule_names_a_declared_variable_or_option():
+    checks = load_inventory_checks()
+    declared = {**role_specs(), **checks.INVENTORY_VARIABLES, "ansible_host": {}}
+    for key, rule in checks.RULES.items():
+        name, _, option = key.partition("[].")
+        assert name in declared, key
+        assert not option or option in declared[name]["options"], key
+        assert rule.get("format") is None or rule["format"] in checks.FORMATS, key
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("10.10.1.4", None),
+        ("dgx-01.example.internal", None),
+        ("10.10.1.400", "an IPv4 address (four numbers 0-255)"),
+        ("10.10.400", "an IP address or a host name"),
+        ("fe80::1", None),
+        ("host name", "an IP address or a host name"),
+    ],
+)
+def test_dotted_numbers_are_addresses_never_host_names(value, problem):
+    assert load_inventory_checks().host_problem(value) == problem
+
+
+def test_url_passwords_are_masked_and_nothing_else():
+    mask = load_inventory_checks().mask
+    assert mask("got 'http://ops:pa:ss@proxy:3128/'") == "got 'http://ops:********@proxy:3128/'"
+    assert mask("http://proxy.example.internal:3128") == "http://proxy.example.internal:3128"
+    assert mask("http://user@proxy:3128") == "http://user@proxy:3128"

@@ -38,3 +38,12 @@ def test_all_value_problems_reported_at_once(run_role):
     output = result.stdout + result.stderr
     assert "common_http_proxy: expected a URL" in output
     assert "common_ntp_servers: 'bad host!' is not a host name or address" in output
+
+
+def test_a_refused_proxy_url_is_printed_with_its_password_masked(run_role):
+    result = run_role("common", {"common_https_proxy": "http://railforge:S3cr3t-Pa55@proxy example.com:3128"})
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert "common_https_proxy: expected a URL like http://proxy.example.com:3128, got " in output
+    assert "http://railforge:********@proxy example.com:3128" in output
+    assert "S3cr3t-Pa55" not in output
