@@ -222,3 +222,36 @@ def test_a_reservation_is_held_while_smaller_gangs_backfill(cluster, run_schedul
     assert cluster.bound("big") == {} and cluster.bound("long") == {}
     pending = {p.gang: p for p in adapter.state.view().pending}
     assert pending[f"{cluster.name}/big"].reserved_start is not None
+
+
+def test_a_failed_member_restarts_the_whole_gang_after_its_backoff(cluster, run_scheduler):
+    cluster.add_nodes(2, gpus=8)
+    adapter = run_scheduler(cluster.settings(policy={"restart_backoff_base": 3}))
+    pods = cluster.gang("flaky", 2)
+    cluster.wait("the gang bound", lambda: len(cluster.bound("flaky")) == 2)
+    first_uids = {pod.metadata.uid for pod in cluster.pods("flaky")}
+    cluster.core.patch_namespaced_pod_status(pods[1], cluster.name, {"status": {"phase": "Failed"}})
+
+    def restarted() -> None:
+        assert not {pod.metadata.uid for pod in cluster.pods("flaky")} & first_uids  # both pods deleted
+        annotations = cluster.group_object("flaky")["metadata"]["annotations"]
+        assert annotations["railforge.io/restarts"] == "1"
+        assert any(e.startswith(f"Restarted: restarted: member {pods[1]} failed") for e in cluster.events("flaky"))
+
+    eventually(restarted)
+    restarted_at = time.monotonic()
+    for pod in pods:  # what the gang's owner (an MPIJob, a Job) does
+        cluster.pod(pod, 8, group="flaky")
+
+    def waiting_out_backoff() -> None:
+        annotations = cluster.group_object("flaky")["metadata"]["annotations"]
+        assert annotations.get("railforge.io/reason-code") == "restart.backoff", annotations
+
+    eventually(waiting_out_backoff, 3)
+    cluster.wait("the gang bound again", lambda: len(cluster.bound("flaky")) == 2, 30)
+    assert time.monotonic() - restarted_at > 1.5  # not before its backoff (3 s from the restart) ended
+    assert [d.kind for d in adapter.state.view().recent if d.gang == f"{cluster.name}/flaky"] == [
+        "bind",
+        "restart",
+        "bind",
+    ]

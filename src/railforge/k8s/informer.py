@@ -55,6 +55,7 @@ class Informer:
         self.version = ""
         self.stopping = threading.Event()
         self.relists = 0
+        self.response = None  # the open watch, shut down by stop()
         self.thread = threading.Thread(target=self._run, name=f"informer-{resource.kind}", daemon=True)
 
     def start(self) -> Informer:
@@ -63,6 +64,9 @@ class Informer:
 
     def stop(self) -> None:
         self.stopping.set()
+        response = self.response
+        if response is not None:
+            response.response.shutdown()  # unblocks the watch's read at once
 
     def items(self) -> list[dict]:
         with self.lock:
@@ -101,12 +105,14 @@ class Informer:
             timeoutSeconds=str(WATCH_SECONDS),
         )
         response = rest.open_request(self.api, "GET", self.resource.path, query=query, timeout=(10, WATCH_SECONDS + 30))
+        self.response = response
         try:
             for line in rest.stream_lines(response):
                 if self.stopping.is_set():
                     return
                 self._apply(json.loads(line))
         finally:
+            self.response = None
             rest.release(response)
 
     def _apply(self, event: dict) -> None:

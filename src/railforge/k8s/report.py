@@ -67,10 +67,22 @@ class Reporter:
             try:
                 job()
             except ApiException as error:
+                self._forget_failed(job)
                 if error.status != 404:  # the object went away meanwhile: nothing to tell
                     log.warning("report: %s", rest.api_error(error))
             except Exception as error:
+                self._forget_failed(job)
                 log.warning("report: %s", error)
+
+    def _forget_failed(self, job: Callable[[], None]) -> None:
+        """A write that failed is not remembered as written, so the next pass tries it again."""
+        key = getattr(job, "written_key", None)
+        if key is not None:
+            self.written.pop(key, None)
+
+    def _put(self, key: tuple[str, str], job: Callable[[], None]) -> None:
+        job.written_key = key
+        self.work.put(job)
 
     def _changed(self, what: str, uid: str, value: object) -> bool:
         key = (what, uid)
@@ -136,7 +148,10 @@ class Reporter:
             return
         path = KINDS[kind][1].format(namespace=meta.get("namespace"), name=meta["name"]) + "/status"
         body = {"status": status}
-        self.work.put(lambda: rest.call(self.api, "PATCH", path, body=body, content_type=rest.MERGE_PATCH))
+        self._put(
+            ("status", meta["uid"]),
+            lambda: rest.call(self.api, "PATCH", path, body=body, content_type=rest.MERGE_PATCH),
+        )
 
     def annotate(self, kind: str, obj: dict, annotations: dict[str, str | None]) -> None:
         meta = obj["metadata"]
@@ -146,7 +161,10 @@ class Reporter:
             return
         path = KINDS[kind][1].format(namespace=meta.get("namespace"), name=meta["name"])
         body = {"metadata": {"annotations": wanted}}
-        self.work.put(lambda: rest.call(self.api, "PATCH", path, body=body, content_type=rest.MERGE_PATCH))
+        self._put(
+            ("annotations", meta["uid"]),
+            lambda: rest.call(self.api, "PATCH", path, body=body, content_type=rest.MERGE_PATCH),
+        )
 
     def pod_condition(self, pod: dict, reason: str, message: str) -> None:
         """The PodScheduled=False condition kube-scheduler sets, with our reason: ``kubectl describe pod``."""
@@ -163,6 +181,9 @@ class Reporter:
         path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status"
         body = {"status": {"conditions": [condition]}}
         # a strategic merge patch merges conditions by type, leaving the pod's others alone
-        self.work.put(
-            lambda: rest.call(self.api, "PATCH", path, body=body, content_type="application/strategic-merge-patch+json")
+        self._put(
+            ("condition", meta["uid"]),
+            lambda: rest.call(
+                self.api, "PATCH", path, body=body, content_type="application/strategic-merge-patch+json"
+            ),
         )

@@ -292,6 +292,10 @@ def live(pod: dict) -> bool:
     return (pod.get("status") or {}).get("phase") not in TERMINAL
 
 
+def _failed(pod: dict) -> bool:
+    return (pod.get("status") or {}).get("phase") == "Failed"
+
+
 def _queue_of(objects: GangObjects, namespaces: Mapping[str, dict], settings: Settings) -> tuple[str, str]:
     """The gang's queue and where it was named (for messages)."""
     key = settings.queue_key
@@ -448,8 +452,8 @@ def translate(
 
     grouped: dict[str, GangObjects] = {}
     for pod in pods:
-        if not live(pod):
-            continue
+        if not live(pod) and not (_failed(pod) and pod["spec"].get("nodeName")):
+            continue  # a bound pod that failed stays: it is a failed member of its gang
         name = gang_of(pod)
         meta = pod["metadata"]
         group_name = (meta.get("labels") or {}).get(GROUP_LABEL)
@@ -473,6 +477,8 @@ def _add_gang(
     group_label = (objects.pods[0]["metadata"].get("labels") or {}).get(GROUP_LABEL)
     bound = [pod for pod in objects.pods if pod["spec"].get("nodeName")]
     unbound = [pod for pod in objects.pods if not pod["spec"].get("nodeName")]
+    if not unbound and not any(live(pod) for pod in bound):
+        return  # every pod has ended: the gang is over, its failures are its owner's to handle
     queue, named_by = _queue_of(objects, namespaces, settings)
 
     def refuse(code: str, message: str) -> None:
@@ -496,9 +502,7 @@ def _add_gang(
         started = float(annotations.get(STARTED_AT) or now)
         failed = tuple(
             sorted(
-                pod["metadata"]["name"]
-                for pod in bound
-                if pod["spec"]["nodeName"] not in ready_nodes or (pod.get("status") or {}).get("phase") == "Failed"
+                pod["metadata"]["name"] for pod in bound if pod["spec"]["nodeName"] not in ready_nodes or _failed(pod)
             )
         )
         out.running.append(
