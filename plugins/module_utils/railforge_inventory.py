@@ -174,12 +174,14 @@ def _empty_or(check):
 
 def _no_proxy_problem(value: str) -> str | None:
     """A no_proxy entry: *, a host, a .domain (or *.domain), an address or a CIDR."""
+    if value == "*":
+        return None
     entry = value.removeprefix("*").removeprefix(".")
     try:
         ipaddress.ip_network(entry, strict=False)
         return None
     except ValueError:
-        return None if value == "*" or not host_problem(entry) else "a host, .domain, address or CIDR"
+        return "a host, .domain, address or CIDR" if host_problem(entry) else None
 
 
 def _host_port_problem(value: str) -> str | None:
@@ -208,27 +210,32 @@ def _collectors_help_problem(value: str) -> str | None:
     return None
 
 
-PACKAGE = _regex(r"^[a-z0-9][a-z0-9+.\-]+$", "a Debian package name")
-DEBIAN_VERSION = _regex(r"^([0-9]+:)?[0-9][0-9A-Za-z.+~\-]*$", "a Debian package version like 2.5.1-1")
-SEMVER = _regex(r"^[0-9]+\.[0-9]+\.[0-9]+$", "MAJOR.MINOR.PATCH without a leading v")
-ABSOLUTE_PATH = _regex(r"^/", "an absolute path")
-REPO_URL = lambda value: _url_problem(value, ("http", "https", "file"), "https://mirror.example.com/repo")  # noqa: E731
-PROXY_URL = lambda value: _url_problem(value, ("http", "https"), "http://proxy.example.com:3128")  # noqa: E731
+def _ip_problem(value: str) -> str | None:
+    return None if is_ip(value) else (_ipv4_help(value) or "an IP address")
+
+
+def _repo_url_problem(value: str) -> str | None:
+    return _url_problem(value, ("http", "https", "file"), "https://mirror.example.com/repo")
+
+
+def _proxy_url_problem(value: str) -> str | None:
+    return _url_problem(value, ("http", "https"), "http://proxy.example.com:3128")
+
 
 # Formats that check a mapping (its keys or values); every other format checks a string.
 DICT_FORMATS = {"sysctl_keys", "label_values"}
 FORMATS = {
-    "ip": lambda value: None if is_ip(value) else (_ipv4_help(value) or "an IP address"),
-    "ip_or_empty": _empty_or(lambda value: None if is_ip(value) else (_ipv4_help(value) or "an IP address")),
+    "ip": _ip_problem,
+    "ip_or_empty": _empty_or(_ip_problem),
     "host": host_problem,
     "dns_label": _regex(DNS_LABEL.pattern, "a DNS label (lowercase letters, digits, '-', at most 63)"),
-    "proxy_url": _empty_or(PROXY_URL),
-    "repo_url": REPO_URL,
-    "repo_url_or_empty": _empty_or(REPO_URL),
+    "proxy_url": _empty_or(_proxy_url_problem),
+    "repo_url": _repo_url_problem,
+    "repo_url_or_empty": _empty_or(_repo_url_problem),
     "no_proxy": _no_proxy_problem,
     "host_port": _host_port_problem,
-    "package": PACKAGE,
-    "debian_version": DEBIAN_VERSION,
+    "package": _regex(r"^[a-z0-9][a-z0-9+.\-]+$", "a Debian package name"),
+    "debian_version": _regex(r"^([0-9]+:)?[0-9][0-9A-Za-z.+~\-]*$", "a Debian package version like 2.5.1-1"),
     "dcgm_version": _regex(r"^1:4\.[0-9]+\.[0-9]+-[0-9A-Za-z.~]+$", "a DCGM 4 version with epoch like 1:4.5.2-1"),
     "dcgm_field": _regex(r"^DCGM_FI_[A-Z0-9_]+$", "a DCGM field name (DCGM_FI_...)"),
     "release": _regex(r"^[0-9][0-9A-Za-z.\-]*$", "a release like 2.9.1 or 24.10-1.1.4.0"),
@@ -240,8 +247,8 @@ FORMATS = {
     "hca": _regex(r"^[A-Za-z0-9_]+$", "an RDMA device name like mlx5_0"),
     "netdev": _regex(r"^[A-Za-z0-9_.:\-]{1,15}$", "an interface name (at most 15 characters)"),
     "pci_address": _regex(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$", "a PCI address like 0000:3b:00.0"),
-    "absolute_path": ABSOLUTE_PATH,
-    "semver": SEMVER,
+    "absolute_path": _regex(r"^/", "an absolute path"),
+    "semver": _regex(r"^[0-9]+\.[0-9]+\.[0-9]+$", "MAJOR.MINOR.PATCH without a leading v"),
     "image": _regex(r"^[^\s:]+(:[0-9]+)?/[^\s]+:[^\s:/]+$", "an image REGISTRY/NAME:TAG"),
     "go_toolchain": _regex(r"^go[0-9]+\.[0-9]+(\.[0-9]+)?$", "a Go toolchain name like go1.26.8"),
     "label_values": _label_values_problem,
