@@ -8,6 +8,7 @@ from kubernetes import client
 
 from railforge.testbed.build import TEST_IMAGE
 from railforge.testbed.controlplane import add_api_node, create_namespace
+from railforge.testbed.deviceplugin import FakeDevicePlugin
 from railforge.testbed.procs import wait_for
 
 SCHEDULER = "railforge"
@@ -15,7 +16,7 @@ GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 POOL_LABEL = "railforge.test/pool"
 
 
-def mpijob(name: str, workers: int) -> dict:
+def mpijob(name: str, workers: int, gpus: str = "8", cpu: str = "4") -> dict:
     def template(role: str, command: list[str], limits: dict) -> dict:
         return {
             "spec": {
@@ -37,10 +38,10 @@ def mpijob(name: str, workers: int) -> dict:
         "spec": {
             "slotsPerWorker": 8,
             "mpiReplicaSpecs": {
-                "Launcher": {"replicas": 1, "template": template("launcher", ["echo", "mpirun"], {"cpu": "1"})},
+                "Launcher": {"replicas": 1, "template": template("launcher", ["echo", "mpirun"], {"cpu": "100m"})},
                 "Worker": {
                     "replicas": workers,
-                    "template": template("worker", ["sleep", "3600"], {"nvidia.com/gpu": "8", "cpu": "4"}),
+                    "template": template("worker", ["sleep", "3600"], {"nvidia.com/gpu": gpus, "cpu": cpu}),
                 },
             },
         },
@@ -59,7 +60,7 @@ def test_an_mpijob_yields_launcher_workers_and_a_podgroup(control_plane, mpi_ope
     wait_for("launcher and workers", lambda: len(gang_pods()) == 3, 60, [mpi_operator])
     group = custom.get_namespaced_custom_object("scheduling.x-k8s.io", "v1alpha1", "mpi", "podgroups", "allreduce")
     assert group["spec"]["minMember"] == 3  # two workers + the launcher
-    assert group["spec"]["minResources"] == {"cpu": "9", "nvidia.com/gpu": "16"}  # what the three request
+    assert group["spec"]["minResources"] == {"cpu": "8100m", "nvidia.com/gpu": "16"}  # what the three request
     assert group["metadata"]["ownerReferences"][0]["kind"] == "MPIJob"
     pods = gang_pods()
     roles = sorted(pod.metadata.labels["training.kubeflow.org/job-role"] for pod in pods)
@@ -136,3 +137,56 @@ def test_railforge_binds_an_mpijobs_launcher_and_workers_at_once(control_plane, 
         return status.get("phase") == "Scheduled" and bool(status.get("scheduleStartTime"))
 
     wait_for("the PodGroup's status", scheduled, 10)
+
+
+def test_railforge_runs_an_mpijob_on_the_real_node(control_plane, mpi_operator, node, run_scheduler):
+    """Last: the gang bound by railforge really runs, on the real node, with the fake GPUs it was given."""
+    gpus = FakeDevicePlugin("nvidia.com/gpu", 4, "NVIDIA_VISIBLE_DEVICES", node.directory).start()
+    core = client.CoreV1Api(control_plane.api)
+    custom = client.CustomObjectsApi(control_plane.api)
+    namespace = "mpi-node"
+    try:
+        wait_for(
+            "the kubelet to advertise 4 GPUs",
+            lambda: core.read_node(node.name).status.allocatable.get("nvidia.com/gpu") == "4",
+            60,
+        )
+        create_namespace(control_plane, namespace)
+        run_scheduler(
+            {
+                "scheduler_name": SCHEDULER,
+                "node_selector": f"kubernetes.io/hostname={node.name}",
+                "leader_election": {"enabled": False},
+            }
+        )
+        job = mpijob("pair", 2, gpus="2", cpu="100m")
+        custom.create_namespaced_custom_object("kubeflow.org", "v2beta1", namespace, "mpijobs", job)
+
+        def workers() -> list:
+            return core.list_namespaced_pod(
+                namespace, label_selector=f"{GROUP_LABEL}=pair,training.kubeflow.org/job-role=worker"
+            ).items
+
+        wait_for("both workers running", lambda: [p.status.phase for p in workers()] == ["Running"] * 2, 120)
+        assert {pod.spec.node_name for pod in workers()} == {node.name}
+        launcher = core.list_namespaced_pod(
+            namespace, label_selector=f"{GROUP_LABEL}=pair,training.kubeflow.org/job-role=launcher"
+        ).items
+        assert [pod.spec.node_name for pod in launcher] == [node.name]
+        given = gpus.allocations[-2:]  # what the kubelet asked the device plugin for, one call per worker
+        assert sorted(len(devices) for devices in given) == [2, 2]
+        assert not set(given[0]) & set(given[1])  # four distinct fake GPUs
+
+        def running() -> bool:
+            group = custom.get_namespaced_custom_object(
+                "scheduling.x-k8s.io", "v1alpha1", namespace, "podgroups", "pair"
+            )
+            return (group.get("status") or {}).get("phase") == "Running"
+
+        wait_for("the PodGroup's phase Running", running, 30)
+    finally:
+        custom.delete_namespaced_custom_object(
+            "kubeflow.org", "v2beta1", namespace, "mpijobs", "pair", propagation_policy="Foreground"
+        )
+        wait_for("the MPIJob's pods gone", lambda: not core.list_namespaced_pod(namespace).items, 90)
+        gpus.stop()

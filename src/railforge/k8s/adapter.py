@@ -105,7 +105,8 @@ class Adapter:
         self.stopping = threading.Event()
         name = settings.scheduler_name
         self.informers = {
-            "nodes": Resource("Node", "/api/v1/nodes", label_selector=settings.node_selector, trim=_trim_meta),
+            # every node: one outside node_selector still exists, so gangs bound there are not "lost"
+            "nodes": Resource("Node", "/api/v1/nodes", trim=_trim_meta),
             "pods": Resource("Pod", "/api/v1/pods", field_selector=f"spec.schedulerName={name}", trim=_trim_pod),
             "foreign": Resource(
                 "Pod",

@@ -6,6 +6,7 @@ A bad setting is refused in one line that names the key, what it holds and what 
 
 from __future__ import annotations
 
+import re
 import typing
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -62,7 +63,8 @@ class Settings:
     default_queue: str = "default"
     # label (or annotation) on a PodGroup, a pod or a namespace that names the queue
     queue_key: str = QUEUE_KEY
-    # only nodes matching this label selector are scheduled on ("" = every node)
+    # only nodes matching this label selector are scheduled on ("" = every node): comma-separated terms
+    # key=value, key!=value, key (has it), !key (lacks it), all of which must hold
     node_selector: str = ""
     min_period_seconds: float = 0.1  # at most one decide() per period
     resync_seconds: float = 30.0  # decide() at least this often while gangs wait
@@ -77,6 +79,36 @@ class Settings:
     @property
     def lease_name(self) -> str:
         return self.leader_election.lease_name or self.scheduler_name
+
+    def selects(self, labels: dict[str, str]) -> bool:
+        """Whether a node with these labels is one the scheduler may use (``node_selector``)."""
+        return all(_term_holds(term, labels) for term in _selector_terms(self.node_selector))
+
+
+_SELECTOR_TERM = re.compile(r"^(!?)([A-Za-z0-9][-A-Za-z0-9_./]*)(?:(!=|==|=)([-A-Za-z0-9_.]*))?$")
+
+
+def _selector_terms(selector: str) -> list[tuple[str, str, str]]:
+    """(key, operator, value) terms of an equality-based label selector; ValueError for anything else."""
+    terms = []
+    for text in filter(None, (part.strip() for part in selector.split(","))):
+        match = _SELECTOR_TERM.match(text)
+        if match is None or (match.group(1) and match.group(3)):
+            raise ValueError(f"{text!r}; expected key=value, key!=value, key or !key")
+        negated, key, operator, value = match.groups()
+        terms.append((key, "!" if negated else (operator or "exists").replace("==", "="), value or ""))
+    return terms
+
+
+def _term_holds(term: tuple[str, str, str], labels: dict[str, str]) -> bool:
+    key, operator, value = term
+    if operator == "exists":
+        return key in labels
+    if operator == "!":
+        return key not in labels
+    if operator == "=":
+        return labels.get(key) == value
+    return labels.get(key) != value
 
 
 class SettingsError(ValueError):
@@ -178,7 +210,12 @@ def settings_from_mapping(raw: object) -> Settings:
         if name in given:
             values[name] = _text(name, given[name])
     if "node_selector" in given:
-        values["node_selector"] = _text("node_selector", given["node_selector"], empty=True)
+        selector = _text("node_selector", given["node_selector"], empty=True)
+        try:
+            _selector_terms(selector)
+        except ValueError as error:
+            raise SettingsError(f"node_selector term {error}") from None
+        values["node_selector"] = selector
     for name, strict in (
         ("min_period_seconds", False),
         ("resync_seconds", True),

@@ -437,7 +437,11 @@ def translate(
             except ValueError:
                 continue  # the API server validated it; a foreign pod is not ours to report on
     ready_nodes = set()
+    unselected = set()
     for obj in nodes:
+        if not settings.selects(obj["metadata"].get("labels") or {}):
+            unselected.add(obj["metadata"]["name"])
+            continue
         try:
             node = to_node(obj, settings.topology, used.get(obj["metadata"]["name"], {}))
         except ValueError as error:
@@ -459,6 +463,9 @@ def translate(
         group_name = (meta.get("labels") or {}).get(GROUP_LABEL)
         group = groups.get((meta["namespace"], group_name)) if group_name else None
         grouped.setdefault(name, GangObjects(name, meta["namespace"], group, [])).pods.append(pod)
+    for name, objects in list(grouped.items()):
+        if any(pod["spec"].get("nodeName") in unselected for pod in objects.pods):
+            del grouped[name]  # running on nodes this scheduler does not use: not its to count or restart
     out.gangs = grouped
     for name in sorted(grouped):
         _add_gang(out, grouped[name], queue_names, ready_nodes, namespaces, settings, now)

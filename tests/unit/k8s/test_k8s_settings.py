@@ -76,3 +76,25 @@ def test_the_command_refuses_a_bad_setting_before_starting(tmp_path, capsys):
     assert capsys.readouterr().err == (
         "railforge scheduler: bind_workers is 'many'; expected a whole number from 1 to 256\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("selector", "labels", "selected"),
+    [
+        ("", {}, True),
+        ("pool=a", {"pool": "a"}, True),
+        ("pool=a", {"pool": "b"}, False),
+        ("pool==a, gpu", {"pool": "a", "gpu": ""}, True),
+        ("pool!=a", {}, True),
+        ("!cordon", {"cordon": "x"}, False),
+        ("gpu,!cordon", {"gpu": "1"}, True),
+    ],
+)
+def test_node_selector(selector, labels, selected):
+    assert settings_from_mapping({"node_selector": selector}).selects(labels) is selected
+
+
+@pytest.mark.parametrize("selector", ["pool in (a,b)", "=a", "!pool=a", "pool=a b"])
+def test_node_selectors_beyond_equality_are_refused(selector):
+    with pytest.raises(SettingsError, match=r"node_selector term .*; expected key=value, key!=value, key or !key"):
+        settings_from_mapping({"node_selector": selector})

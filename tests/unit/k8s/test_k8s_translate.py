@@ -246,3 +246,25 @@ def test_each_refusal_names_the_field_and_is_coded():
         ),
     }
     assert view.pending == []
+
+
+def test_gangs_on_nodes_outside_the_selection_are_left_alone():
+    settings = settings_from_mapping({"node_selector": "pool=mine"})
+    bound = pod("theirs-0", group="theirs")
+    bound["spec"]["nodeName"] = "other"
+    lost = pod("lost-0", group="lost")
+    lost["spec"]["nodeName"] = "deleted-node"
+    view = translate(
+        [node("mine", labels={"pool": "mine"}), node("other")],
+        [bound, lost],
+        [],
+        {("ml", "theirs"): podgroup("theirs", 1), ("ml", "lost"): podgroup("lost", 1)},
+        [],
+        {},
+        settings,
+        now=1e9,
+    )
+    assert [n.name for n in view.nodes] == ["mine"]
+    assert "ml/theirs" not in view.gangs  # not counted, never restarted
+    # a node that is gone is lost: its gang stays, with the member failed, for the core to restart
+    assert [(r.gang.name, r.failed_members) for r in view.running] == [("ml/lost", ("lost-0",))]
