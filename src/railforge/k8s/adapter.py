@@ -228,8 +228,9 @@ class Adapter:
         now = time.time()
         view = self.translate(now)
         if view.partial:
+            free = self._free_beside_bound(view)
             for objects in view.partial:
-                self._settle_partial(objects, view)
+                self._settle_partial(objects, free)
             self.wake.set()  # decide on what the settling left
             return None
         self._decay_usage(now, view)
@@ -267,6 +268,8 @@ class Adapter:
 
     # -- carrying decisions out ----------------------------------------------------------------------------------
     def _execute(self, decisions: core.Decisions, view: Translation, now: float) -> None:
+        if not self.leading():
+            return  # leadership lost during the pass: another replica acts now
         leaving: set[str] = set()  # nodes whose pods are being deleted: not bound to until they are gone
         for eviction in decisions.evictions:
             leaving |= self._remove(view.gangs[eviction.gang_name], eviction.reason, "evict", eviction.cause)
@@ -412,36 +415,45 @@ class Adapter:
         self.reporter.event(*target, event, f"{what}: {reason}", warning=True)
         return {pod["spec"]["nodeName"] for pod in pods}
 
-    def _settle_partial(self, objects: GangObjects, view: Translation) -> None:
-        """Complete a gang a previous run left partly bound, on its written placement, if every unbound pod still
-        fits its planned node; otherwise release it (delete its bound pods: the owner recreates them)."""
-        plan = objects.planned()
+    @staticmethod
+    def _free_beside_bound(view: Translation) -> dict[str, dict[str, int]]:
+        """Free resources of the usable nodes, beside every pod of ours bound now (running and partial gangs)."""
         free = {node.name: dict(node.allocatable) for node in view.nodes if node.ready and node.schedulable}
-        members = {}
         for running in view.running:
-            members.update({(running.gang.name, m.name): m.requests for m in running.gang.members})
+            requests = {member.name: member.requests for member in running.gang.members}
             for member, node in running.placement.items():
-                _add(free.setdefault(node, {}), members[(running.gang.name, member)], -1)
+                _add(free.setdefault(node, {}), requests[member], -1)
+        for objects in view.partial:
+            for pod in objects.pods:
+                if pod["spec"].get("nodeName"):
+                    _add(free.setdefault(pod["spec"]["nodeName"], {}), pod_requests(pod), -1)
+        return free
+
+    def _settle_partial(self, objects: GangObjects, free: dict[str, dict[str, int]]) -> None:
+        """Complete a gang a previous run left partly bound, on its written placement, if every unbound pod still
+        fits its planned node; otherwise release it (delete its bound pods: the owner recreates them). ``free``
+        is what the nodes have left; a completed gang takes its share of it."""
+        if not self.leading():
+            return
+        plan = objects.planned()
         bound = [pod for pod in objects.pods if pod["spec"].get("nodeName")]
-        for pod in bound:
-            _add(free.setdefault(pod["spec"]["nodeName"], {}), pod_requests(pod), -1)
         todo = [pod for pod in objects.pods if not pod["spec"].get("nodeName") and pod["metadata"]["uid"] in plan]
+        left = {node: dict(room) for node, room in free.items()}
         fits = True
         for pod in todo:
             node = plan[pod["metadata"]["uid"]]
-            if node not in free:
+            if node not in left:
                 fits = False
                 break
-            room = free[node]
-            for resource, amount in pod_requests(pod).items():
-                room[resource] = room.get(resource, 0) - amount
-                fits &= room[resource] >= 0
+            _add(left[node], pod_requests(pod), -1)
+            fits &= all(amount >= 0 for amount in left[node].values())
         if fits:
             annotations = {
                 key: value
                 for key, value in (bound[0]["metadata"].get("annotations") or {}).items()
                 if key in (STARTED_AT, BORROWED, BACKFILLED_PAST)
             }
+            free.update(left)
             done = sum(self.pool.map(lambda pod: self._bind(pod, plan[pod["metadata"]["uid"]], annotations), todo))
             log.info("%s: completed an interrupted bind, %d/%d more pods", objects.name, done, len(todo))
             self.state.record("complete", objects.name, f"completed an interrupted bind: {done}/{len(todo)} more pods")
