@@ -3,7 +3,8 @@ inventory check, before the first node task, naming every problem; no node is ev
 
 Each entry of tests/fixtures/inventories/overlays/malformed.yml is laid over a copy of inventories/example (whose
 10.x addresses are no machines of ours): SSH is made to fail locally (ProxyCommand=false), and the tests assert
-that no task other than the inventory check ran and that no host was even tried.
+that no task other than the inventory check ran and that no host was even tried. The entries of accepted.yml,
+unusual but sound, must pass the check.
 """
 
 import os
@@ -87,3 +88,12 @@ def test_a_refused_proxy_is_shown_with_its_password_masked(tmp_path):
     assert "railforge:********@proxy example.internal:3128" in output
     assert PROXY_PASSWORD not in output
     assert "common_http_proxy" not in output.split("nothing was changed", 1)[1].split("PLAY RECAP")[0]
+
+
+ACCEPTED = yaml.safe_load((ROOT / "tests/fixtures/inventories/overlays/accepted.yml").read_text())
+
+
+@pytest.mark.parametrize("name", sorted(ACCEPTED))
+def test_unusual_but_sound_inventories_are_accepted(tmp_path, name):
+    result = run("playbooks/inventory_check.yml", inventory_with(tmp_path, ACCEPTED[name]))
+    assert result.returncode == 0, result.stdout + result.stderr
