@@ -1,7 +1,8 @@
 """playbooks/inventory_check.yml against malformed inventories: every problem named, all at once, nothing run.
 
 Each file in tests/fixtures/inventories is a broken inventory; its `# expect:` lines are problems the check
-must report, word for word (a line may leave out the start of the host list).
+must report, word for word (a line may leave out the start of the host list). Below them, unit tests of the
+rules themselves (plugins/module_utils/railforge_inventory.py); test_inventory_malformed.py runs site.yml.
 """
 
 import importlib.util
