@@ -40,8 +40,9 @@ def key_of(obj: dict) -> tuple[str, str]:
     return meta.get("namespace") or "", meta["name"]
 
 
-class Gone(Exception):
-    """The watch's resourceVersion is too old: relist."""
+class Relist(Exception):
+    """The watch cannot resume from its resourceVersion (410 Gone: compacted away; or a version the server does
+    not have yet, after a restore): list afresh."""
 
 
 class Informer:
@@ -118,9 +119,7 @@ class Informer:
     def _apply(self, event: dict) -> None:
         kind, obj = event["type"], event["object"]
         if kind == "ERROR":
-            if obj.get("code") == 410:
-                raise Gone(obj.get("message", "410 Gone"))
-            raise RuntimeError(f"watch error: {obj.get('message', obj)}")
+            raise Relist(f"{obj.get('code')} {obj.get('message', obj)}")
         version = obj["metadata"]["resourceVersion"]
         with self.lock:
             self.version = version
@@ -145,8 +144,8 @@ class Informer:
                 self._watch()
                 backoff = BACKOFF_FIRST  # a watch that ended normally: resume at once
                 continue
-            except Gone:
-                log.info("%s: resourceVersion expired, relisting", self.resource.kind)
+            except Relist as error:
+                log.info("%s: cannot resume the watch (%s); relisting", self.resource.kind, error)
                 listed = False
                 continue
             except ApiException as error:
