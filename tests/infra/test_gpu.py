@@ -43,8 +43,17 @@ def smi_rows(host, gpu_count) -> list[dict]:
     return parse_nvidia_smi_query_csv(out, QUERY)
 
 
-def wanted_prefix(hostvars) -> str:
-    return (hostvars["nvidia_driver_version"] or hostvars["nvidia_driver_branch"]) + "."
+def is_wanted_driver(version: str, hostvars) -> bool:
+    """The pinned exact version (as nvidia-smi reports it, or with a Debian revision), else one of the branch."""
+    exact = hostvars["nvidia_driver_version"]
+    if exact:
+        return version == exact or version.startswith(exact + "-")
+    return version.startswith(hostvars["nvidia_driver_branch"] + ".")
+
+
+def fabric_manager_package(branch: str) -> str:
+    """nvidia-fabricmanager-<branch> below 580, nvidia-fabricmanager from 580 (NVIDIA's CUDA repositories)."""
+    return "nvidia-fabricmanager" if int(branch) >= 580 else f"nvidia-fabricmanager-{branch}"
 
 
 def test_no_gpu_host_has_no_driver(host, gpu_count):
@@ -75,7 +84,7 @@ def test_driver_packages_at_pinned_branch_and_held(host, hostvars):
     ]
     assert driver, "no driver package installed"
     for status, name, version in driver:
-        assert version.startswith(wanted_prefix(hostvars)), f"{name} {version}"
+        assert is_wanted_driver(version, hostvars), f"{name} {version}"
         assert status == "hi", f"{name} is not held ({status})"
 
 
@@ -110,7 +119,7 @@ def test_nouveau_not_loaded_and_nvidia_loaded(host):
 def test_nvidia_smi_gpu_count_and_driver_version(smi_rows, gpu_count, hostvars, host):
     assert len(smi_rows) == gpu_count
     for row in smi_rows:
-        assert row["driver_version"].startswith(wanted_prefix(hostvars)), row
+        assert is_wanted_driver(row["driver_version"], hostvars), row
     if hostvars.get("railforge_gpu_product"):
         assert {row["name"] for row in smi_rows} == {hostvars["railforge_gpu_product"]}
 
@@ -184,10 +193,10 @@ def test_dcgm_host_engine_answers(host):
 def test_fabric_manager_on_nvswitch_systems(host, hostvars):
     root = hostvars["nvidia_fabricmanager_hw_root"].rstrip("/") + "/sys/bus/pci/devices"
     nvswitch = host.run(f"grep -l 0x0680 {root}/*/class").stdout.strip()
+    package = host.package(fabric_manager_package(hostvars["nvidia_driver_branch"]))
     if not nvswitch:
-        assert not host.package(f"nvidia-fabricmanager-{hostvars['nvidia_driver_branch']}").is_installed
+        assert not package.is_installed
         pytest.skip("no NVSwitch on this host")
-    package = host.package(f"nvidia-fabricmanager-{hostvars['nvidia_driver_branch']}")
     driver = host.package("nvidia-driver-cuda").version
     assert package.version == driver, "fabric manager must match the driver exactly"
     assert host.service("nvidia-fabricmanager").is_running
@@ -200,7 +209,7 @@ def test_preinstalled_driver_left_alone(host, hostvars, gpu_count):
     """A node already running the wanted driver (like DGX OS) is not touched: no pin, blacklist or source."""
     if gpu_count == 0 or host.file("/etc/apt/preferences.d/railforge-nvidia-driver").exists:
         pytest.skip("not a preinstalled-driver host")
-    assert host.package("nvidia-driver-cuda").version.startswith(wanted_prefix(hostvars))
+    assert is_wanted_driver(host.package("nvidia-driver-cuda").version, hostvars)
     assert not host.file("/etc/modprobe.d/railforge-blacklist-nouveau.conf").exists
     assert not host.file("/etc/apt/sources.list.d/railforge-cuda.list").exists
 

@@ -17,12 +17,16 @@ Spec (YAML):
           /usr/bin/dcgmi: {mode: "0755", source: bin/dcgmi}   # a file relative to the spec
         postinst: |                    # optional maintainer script body
           systemctl daemon-reload || true
+      - name: libnvidia-nscq           # one entry, several versions: {version} and {upstream} (the version
+        versions: [580.95.05-1, 580.105.08-1]   # without its revision) are filled in every string field
+        depends: [libnvidia-ml1 (= {version})]
 
 Usage: python build_repo.py OUT_DIR SPEC.yml [SPEC.yml ...]
 """
 
 import gzip
 import hashlib
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -45,6 +49,25 @@ def control_text(package: dict) -> str:
     lines += [f"{field}: {', '.join(package[key])}" for key, field in CONTROL_FIELDS if package.get(key)]
     lines.append(f"Description: {package.get('description', 'Railforge test stand-in')}")
     return "\n".join(lines) + "\n"
+
+
+def expand_versions(package: dict) -> list[dict]:
+    """One package per entry of `versions`, with {version} and {upstream} filled in its strings and lists."""
+    if "versions" not in package:
+        return [package]
+
+    def fill(value, version: str):
+        if isinstance(value, str):
+            return value.replace("{version}", version).replace("{upstream}", version.rsplit("-", 1)[0])
+        if isinstance(value, list):
+            return [fill(item, version) for item in value]
+        return value
+
+    template = {key: value for key, value in package.items() if key != "versions"}
+    return [
+        {key: fill(value, version) for key, value in template.items()} | {"version": version}
+        for version in package["versions"]
+    ]
 
 
 def build_package(package: dict, pool: Path, spec_dir: Path) -> Path:
@@ -90,10 +113,12 @@ def write_index(out: Path) -> None:
 
 def main(argv: list[str]) -> int:
     out = Path(argv[0])
-    (out / "pool").mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(out / "pool", ignore_errors=True)  # a full rebuild: no package of an earlier spec stays indexed
+    (out / "pool").mkdir(parents=True)
     for spec in argv[1:]:
-        for package in yaml.safe_load(Path(spec).read_text())["packages"]:
-            build_package(package, out / "pool", Path(spec).parent)
+        for entry in yaml.safe_load(Path(spec).read_text())["packages"]:
+            for package in expand_versions(entry):
+                build_package(package, out / "pool", Path(spec).parent)
     write_index(out)
     print(f"stand-in repository: {len(list((out / 'pool').glob('*.deb')))} packages in {out}")
     return 0

@@ -108,3 +108,54 @@ def test_malformed_input_fails_before_any_change(tmp_path, role, variables, mess
     assert rc == 2, out
     assert message in out, out
     assert "changed=0" in out, out
+
+
+def fake_connectx8(sysfs: Path) -> None:
+    device = sysfs / "bus/pci/devices/0000:3b:00.0"
+    device.mkdir(parents=True)
+    for name, value in (("vendor", "0x15b3"), ("class", "0x020700"), ("device", "0x1023")):
+        (device / name).write_text(value + "\n")
+
+
+@pytest.mark.parametrize(
+    ("variables", "message"),
+    [
+        ({"doca_ofed_version": "2.9.1"}, "DOCA-Host 2.9.1 does not drive"),
+        ({"doca_ofed_flavour": "mlnx_ofed"}, "MLNX_OFED does not support (ConnectX-7 is its last generation)"),
+    ],
+)
+def test_connectx8_refused_by_a_stack_that_cannot_drive_it(tmp_path, variables, message):
+    fake_connectx8(tmp_path / "sys")
+    rc, out = run_role(tmp_path, "doca_ofed", variables)
+    assert rc == 2, out
+    assert "has ConnectX-8 (0000:3b:00.0)" in out and message in out, out
+    assert "changed=0" in out, out
+
+
+def test_connectx8_taken_by_the_default_release(tmp_path):
+    fake_connectx8(tmp_path / "sys")
+    rc, out = run_role(tmp_path, "doca_ofed", {"doca_ofed_repo_trusted": True})
+    assert rc == 0 and "Add the pinned repository" in out, out
+
+
+def test_gdrcopy_check_run_before_its_apt_source_says_so_instead_of_hiding_a_failure(tmp_path):
+    """A check run cannot preview packages of a source not added yet: one line, no failure hidden by ignore_errors."""
+    playbook = tmp_path / "gdrcopy.yml"
+    playbook.write_text(
+        "- hosts: localhost\n  connection: local\n  gather_facts: true\n  tasks:\n"
+        "    - ansible.builtin.include_role: {name: gpudirect, tasks_from: gdrcopy.yml}\n"
+    )
+    variables = {"ansible_python_interpreter": sys.executable, "gpudirect_gdrcopy_source": "apt"}
+    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    result = subprocess.run(
+        ["ansible-playbook", "--check", "-i", "localhost,", str(playbook), "-e", json.dumps(variables)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        check=False,
+    )
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out
+    assert "GDRCopy 2.5.1-1 is not in an apt source yet" in out, out
+    assert "ignoring" not in out and "failed=0" in out, out

@@ -21,11 +21,17 @@ packages:
 """
 
 
-def test_builds_indexed_repository_with_dependency_shape(tmp_path):
+def build(tmp_path: Path, spec_text: str) -> Path:
+    """Build the repository of one spec; returns its directory."""
     spec = tmp_path / "spec.yml"
-    spec.write_text(SPEC)
+    spec.write_text(spec_text)
     out = tmp_path / "repo"
     subprocess.run([sys.executable, ROOT / "tests/standins/build_repo.py", out, spec], check=True)
+    return out
+
+
+def test_builds_indexed_repository_with_dependency_shape(tmp_path):
+    out = build(tmp_path, SPEC)
     index = (out / "Packages").read_text()
     assert "Package: vendor-tool\nVersion: 2.1-1" in index
     assert "Depends: vendor-tool (= 2.1-1)" in index
@@ -41,3 +47,21 @@ def test_builds_indexed_repository_with_dependency_shape(tmp_path):
         check=True,
     ).stdout
     assert "postinst" in scripts
+
+
+def test_one_entry_builds_every_listed_version_with_its_own_dependencies(tmp_path):
+    spec = """
+packages:
+  - name: driver-meta
+    versions: [580.95.05-1, 580.105.08-1]
+    depends:
+      - driver-libs (= {version})
+      - driver-tools (>= {upstream})
+"""
+    index = (build(tmp_path, spec) / "Packages").read_text()
+    assert "Depends: driver-libs (= 580.105.08-1), driver-tools (>= 580.105.08)" in index
+    assert "Depends: driver-libs (= 580.95.05-1), driver-tools (>= 580.95.05)" in index
+    assert sorted((tmp_path / "repo/pool").iterdir()) == [
+        tmp_path / "repo/pool/driver-meta_580.105.08-1_amd64.deb",
+        tmp_path / "repo/pool/driver-meta_580.95.05-1_amd64.deb",
+    ]
