@@ -31,6 +31,7 @@ import railforge.scheduler as core
 from railforge.k8s import rest
 from railforge.k8s.informer import Informer, Resource
 from railforge.k8s.leader import LeaderElector
+from railforge.k8s.metrics import SchedulerMetrics
 from railforge.k8s.report import Reporter
 from railforge.k8s.settings import Settings
 from railforge.k8s.state import PendingView, QueueView, RunningView, SchedulerState, StateView
@@ -101,6 +102,7 @@ class Adapter:
         scheduler_class = getattr(core, "Scheduler", None)  # the core's incremental form, when it has one
         self.decide = scheduler_class().decide if scheduler_class is not None else core.decide
         self.state = SchedulerState()
+        self.metrics = SchedulerMetrics(self.state)
         self.wake = threading.Event()
         self.stopping = threading.Event()
         name = settings.scheduler_name
@@ -247,6 +249,7 @@ class Adapter:
         started = time.perf_counter()
         decisions = self.decide(snapshot)
         spent = time.perf_counter() - started
+        self.metrics.decided(spent)
         self.state.count("decide_calls")
         self.state.count("decide_seconds", spent)
         self.reservations = tuple(decisions.reservations)
@@ -304,6 +307,7 @@ class Adapter:
             for member, node in bind.placement.items():
                 jobs.append((bind.gang_name, by_name[member], node, annotations))
         results = list(self.pool.map(lambda job: self._bind(*job[1:]), jobs))
+        submitted = {gang.name: gang for gang in view.pending}
         bound: dict[str, int] = {}
         for (gang, *_), ok in zip(jobs, results, strict=True):
             bound[gang] = bound.get(gang, 0) + ok
@@ -317,6 +321,8 @@ class Adapter:
             self.state.record("bind", bind.gang_name, detail)
             self.state.count("gangs_bound")
             self.state.count("pods_bound", bound.get(bind.gang_name, 0))
+            waited = submitted[bind.gang_name]
+            self.metrics.bound(waited.queue, waited.submit_time, bound.get(bind.gang_name, 0), len(bind.placement))
             objects = view.gangs[bind.gang_name]
             for pod in objects.pods:
                 if pod["metadata"]["name"] in bind.placement:
@@ -411,6 +417,7 @@ class Adapter:
         what = what.format(cause=cause)
         self.state.record(kind, objects.name, f"{what}: {reason}")
         self.state.count(counter)
+        self.metrics.removed(cause or kind)
         target = ("PodGroup", objects.group) if objects.group is not None else ("Pod", objects.pods[0])
         self.reporter.event(*target, event, f"{what}: {reason}", warning=True)
         return {pod["spec"]["nodeName"] for pod in pods}
@@ -512,6 +519,8 @@ class Adapter:
                 self.reporter.annotate("PodGroup", group, {REASON: reason or None, REASON_CODE: code or None})
                 if reason and unbound:
                     self.reporter.event("PodGroup", group, label, reason, warning=warning)
+        codes = {name: str(getattr(why, "code", "")) for name, why in reasons.items() if name not in bound}
+        self.metrics.reasons(codes)
         self._publish(decisions, view, snapshot, reasons, reserved, spent)
 
     def _pod_counts(self) -> dict[tuple[str, str], tuple[int, int, int]]:

@@ -72,6 +72,9 @@ class Waiting(str):
         waiting.code = code
         return waiting
 
+    def __reduce__(self) -> tuple:  # copies (the published state is a deep copy) keep the code
+        return Waiting, (self.code, str(self))
+
 
 @dataclass
 class GangObjects:
