@@ -15,6 +15,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--config", type=Path, help="settings file, YAML (docs/scheduler.md lists the keys)")
     run.add_argument("--identity", help="this replica's name in the leader-election Lease (default: host-pid)")
     run.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    run.add_argument(
+        "--http-address",
+        default="127.0.0.1:8480",
+        help="HOST:PORT of the read-only dashboard and /metrics (default: loopback); 'off' serves nothing",
+    )
     run.set_defaults(func=_run)
 
 
@@ -26,12 +31,18 @@ def _run(args: argparse.Namespace) -> int:
     from kubernetes import config
 
     from railforge.k8s.adapter import Adapter
+    from railforge.k8s.dashboard import parse_address, serve
     from railforge.k8s.settings import SettingsError, load_settings
 
     try:
         settings = load_settings(args.config)
     except SettingsError as error:
         print(f"railforge scheduler: {error}", file=sys.stderr)
+        return 2
+    try:
+        address = None if args.http_address == "off" else parse_address(args.http_address)
+    except ValueError as error:
+        print(f"railforge scheduler: --http-address {error}", file=sys.stderr)
         return 2
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
@@ -49,9 +60,12 @@ def _run(args: argparse.Namespace) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     adapter = Adapter(api, settings, identity=args.identity).start()
+    server = serve(adapter, *address) if address is not None else None
     try:
         stop.wait()
     finally:
+        if server is not None:
+            server.stop()
         adapter.stop()
         api.close()
     return 0

@@ -1,0 +1,121 @@
+"""/metrics of the railforge scheduler running against the real API server: the values follow from the gangs the
+test submits (binds, a reclaim, a gang that never fits), scraped over HTTP and parsed as Prometheus text."""
+
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from conftest import eventually
+from prometheus_client.parser import text_string_to_metric_families
+
+from railforge.k8s.dashboard import serve
+
+GPU = "nvidia.com/gpu"
+QUEUE_LABEL = "railforge.io/queue"
+
+
+def scrape(url: str) -> dict[tuple[str, frozenset], float]:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
+        assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        text = response.read().decode()
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def value(samples: dict, name: str, **labels) -> float:
+    return samples[(name, frozenset(labels.items()))]
+
+
+@pytest.fixture
+def served(run_scheduler):
+    """Start the adapter and its HTTP endpoint on a free loopback port; both stop at the end of the test."""
+    servers = []
+
+    def start(settings: dict):
+        adapter = run_scheduler(settings)
+        servers.append(serve(adapter, "127.0.0.1", 0))
+        return adapter, servers[-1].url
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def test_metrics_follow_the_gangs_submitted(cluster, served):
+    cluster.add_nodes(2, gpus=8)
+    owner, borrower = f"{cluster.name}-owner", f"{cluster.name}-borrower"
+    cluster.queue(owner, resources={GPU: {"quota": 8}})
+    cluster.queue(borrower)
+    adapter, url = served(cluster.settings(policy={"min_runtime_before_reclaim": 0, "reclaim_cost_limit": None}))
+    submitted = time.time()
+    for name in ("b0", "b1"):
+        cluster.gang(name, 2, gpus=4, labels={QUEUE_LABEL: borrower})
+    cluster.wait("the borrowers bound", lambda: len(cluster.bound()) == 4)
+    cluster.gang("claim", 1, gpus=8, labels={QUEUE_LABEL: owner})  # takes its quota back from a borrower
+    cluster.wait("the claim bound", lambda: cluster.bound("claim"))
+    cluster.gang("huge", 3, gpus=8, labels={QUEUE_LABEL: owner})  # 24 GPUs on a 16-GPU pool: never fits
+
+    def huge_told() -> str:
+        code = cluster.group_object("huge")["metadata"].get("annotations", {}).get("railforge.io/reason-code")
+        assert code, "no reason code on the PodGroup yet"
+        return code
+
+    code = eventually(huge_told)
+    elapsed = time.time() - submitted
+
+    def scraped() -> dict:
+        samples = scrape(url)
+        assert value(samples, "railforge_pending_gangs", queue=owner, reason=code) == 1
+        return samples
+
+    samples = eventually(scraped)
+    # quota and what the bound gangs hold: the claim's 8 GPUs, the borrower that was left (2 x 4 GPUs)
+    assert value(samples, "railforge_queue_quota", queue=owner, resource=GPU) == 8
+    assert value(samples, "railforge_queue_allocated", queue=owner, resource=GPU) == 8
+    assert value(samples, "railforge_queue_allocated", queue=borrower, resource=GPU) == 8
+    assert value(samples, "railforge_queue_pending", queue=owner, resource=GPU) == 24
+    assert value(samples, "railforge_queue_pending", queue=borrower, resource=GPU) == 0
+    # 16 GPUs: the owner's quota of 8 first, then the 8 left split 1:1 between the two, both wanting more
+    assert value(samples, "railforge_queue_fair_share", queue=owner, resource=GPU) == pytest.approx(12)
+    assert value(samples, "railforge_queue_fair_share", queue=borrower, resource=GPU) == pytest.approx(4)
+    assert value(samples, "railforge_running_gangs", queue=owner) == 1
+    assert value(samples, "railforge_running_gangs", queue=borrower) == 1
+    # every pod bound once: 4 borrower pods, the claim's one; one gang evicted, for reclaim
+    assert value(samples, "railforge_binds_total", queue=borrower) == 4
+    assert value(samples, "railforge_binds_total", queue=owner) == 1
+    assert value(samples, "railforge_evicted_gangs_total", reason="reclaim") == 1
+    assert value(samples, "railforge_gang_reasons_total", code=code) >= 1
+    # three gangs bound whole, each within the test's time (creation times are whole seconds: +1 s)
+    for queue, gangs in ((borrower, 2), (owner, 1)):
+        assert value(samples, "railforge_gang_scheduling_latency_seconds_count", queue=queue) == gangs
+        total = value(samples, "railforge_gang_scheduling_latency_seconds_sum", queue=queue)
+        assert 0 <= total <= gangs * (elapsed + 1)
+    decided = value(samples, "railforge_decide_duration_seconds_count")
+    assert decided >= 3  # at least one pass per submission
+    assert decided == adapter.state.view().counters["decide_calls"]
+    assert value(samples, "railforge_leader") == 1
+
+
+def test_the_endpoint_is_read_only(cluster, served):
+    _, url = served(cluster.settings())
+    for method in ("POST", "PUT", "DELETE", "PATCH"):
+        request = urllib.request.Request(f"{url}/metrics", data=b"{}", method=method)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=10)
+        assert refused.value.code == 405, method
+        assert refused.value.headers["Allow"] == "GET, HEAD"
+    with urllib.request.urlopen(f"{url}/healthz", timeout=10) as response:
+        assert response.read() == b"ok\n"
+
+    def ready() -> None:
+        try:
+            status = urllib.request.urlopen(f"{url}/readyz", timeout=10).status
+        except urllib.error.HTTPError as error:
+            status = error.code  # 503 until the caches are synced
+        assert status == 200
+
+    eventually(ready)
