@@ -46,3 +46,15 @@ def test_it_follows_changes_and_resumes_after_a_dropped_connection(control_plane
         informer.thread.join(timeout=10)
         api.close()
     assert not informer.thread.is_alive()  # stop() ends the open watch at once
+
+
+def test_a_kind_the_server_does_not_serve_counts_as_none_until_it_does(control_plane):
+    api = control_plane.client()
+    path = "/apis/railforge.example/v1/widgets"  # no such CRD
+    informer = Informer(api, Resource("Widget", path), lambda: None).start()
+    try:
+        wait_for("the informer to count widgets as none", informer.synced.is_set, 30)
+        assert informer.items() == [] and informer.relists == 0
+    finally:
+        informer.stop()
+        api.close()

@@ -292,9 +292,11 @@ class Adapter:
                 self.wake.set()
         if not binds:
             return
+        planning = time.perf_counter()
         planned = [bind for bind in binds if len(bind.placement) > 1]
         intents = list(self.pool.map(lambda bind: self._write_plan(view.gangs[bind.gang_name], bind), planned))
         refused = {bind.gang_name for bind, ok in zip(planned, intents, strict=True) if not ok}
+        self.state.count("plan_seconds", time.perf_counter() - planning)
         jobs = []
         for bind in binds:
             if bind.gang_name in refused:
@@ -306,7 +308,9 @@ class Adapter:
                 annotations[BACKFILLED_PAST] = bind.backfilled_past
             for member, node in bind.placement.items():
                 jobs.append((bind.gang_name, by_name[member], node, annotations))
+        binding = time.perf_counter()
         results = list(self.pool.map(lambda job: self._bind(*job[1:]), jobs))
+        self.state.count("bind_seconds", time.perf_counter() - binding)
         submitted = {gang.name: gang for gang in view.pending}
         bound: dict[str, int] = {}
         for (gang, *_), ok in zip(jobs, results, strict=True):
@@ -503,7 +507,7 @@ class Adapter:
             code = str(getattr(reasons.get(name), "code", "")) if reason else ""
             warning = code.startswith("input.")
             label = "InvalidSpec" if warning else "Unschedulable"
-            if reason and unbound:
+            if reason and unbound and code != "input.min-member":  # a short gang is the PodGroup's matter
                 for pod in unbound:
                     self.reporter.pod_condition(pod, label, reason)
                     self.reporter.event("Pod", pod, label, reason, warning=warning)

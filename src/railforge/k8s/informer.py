@@ -98,6 +98,16 @@ class Informer:
         self.synced.set()
         self.on_change()
 
+    def _not_served(self) -> None:
+        """The server does not serve the kind (its CRD is not installed): count it as none until it does, so the
+        scheduler still schedules what it can."""
+        with self.lock:
+            self.objects = {}
+        if not self.synced.is_set():
+            log.warning("%s: not served by the API server (is its CRD installed?); taken as none", self.resource.kind)
+            self.synced.set()
+            self.on_change()
+
     def _watch(self) -> None:
         query = self._query(
             watch="true",
@@ -152,6 +162,8 @@ class Informer:
                 if error.status == 410:
                     listed = False
                     continue
+                if error.status == 404 and not listed:
+                    self._not_served()
                 log.warning("%s: %s %s; retrying in %.1fs", self.resource.kind, error.status, error.reason, backoff)
             except Exception as error:  # connection reset, timeout, server restart: reconnect
                 if self.stopping.is_set():

@@ -547,7 +547,8 @@ def _add_gang(
     if min_member is not None and min_member > len(unbound):
         refuse(
             "input.min-member",
-            f"spec.minMember is {min_member} but {len(unbound)} pods carry {GROUP_LABEL}={objects.owner_name}; "
+            # the same words while the pods come one by one: one Event, one status write, not one per pod
+            f"spec.minMember is {min_member} but fewer pods carry {GROUP_LABEL}={objects.owner_name}; "
             f"expected at least {min_member} (waiting for the rest)",
         )
         return

@@ -229,7 +229,7 @@ def test_each_refusal_names_the_field_and_is_coded():
     assert {name: (w.code, str(w)) for name, w in view.waiting.items()} == {
         "ml/short": (
             "input.min-member",
-            "spec.minMember is 2 but 1 pods carry scheduling.x-k8s.io/pod-group=short; expected at least 2 "
+            "spec.minMember is 2 but fewer pods carry scheduling.x-k8s.io/pod-group=short; expected at least 2 "
             "(waiting for the rest)",
         ),
         "ml/missing": (
