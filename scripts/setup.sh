@@ -4,10 +4,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# podman .. dpkg-dev: Molecule's test image and stand-in repository. The rest: the Kubernetes test bed (cgo for
-# runc's seccomp support, Debian's CNI plugins, iptables for the kubelet).
+# podman .. dpkg-dev: Molecule's test image and stand-in repository. Then the Kubernetes test bed (cgo for runc's
+# seccomp support, Debian's CNI plugins, iptables for the kubelet) and headless chromium for the scheduler's
+# dashboard test (its install took 57 s here, on a loaded machine).
 host_packages=(podman runc debootstrap dpkg-dev gcc libc6-dev pkg-config libseccomp-dev containernetworking-plugins
-    iptables)
+    iptables chromium)
 missing=()
 for pkg in "${host_packages[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
