@@ -5,10 +5,11 @@ Run: PYTHONPATH=src python benchmarks/bench_decide.py [--repeat N] [--quick]
 Cluster: 8-GPU nodes, 4 nodes per NVLink domain, 32 nodes per leaf, 8 leaves per spine. Running
 pods fill nodes in name order (1-8 GPUs each) up to the requested pod count; pending gangs need
 1-64 GPUs (8-GPU pods once a gang needs 8 or more) from four queues with quotas. Times are the
-median over repeats. Two columns: "cold", a call in a new thread, which holds nothing from
-earlier calls, neither gang indexes nor gang profiles (the first call of a scheduler), and "warm",
-a call right after one on a snapshot that differed by ten gangs (five pending, five running), as
-in a replay or a controller loop (see ``railforge.scheduler.incremental`` and ``memo``).
+median over repeats. Two columns: "cold", the first call of a
+new ``Scheduler``, which holds nothing from earlier calls (neither gang indexes nor gang profiles
+nor the node list's static view), and "warm", a call of a ``Scheduler`` right after one on a
+snapshot that differed by ten gangs (five pending, five running), as in a replay or a controller
+loop (see ``railforge.scheduler.incremental`` and ``memo``).
 
 "Varied shapes" cases give each pending gang its own CPU (1-64 cores) and memory (8-512 GiB) per
 pod, drawn from a pool of as many distinct shapes as asked (every gang its own: as many as gangs);
@@ -22,10 +23,21 @@ import argparse
 import random
 import statistics
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
-from railforge.scheduler import GPU, Gang, Member, Node, Queue, RunningGang, Snapshot, Taint, Toleration, decide
+from railforge.scheduler import (
+    GPU,
+    Gang,
+    Member,
+    Node,
+    Queue,
+    RunningGang,
+    Scheduler,
+    Snapshot,
+    Taint,
+    Toleration,
+    decide,
+)
 
 QUEUES = ("vision", "speech", "llm", "research")
 
@@ -177,9 +189,9 @@ def philly_snapshot(seed: int = 11) -> Snapshot:
     return snap
 
 
-def call_ms(snap: Snapshot) -> float:
+def call_ms(scheduler: Scheduler, snap: Snapshot) -> float:
     start = time.perf_counter()
-    len(decide(snap).reasons)  # an adapter reads every reason: count their deferred part
+    len(scheduler.decide(snap).reasons)  # an adapter reads every reason: count their deferred part
     return (time.perf_counter() - start) * 1000
 
 
@@ -187,12 +199,12 @@ def median_ms(snap: Snapshot, repeat: int) -> tuple[float, float, int, int]:
     """(cold median ms, warm median ms, pending pods, binds)."""
     decisions = decide(snap)
     neighbour = replace(snap, pending=snap.pending[:-5], running=snap.running[:-5])
+    scheduler = Scheduler()
     cold, warm = [], []
     for _ in range(repeat):
-        with ThreadPoolExecutor(1) as new_thread:
-            cold.append(new_thread.submit(call_ms, snap).result())
-        decide(neighbour)
-        warm.append(call_ms(snap))
+        cold.append(call_ms(Scheduler(), snap))
+        scheduler.decide(neighbour)
+        warm.append(call_ms(scheduler, snap))
     pods = sum(len(g.members) for g in snap.pending)
     return statistics.median(cold), statistics.median(warm), pods, len(decisions.binds)
 

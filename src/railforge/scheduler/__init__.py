@@ -1,6 +1,7 @@
-"""Pure gang-scheduler core: ``decide(Snapshot) -> Decisions``, no I/O, deterministic."""
+"""Pure gang-scheduler core: ``Scheduler().decide(Snapshot) -> Decisions``, no I/O, deterministic.
+``decide(snapshot)`` is the one-shot form."""
 
-from railforge.scheduler.core import decide
+from railforge.scheduler.core import Scheduler, decide
 from railforge.scheduler.model import (
     CPU,
     GPU,
@@ -14,6 +15,8 @@ from railforge.scheduler.model import (
     Node,
     NodeSelectorRequirement,
     Queue,
+    Reason,
+    ReasonCode,
     Reservation,
     Restart,
     RunningGang,
@@ -39,9 +42,12 @@ __all__ = [
     "Node",
     "NodeSelectorRequirement",
     "Queue",
+    "Reason",
+    "ReasonCode",
     "Reservation",
     "Restart",
     "RunningGang",
+    "Scheduler",
     "SchedulerConfig",
     "Snapshot",
     "Taint",

@@ -1,6 +1,6 @@
-"""What decide() carries from one call to the next: indexes of the pending and running gangs.
+"""What a ``Scheduler`` carries from one call to the next: indexes of the pending and running gangs.
 
-A scheduler calls ``decide()`` on snapshots that differ little between calls: a few gangs arrive,
+A control loop calls ``decide()`` on snapshots that differ little between calls: a few gangs arrive,
 start or end. Sorting a thousand pending gangs into placement classes and per-queue order, and
 summing what hundreds of running gangs use per node, on every call cost over half of a Philly
 replay. ``PendingIndex`` and ``RunningIndex`` keep those results and apply only what changed since
@@ -11,22 +11,15 @@ before, the result equals that of an index built from scratch, and the tests che
 
 from __future__ import annotations
 
-import itertools
 import operator
-import threading
 from bisect import bisect_left, insort
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
 from railforge.scheduler.memo import Memo
-from railforge.scheduler.model import Gang, Queue, RunningGang, Snapshot, add_resources
+from railforge.scheduler.model import Gang, Queue, RunningGang, add_resources
 
 AGE_ORDER = operator.attrgetter("submit_time", "name")
-# A gang brings at most 4 structural entries (2 key ids, a node filter, a fit when empty); a memo
-# holding more than this many per gang of the snapshot, plus slack, starts afresh.
-MEMO_KEYS_PER_GANG = 8
-MEMO_SLACK = 4096
-_USE_VERSIONS = itertools.count(1)  # shared by every index, so no two indexes hand out the same one
 T = TypeVar("T")
 ClassEntry = tuple[float, tuple, Gang]  # (run time, queue order, gang): a class sorts shortest first
 ClassRecord = Callable[[Gang], tuple[int, int, ClassEntry]]  # gang -> (failure key, required GPUs, entry)
@@ -160,7 +153,7 @@ class RunningIndex:
         self.borrowed: dict[int, RunningGang] = {}
         self.backfilled: dict[str, dict[int, RunningGang]] = {}  # gang passed -> gangs that backfilled past it
         self.failed = 0  # gangs with a failed member
-        # the last earliest start found in a cluster these gangs alone occupy (_Pass.earliest_start)
+        # the last earliest start found in a cluster these gangs alone occupy (reserve.earliest_start)
         self.start_memo: tuple | None = None
 
     def update(self, running: Sequence[RunningGang]) -> RunningIndex:
@@ -187,7 +180,7 @@ class RunningIndex:
         _, per_node, charge = self.memo.placed_by_node(running)
         for node, requests in per_node:
             _count(self.used, self.node_gangs, node, requests, sign)
-            self.use_version[node] = next(_USE_VERSIONS)
+            self.use_version[node] = self.memo.next_use_version()
         _count(self.by_queue, self.queue_gangs, running.gang.queue, charge, sign)
         if running.borrowed:
             if sign > 0:
@@ -332,28 +325,3 @@ def _equal_run(a: tuple, i: int, b: tuple, j: int) -> int:
 def append(items: list, item: object, key: Callable | None = None) -> None:
     """``list.append`` with ``insort``'s signature (the order is restored by one sort after)."""
     items.append(item)
-
-
-_local = threading.local()
-
-
-def thread_state(snapshot: Snapshot) -> tuple[Memo, PendingIndex, RunningIndex]:
-    """This thread's memo and indexes from the previous call; fresh ones when the queues changed.
-    The memo keeps a few entries per gang of the snapshot: beyond that it forgets the objects gone,
-    and it starts afresh, with the indexes that hold its key ids, when the structural keys (node
-    selectors, pod shapes) of gangs long gone pile up."""
-    queues = snapshot.queues
-    pending = getattr(_local, "pending", None)
-    gangs = len(snapshot.pending) + len(snapshot.running)
-    if (
-        pending is None
-        or (pending.queues is not queues and pending.queues != tuple(queues))
-        or pending.memo.key_entries() > MEMO_KEYS_PER_GANG * gangs + MEMO_SLACK
-    ):
-        memo = Memo()
-        names = GangNames()
-        pending = _local.pending = PendingIndex(memo, tuple(queues), names)
-        _local.running = RunningIndex(memo, names)
-    elif pending.memo.object_entries() > 2 * gangs + MEMO_SLACK:
-        pending.memo.keep_only(snapshot)
-    return pending.memo, pending, _local.running

@@ -1,15 +1,16 @@
-"""What decide() works out once per snapshot object and keeps between calls in one thread.
+"""What a ``Scheduler`` works out once per snapshot object and keeps between its calls.
 
 Snapshot objects are immutable (frozen dataclasses whose mappings refuse changes), so a value
 derived from one, such as a gang's profile or a running gang's use per node, stays true while the
 same object is handed in again. The values live here, never on the caller's objects, keyed by
 object identity (each entry keeps its object alive, so an identity is never reused while its entry
-lives). ``incremental.thread_state`` drops the values of objects gone, and starts a fresh memo when
+lives). ``Scheduler.indexes_for`` drops the values of objects gone, and starts a fresh memo when
 its structural keys far outnumber the snapshot's gangs, so no cache grows without bound.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 from railforge.scheduler.model import Gang, Node, RunningGang, Snapshot, add_resources
@@ -19,7 +20,7 @@ PerNode = tuple[tuple[str, ...], list[tuple[str, dict[str, int]]], dict]
 
 
 class Memo:
-    __slots__ = ("_key_ids", "_placed", "_profiles", "_static")
+    __slots__ = ("_key_ids", "_placed", "_profiles", "_static", "_use_versions")
 
     def __init__(self) -> None:
         self._profiles: dict[int, tuple[Gang, GangProfile]] = {}
@@ -29,6 +30,12 @@ class Memo:
         # gangs that hashing cost more than the placement work.
         self._key_ids: dict[tuple, int] = {}
         self._static: tuple[Sequence[Node], tuple, Static] | None = None
+        # shared by every index of this memo, so no two hand out the same one (see Static.free)
+        self._use_versions = itertools.count(1)
+
+    def next_use_version(self) -> int:
+        """A number no index of this memo has handed out for a node's use (``RunningIndex``)."""
+        return next(self._use_versions)
 
     def object_entries(self) -> int:
         """Entries kept per snapshot object (``keep_only`` drops those of objects gone)."""

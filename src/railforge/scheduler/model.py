@@ -16,6 +16,7 @@ release capacity), then binds; binds may use capacity that the evictions of the 
 
 from __future__ import annotations
 
+import enum
 import math
 import threading
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
@@ -443,8 +444,57 @@ class Reservation:
     placement: tuple[tuple[str, str], ...] = ()
 
 
+class ReasonCode(enum.StrEnum):
+    """The stable code of a reason (docs/scheduler-core.md lists them): what a program matches on,
+    while the sentence beside it is for people and may be reworded."""
+
+    QUOTA_LIMIT = "quota.limit"
+    QUOTA_LIMIT_ALONE = "quota.limit-alone"
+    CAPACITY_DOMAIN = "capacity.domain"
+    CAPACITY_CLUSTER = "capacity.cluster"
+    CAPACITY_SELECTOR = "capacity.selector"
+    CAPACITY_AFFINITY = "capacity.affinity"
+    CAPACITY_TAINTS = "capacity.taints"
+    CAPACITY_NODE_RULES = "capacity.node-rules"
+    CAPACITY_FRAGMENTED = "capacity.fragmented"
+    CAPACITY_PODS = "capacity.pods"
+    CAPACITY_APART = "capacity.apart"
+    NEVER_FITS = "capacity.never-fits"
+    NEVER_FITS_SELECTOR = "capacity.never-fits.selector"
+    NEVER_FITS_AFFINITY = "capacity.never-fits.affinity"
+    NEVER_FITS_TAINTS = "capacity.never-fits.taints"
+    NEVER_FITS_NODE_RULES = "capacity.never-fits.node-rules"
+    NEVER_FITS_DOMAIN = "capacity.never-fits.domain"
+    NEVER_FITS_PODS = "capacity.never-fits.pods"
+    NEVER_FITS_REQUESTS = "capacity.never-fits.requests"
+    UNKNOWN_LEVEL = "topology.unknown-level"
+    RESERVED = "reserved.holder"
+    RESERVED_BLOCKED = "reserved.blocked"
+    RESERVED_NO_START = "reserved.no-start"
+    STRICT_ORDER = "order.strict"
+    UNDECLARED_QUEUE = "queue.undeclared"
+    BACKOFF = "restart.backoff"
+    SCHEDULE_TIMEOUT = "timeout.schedule"
+
+
+class Reason(str):
+    """A reason's sentence (the string itself) with its stable ``code`` beside it."""
+
+    __slots__ = ("code",)
+    code: ReasonCode
+
+    def __new__(cls, text: str, code: ReasonCode) -> Reason:
+        reason = super().__new__(cls, text)
+        reason.code = code
+        return reason
+
+    def __reduce__(self) -> tuple:
+        return Reason, (str(self), self.code)
+
+
 class Reasons(MutableMapping[str, str]):
-    """Pending gang -> why it did not start.
+    """Pending gang -> why it did not start: a ``Reason``, the sentence with its stable code
+    (``code(gang)``).
 
     A pass that stops early leaves the reasons of its untried gangs to a callback (``defer``):
     they depend only on the pass's final state, so they are worked out on the first read, and a
@@ -486,6 +536,10 @@ class Reasons(MutableMapping[str, str]):
 
     def __repr__(self) -> str:
         return f"Reasons({self._resolved()!r})"
+
+    def code(self, gang: str) -> ReasonCode:
+        """The stable code of the gang's reason (``ReasonCode``)."""
+        return self[gang].code
 
 
 @dataclass

@@ -1,10 +1,11 @@
-"""Wording of the reasons shown for pending gangs and for decisions: short and actionable."""
+"""Wording of the reasons shown for pending gangs and for decisions: short and actionable, each
+a ``Reason`` carrying its stable ``ReasonCode``."""
 
 from __future__ import annotations
 
 import math
 
-from railforge.scheduler.model import CPU, GPU, MEMORY
+from railforge.scheduler.model import CPU, GPU, MEMORY, Reason, ReasonCode
 
 
 def duration(seconds: float) -> str:
@@ -35,72 +36,100 @@ def amount(resource: str, value: int) -> str:
     return f"{value} {resource}"
 
 
-def at_limit(queue: str, resource: str, limit: int) -> str:
-    return f"queue {queue} is at its limit of {amount(resource, limit)}"
+def at_limit(queue: str, resource: str, limit: int) -> Reason:
+    return Reason(f"queue {queue} is at its limit of {amount(resource, limit)}", ReasonCode.QUOTA_LIMIT)
 
 
-def over_limit_alone(queue: str, resource: str, need: int, limit: int) -> str:
-    return f"needs {amount(resource, need)} but queue {queue} is limited to {amount(resource, limit)}"
+def over_limit_alone(queue: str, resource: str, need: int, limit: int) -> Reason:
+    text = f"needs {amount(resource, need)} but queue {queue} is limited to {amount(resource, limit)}"
+    return Reason(text, ReasonCode.QUOTA_LIMIT_ALONE)
 
 
-def within_domain(need: int, level: str, best: int) -> str:
-    return f"needs {amount(GPU, need)} within one {level}; the best {level} has {best} free"
+def within_domain(need: int, level: str, best: int) -> Reason:
+    text = f"needs {amount(GPU, need)} within one {level}; the best {level} has {best} free"
+    return Reason(text, ReasonCode.CAPACITY_DOMAIN)
 
 
-def cluster_short(resource: str, need: int, free: int) -> str:
-    return f"needs {amount(resource, need)}; the cluster has {free if resource == GPU else amount(resource, free)} free"
+def cluster_short(resource: str, need: int, free: int) -> Reason:
+    text = f"needs {amount(resource, need)}; the cluster has {free if resource == GPU else amount(resource, free)} free"
+    return Reason(text, ReasonCode.CAPACITY_CLUSTER)
 
 
 UNFIT = "does not fit even with nothing running: "
 
 
-def unfit_total(need: int, capacity: int, excluded: str) -> str:
+# The node rules (placement.NODE_RULES) that keep a gang off nodes -> the code naming them
+_RULE_CODES = {
+    ("node selector",): (ReasonCode.CAPACITY_SELECTOR, ReasonCode.NEVER_FITS_SELECTOR),
+    ("node affinity",): (ReasonCode.CAPACITY_AFFINITY, ReasonCode.NEVER_FITS_AFFINITY),
+    ("taints",): (ReasonCode.CAPACITY_TAINTS, ReasonCode.NEVER_FITS_TAINTS),
+}
+
+
+def _rule_code(rules: list[str], never: bool) -> ReasonCode:
+    """The code of a shortfall on the nodes the gang may use: the one rule that rules nodes out,
+    or ``node-rules`` for several."""
+    codes = _RULE_CODES.get(tuple(rules), (ReasonCode.CAPACITY_NODE_RULES, ReasonCode.NEVER_FITS_NODE_RULES))
+    return codes[never]
+
+
+def unfit_total(need: int, capacity: int, excluded: str = "", rules: list[str] | None = None) -> Reason:
+    """``excluded``/``rules``: what keeps the gang off nodes (``admit.excluded``), if anything."""
     nodes = f"nodes it may use ({excluded})" if excluded else "schedulable nodes"
-    return f"{UNFIT}needs {amount(GPU, need)}; the {nodes} have {capacity} in all"
+    code = _rule_code(rules, never=True) if rules else ReasonCode.NEVER_FITS
+    return Reason(f"{UNFIT}needs {amount(GPU, need)}; the {nodes} have {capacity} in all", code)
 
 
-def unfit_domain(need: int, level: str, best: int) -> str:
-    return f"{UNFIT}needs {amount(GPU, need)} within one {level}; the largest {level} has {best} in all"
+def unfit_domain(need: int, level: str, best: int) -> Reason:
+    text = f"{UNFIT}needs {amount(GPU, need)} within one {level}; the largest {level} has {best} in all"
+    return Reason(text, ReasonCode.NEVER_FITS_DOMAIN)
 
 
-def unfit_pods(count: int, resource: str, each: int, room: int) -> str:
+def unfit_pods(count: int, resource: str, each: int, room: int) -> Reason:
     pods = "pod" if count == 1 else "pods"
-    return f"{UNFIT}needs {count} {pods} of {amount(resource, each)}; the schedulable nodes have room for {room}"
+    text = f"{UNFIT}needs {count} {pods} of {amount(resource, each)}; the schedulable nodes have room for {room}"
+    return Reason(text, ReasonCode.NEVER_FITS_PODS)
 
 
-def unfit_requests(resources: list[str]) -> str:
+def unfit_requests(resources: list[str]) -> Reason:
     named = ", ".join({CPU: "CPU", GPU: "GPU"}.get(name, name) for name in resources)
-    return f"{UNFIT}the schedulable nodes cannot hold its pods' {named} requests together"
+    text = f"{UNFIT}the schedulable nodes cannot hold its pods' {named} requests together"
+    return Reason(text, ReasonCode.NEVER_FITS_REQUESTS)
 
 
-def unknown_level(level: str, names: tuple[str, ...]) -> str:
-    return f"requires topology level {level!r}, which is not one of the scheduler's levels ({', '.join(names)})"
+def unknown_level(level: str, names: tuple[str, ...]) -> Reason:
+    text = f"requires topology level {level!r}, which is not one of the scheduler's levels ({', '.join(names)})"
+    return Reason(text, ReasonCode.UNKNOWN_LEVEL)
 
 
-def fragmented(need: int, largest_member: int, best_node: int) -> str:
-    return (
+def fragmented(need: int, largest_member: int, best_node: int) -> Reason:
+    text = (
         f"needs {amount(GPU, need)} in pods of up to {largest_member}; free GPUs are fragmented "
         f"(the emptiest node has {best_node} free)"
     )
+    return Reason(text, ReasonCode.CAPACITY_FRAGMENTED)
 
 
-def pods_short(count: int, resource: str, each: int, room: int, most: int) -> str:
+def pods_short(count: int, resource: str, each: int, room: int, most: int) -> Reason:
     pods = "pod" if count == 1 else "pods"
-    return (
+    text = (
         f"needs {count} {pods} of {amount(resource, each)}; the nodes it may use have room for {room} "
         f"(the most free on one node is {amount(resource, most)})"
     )
+    return Reason(text, ReasonCode.CAPACITY_PODS)
 
 
-def requests_apart(need: int, largest_member: int) -> str:
-    return (
+def requests_apart(need: int, largest_member: int) -> Reason:
+    text = (
         f"needs {amount(GPU, need)} in pods of up to {largest_member}; the nodes it may use do not have "
         "each pod's GPU, CPU, memory and other requests free together"
     )
+    return Reason(text, ReasonCode.CAPACITY_APART)
 
 
-def no_matching_nodes(need: int, free: int, excluded: str) -> str:
-    return f"needs {amount(GPU, need)} on the nodes it may use ({excluded}); those have {free} free"
+def no_matching_nodes(need: int, free: int, excluded: str, rules: list[str]) -> Reason:
+    text = f"needs {amount(GPU, need)} on the nodes it may use ({excluded}); those have {free} free"
+    return Reason(text, _rule_code(rules, never=False))
 
 
 def excluded(rules: list[tuple[str, int]]) -> str:
@@ -113,20 +142,22 @@ def names(items: list[str], most: int = 4) -> str:
     return shown if len(items) <= most else f"{shown} and {len(items) - most} more"
 
 
-def reserved(start_in: float, nodes: list[str], domain: str | None, waits_for: list[str]) -> str:
+def reserved(start_in: float, nodes: list[str], domain: str | None, waits_for: list[str]) -> Reason:
     where = f" on {names(nodes)}" + (f" ({domain})" if domain else "")
-    if not waits_for:
-        return f"reserved to start at +{duration(start_in)}{where}"
-    gangs = "gang" if len(waits_for) == 1 else "gangs"
-    ends = "ends" if len(waits_for) == 1 else "end"
-    return f"reserved to start at +{duration(start_in)}{where}, when {gangs} {names(waits_for)} {ends}"
+    text = f"reserved to start at +{duration(start_in)}{where}"
+    if waits_for:
+        gangs = "gang" if len(waits_for) == 1 else "gangs"
+        ends = "ends" if len(waits_for) == 1 else "end"
+        text += f", when {gangs} {names(waits_for)} {ends}"
+    return Reason(text, ReasonCode.RESERVED)
 
 
-def behind_reservation(gang: str, start_in: float) -> str:
-    return (
+def behind_reservation(gang: str, start_in: float) -> Reason:
+    text = (
         f"blocked behind reservation of gang {gang} (starts at +{duration(start_in)}); "
         "a shorter max runtime would let it backfill"
     )
+    return Reason(text, ReasonCode.RESERVED_BLOCKED)
 
 
 # Why the head of the line did not evict: (what it would have done, why not) -> text
@@ -139,25 +170,29 @@ DECLINED = {
 }
 
 
-def declined(reason: str, action: str, why: str) -> str:
-    return f"{reason}; not {action}: {DECLINED[action, why]}"
+def declined(reason: Reason, action: str, why: str) -> Reason:
+    """The reason with why the gang did not evict added; the code stays the reason's."""
+    return Reason(f"{reason}; not {action}: {DECLINED[action, why]}", reason.code)
 
 
-def no_start_time() -> str:
-    return "cannot be reserved: running gangs without a max runtime hold the capacity it needs"
+def no_start_time() -> Reason:
+    text = "cannot be reserved: running gangs without a max runtime hold the capacity it needs"
+    return Reason(text, ReasonCode.RESERVED_NO_START)
 
 
-def strict_order(gang: str) -> str:
-    return f"waiting behind gang {gang} (strict FIFO: nothing starts before the head of the queue)"
+def strict_order(gang: str) -> Reason:
+    text = f"waiting behind gang {gang} (strict FIFO: nothing starts before the head of the queue)"
+    return Reason(text, ReasonCode.STRICT_ORDER)
 
 
-def undeclared_queue(queue: str) -> str:
-    return f"queue {queue} is not declared; it waits until the queue is declared or the gang names a declared one"
+def undeclared_queue(queue: str) -> Reason:
+    text = f"queue {queue} is not declared; it waits until the queue is declared or the gang names a declared one"
+    return Reason(text, ReasonCode.UNDECLARED_QUEUE)
 
 
-def backoff(wait: float) -> str:
-    return f"restarting after a failure; backoff ends in {duration(wait)}"
+def backoff(wait: float) -> Reason:
+    return Reason(f"restarting after a failure; backoff ends in {duration(wait)}", ReasonCode.BACKOFF)
 
 
-def schedule_timeout(timeout: float) -> str:
-    return f"not scheduled within its schedule timeout of {duration(timeout)}"
+def schedule_timeout(timeout: float) -> Reason:
+    return Reason(f"not scheduled within its schedule timeout of {duration(timeout)}", ReasonCode.SCHEDULE_TIMEOUT)

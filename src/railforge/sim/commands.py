@@ -180,11 +180,14 @@ def _code_digest() -> str:
 
     digest = hashlib.sha256()
     for package in (railforge.scheduler, railforge.sim):
-        folder = os.path.dirname(package.__file__)
-        for name in sorted(os.listdir(folder)):
-            if name.endswith(".py"):
-                with open(os.path.join(folder, name), "rb") as fh:
-                    digest.update(name.encode() + fh.read())
+        root = os.path.dirname(package.__file__)
+        for folder, subfolders, names in os.walk(root):
+            subfolders.sort()
+            for name in sorted(names):
+                if name.endswith(".py"):
+                    path = os.path.join(folder, name)
+                    with open(path, "rb") as fh:
+                        digest.update(os.path.relpath(path, root).encode() + fh.read())
     return digest.hexdigest()
 
 

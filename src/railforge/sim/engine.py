@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
+from railforge.scheduler.core import Scheduler
 from railforge.scheduler.fairshare import QueueTree, fair_shares
 from railforge.scheduler.model import (
     GPU,
@@ -82,9 +83,7 @@ class Simulator:
         estimates: str = "exact",
     ) -> None:
         if decide is None:
-            from railforge.scheduler.core import decide as core_decide
-
-            decide = core_decide
+            decide = Scheduler().decide  # one per run: it carries its indexes between the cycles
         self.decide = decide
         self.config = config
         self.nodes = {n.name: n for n in nodes}

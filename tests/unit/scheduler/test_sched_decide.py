@@ -1,4 +1,3 @@
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import pytest
@@ -12,6 +11,7 @@ from railforge.scheduler import (
     NodeSelectorRequirement,
     Queue,
     Reservation,
+    Scheduler,
     SchedulerConfig,
     Snapshot,
     Taint,
@@ -21,8 +21,9 @@ from railforge.scheduler import (
     placement,
     topology_from_labels,
 )
-from railforge.scheduler.core import _Pass
 from railforge.scheduler.reasons import UNFIT, duration
+from railforge.scheduler.stages import admit, order, recover
+from railforge.scheduler.state import CycleState
 
 DAY = 86400.0
 
@@ -282,11 +283,11 @@ def test_aged_gangs_first_oldest_first_then_the_order_of_the_rest(preset, rest):
         gang("b-old", 1, 8, queue="b", submit=10),
     ]
     queues = [Queue("a", quota={GPU: 4}), Queue("b", quota={GPU: 4})]
-    p = _Pass(snap(nodes(1), pending, queues=queues, now=2100, config=config))
-    p.handle_failures()
-    p.cluster = p.build_cluster()
+    snapshot = snap(nodes(1), pending, queues=queues, now=2100, config=config)
+    state = CycleState(snapshot, *Scheduler().indexes_for(snapshot))
+    recover.run(state)
     # fair order of the rest: equal shares, nothing held: a (the tie goes by name), then b twice
-    assert [g.name for g in p.order(p.index_waiting(), 8)] == ["b-old", "a-old", *rest]
+    assert [g.name for g in order.service_order(state, admit.index_waiting(state), 8)] == ["b-old", "a-old", *rest]
 
 
 def test_usage_history_lowers_priority_of_heavy_user():
@@ -862,12 +863,12 @@ def test_a_gang_name_used_twice_is_refused_and_the_next_snapshot_decides_as_a_co
     # Binds and reasons name gangs, so two gangs under one name (or one gang both pending and
     # running) would make them ambiguous: the snapshot is refused, saying which name.
     busy = running(gang("x", 1, 8), ["n00"])
+    scheduler = Scheduler()
     for pending, run in (([gang("x", 1, 4), gang("x", 1, 2, submit=1)], []), ([gang("x", 1, 4)], [busy])):
         with pytest.raises(ValueError, match="gang name 'x' is used more than once among the pending and running"):
-            decide(snap(nodes(2), pending, run))
-    # decide() keeps indexes between calls (incremental): a corrected snapshot decides as from cold
+            scheduler.decide(snap(nodes(2), pending, run))
+    # a Scheduler keeps indexes between calls (incremental): a corrected snapshot decides as from cold
     fixed = snap(nodes(2), [gang("x", 1, 4), gang("y", 1, 2)], [])
-    warm = decide(fixed)
-    with ThreadPoolExecutor(1) as new_thread:
-        assert warm == new_thread.submit(decide, fixed).result()
+    warm = scheduler.decide(fixed)
+    assert warm == decide(fixed)
     assert set(bound(warm)) == {"x", "y"}

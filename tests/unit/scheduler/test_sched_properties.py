@@ -6,7 +6,6 @@ The default run draws a few examples per property; ``pytest -m slow`` draws 2,50
 import itertools
 import random
 import re
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import pytest
@@ -20,7 +19,9 @@ from railforge.scheduler import (
     Node,
     NodeSelectorRequirement,
     Queue,
+    ReasonCode,
     RunningGang,
+    Scheduler,
     SchedulerConfig,
     Snapshot,
     Taint,
@@ -29,8 +30,9 @@ from railforge.scheduler import (
     decide,
     reasons,
 )
-from railforge.scheduler.core import _Pass
+from railforge.scheduler.core import run_cycle
 from railforge.scheduler.fairshare import QueueTree
+from railforge.scheduler.state import CycleState
 
 QUEUES = ("org", "a", "b", "c", "undeclared")  # gangs may name a queue the snapshot does not declare
 CONFIGS = (
@@ -289,16 +291,15 @@ def check_deterministic(snap: Snapshot) -> None:
     assert decide(snap) == decide(snap) == decide(shuffled)
 
 
-class _ExhaustivePass(_Pass):
+def exhaustive_decide(snap: Snapshot):
     """A pass that tries every waiting gang instead of stopping once nothing more can change."""
-
-    shortcuts = False
+    return run_cycle(CycleState(snap, *Scheduler().indexes_for(snap), shortcuts=False))
 
 
 def check_early_stop_changes_nothing(snap: Snapshot) -> None:
     """Stopping the pass early is only a shortcut: the same binds, evictions, reservations, and a
     reason for every pending gang that did not start."""
-    fast, full = decide(snap), _ExhaustivePass(snap).run()
+    fast, full = decide(snap), exhaustive_decide(snap)
     assert (fast.binds, fast.evictions, fast.reservations) == (full.binds, full.evictions, full.reservations)
     started = {b.gang_name for b in fast.binds} | {f.gang_name for f in fast.failures}
     assert set(fast.reasons) == {g.name for g in snap.pending} - started == set(full.reasons)
@@ -306,11 +307,10 @@ def check_early_stop_changes_nothing(snap: Snapshot) -> None:
 
 
 def check_warm_index_changes_nothing(snap: Snapshot) -> None:
-    """decide() keeps the pending and running gangs indexed from its previous call in the same
-    thread (``incremental``): whatever that call was handed, including other gangs under the same
-    names and equal copies (which the index keeps in place of the snapshot's own objects), or the
-    same running gangs at an earlier time, the result is that of a cold start (a call in a new
-    thread)."""
+    """A Scheduler keeps the pending and running gangs indexed from its previous call
+    (``incremental``): whatever that call was handed, including other gangs under the same names
+    and equal copies (which the index keeps in place of the snapshot's own objects), or the same
+    running gangs at an earlier time, the result is that of a cold start (a fresh Scheduler)."""
     rng = random.Random(len(snap.pending) + len(snap.running))
     earlier = [random_gang(rng, f"gone{k}", snap.now) for k in range(rng.randint(0, 3))]
     for gang in snap.pending:
@@ -334,10 +334,15 @@ def check_warm_index_changes_nothing(snap: Snapshot) -> None:
             if r not in earlier_running
         ]
         earlier_now = snap.now
-    decide(replace(snap, now=earlier_now, pending=tuple(earlier), running=tuple(earlier_running)))
-    warm = decide(snap)
-    with ThreadPoolExecutor(1) as new_thread:
-        assert warm == new_thread.submit(decide, snap).result()
+    scheduler = Scheduler()
+    scheduler.decide(replace(snap, now=earlier_now, pending=tuple(earlier), running=tuple(earlier_running)))
+    assert scheduler.decide(snap) == decide(snap)
+
+
+def check_every_reason_has_a_code(snap: Snapshot) -> None:
+    """Every pending gang's reason, read through Decisions, carries a ReasonCode."""
+    reasons_given = decide(snap).reasons
+    assert all(isinstance(reasons_given.code(name), ReasonCode) for name in reasons_given)
 
 
 PROPERTIES = (
@@ -348,6 +353,7 @@ PROPERTIES = (
     check_deterministic,
     check_early_stop_changes_nothing,
     check_warm_index_changes_nothing,
+    check_every_reason_has_a_code,
 )
 
 

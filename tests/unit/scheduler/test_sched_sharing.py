@@ -9,8 +9,8 @@ from dataclasses import replace
 import pytest
 from sched_helpers import gang, nodes, running
 
-from railforge.scheduler import GPU, Member, Queue, Snapshot, decide
-from railforge.scheduler.incremental import MEMO_KEYS_PER_GANG, MEMO_SLACK, thread_state
+from railforge.scheduler import GPU, Member, Queue, Scheduler, Snapshot, decide
+from railforge.scheduler.core import MEMO_KEYS_PER_GANG, MEMO_SLACK
 
 
 def full_cluster_snapshot(waiting: int) -> Snapshot:
@@ -61,11 +61,12 @@ def scheduler_globals() -> dict[str, int]:
 def test_ten_thousand_gangs_with_distinct_selectors_leave_no_growing_cache():
     cluster = tuple(nodes(4))
     before = None
+    scheduler = Scheduler()
     for batch in range(100):
         pending = tuple(gang(f"g{batch}-{k}", 1, 1, node_selector={"team": f"t{batch}-{k}"}) for k in range(100))
         snap = Snapshot(100.0, cluster, (Queue("a"),), pending, ())
-        len(decide(snap).reasons)
-        memo = thread_state(snap)[0]
+        len(scheduler.decide(snap).reasons)
+        memo = scheduler.indexes_for(snap)[0]
         assert memo.key_entries() <= MEMO_KEYS_PER_GANG * len(pending) + MEMO_SLACK
         assert memo.object_entries() <= 2 * len(pending) + MEMO_SLACK
         before = before or scheduler_globals()

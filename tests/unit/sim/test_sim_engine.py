@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import pytest
 
-from railforge.scheduler.core import decide as core_decide
+from railforge.scheduler import Scheduler
 from railforge.scheduler.model import GPU, Bind, Decisions, Queue, Restart, SchedulerConfig
 from railforge.sim.cluster import ClusterShape, build_nodes
 from railforge.sim.engine import ARRIVE, COMPLETE, FAIL, REPAIR, SimJob, Simulator
@@ -188,15 +187,15 @@ def test_fair_share_reference_is_the_schedulers_own():
 
 @pytest.mark.parametrize(("policy", "failure_rate"), [("railforge", 0.5), ("railforge", 0.0), ("strict_fifo", 0.5)])
 def test_every_call_of_a_replay_decides_as_a_cold_start(traces_dir, policy, failure_rate):
-    """decide() carries its gang indexes from call to call: in replays with and without node
+    """A Scheduler carries its gang indexes from call to call: in replays with and without node
     failures (restart backoff; railforge with failures also reclaims), each call's decisions equal
-    those of a cold start (a call in a new thread, which has no indexes)."""
+    those of a cold start (a fresh Scheduler, which has no indexes)."""
     cold_calls = []
+    scheduler = Scheduler()
 
     def checked(snap):
-        warm = core_decide(snap)
-        with ThreadPoolExecutor(1) as new_thread:
-            cold_calls.append(new_thread.submit(core_decide, snap).result() == warm)
+        warm = scheduler.decide(snap)
+        cold_calls.append(Scheduler().decide(snap) == warm)
         return warm
 
     trace = load_trace("philly", traces_dir)

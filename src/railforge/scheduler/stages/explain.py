@@ -1,0 +1,147 @@
+"""Explain: why a waiting gang did not start, for the gangs tried and those the pass never tried.
+
+A capacity reason names the first shortfall that holds: too few free GPUs in the gang's widest
+domain, in the cluster or on the nodes it may use (with the node rules that keep it off others);
+a reservation it cannot run past; a resource its pods find too little of, in all or node by node;
+fragmentation; else that the pods' requests are not free together. The gangs left untried by a
+pass that stopped early get the reason they would have got at their turn, worked out on the first
+read of ``Decisions.reasons`` (``explain_untried``), or that they wait behind a strict order's head.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections import Counter
+from collections.abc import Iterable
+
+from railforge.scheduler import reasons
+from railforge.scheduler.model import GPU, Gang, Reservation
+from railforge.scheduler.placement import Acceptance, GangProfile
+from railforge.scheduler.stages import admit
+from railforge.scheduler.state import CycleState
+
+
+def reaches(amounts: Iterable[int], target: int) -> bool:
+    """Whether the amounts add up to ``target``; stops reading them as soon as they do."""
+    total = 0
+    for amount in amounts:
+        total += amount
+        if total >= target:
+            return True
+    return target <= 0
+
+
+def explain_untried(state: CycleState, waiting: list[Gang], head_blocker: str | None) -> None:
+    """The reasons of the gangs the pass did not try."""
+    strict = head_blocker is not None and not state.config.skip_ahead
+    tried = state.tried
+    for gang in waiting:
+        if gang.name not in tried:
+            if strict and not admit.never_starts(state, gang):
+                state.decisions.reasons[gang.name] = reasons.strict_order(head_blocker)
+            else:
+                frozen_reason(state, gang)
+
+
+def frozen_reason(state: CycleState, gang: Gang) -> bool:
+    """Record the reason of a gang left untried by a settled pass, what try_start would record;
+    True when the gang is blocked on capacity (not by its queue's limit)."""
+    profile = state.memo.profile(gang)
+    limit_reason = admit.limit_reason(state, gang.queue, profile)
+    if limit_reason is not None:
+        state.decisions.reasons[gang.name] = limit_reason
+        return False
+    key = profile.failure_key
+    runtime = state.runtime(gang)
+    cached = state.failure_cache.get(key)
+    if cached is None or runtime < cached[0]:
+        if not admit.never_starts(state, gang):
+            finest, widest = state.levels_for(gang, profile)
+            allowed = state.cluster.allowed_nodes(gang, profile)
+            state.failure_cache[key] = (runtime, capacity_reason(state, gang, profile, allowed, finest, widest))
+        cached = state.failure_cache[key]
+    state.decisions.reasons[gang.name] = cached[1]
+    return key not in state.unfit_keys
+
+
+def capacity_reason(
+    state: CycleState, gang: Gang, profile: GangProfile, allowed: Acceptance | None, finest: int, widest: int
+) -> str:
+    """Why the gang cannot start now, the first that holds of: too few free GPUs in its widest
+    domain, in the cluster or on the nodes it may use; a reservation holds what it would fit
+    in; a resource its pods find too little of, in all or node by node; the pods' requests
+    are not free together on the same nodes."""
+    cluster = state.cluster
+    need = profile.required_gpu
+    free_gpu = cluster.free_gpu if allowed is None else allowed_free(state, profile, allowed)[0]
+    if widest >= 0:
+        level = cluster.levels[widest]
+        if allowed is None:
+            best = level.best_free()
+        else:
+            best = max((sum(free_gpu[index] for index in members) for members in level.members.values()), default=0)
+        if need > best:
+            return reasons.within_domain(need, state.level_names[widest], best)
+    if need > cluster.total_free_gpu:
+        return reasons.cluster_short(GPU, need, cluster.total_free_gpu)
+    if allowed is not None and need > sum(free_gpu):
+        return reasons.no_matching_nodes(need, sum(free_gpu), *admit.excluded(state, gang, profile))
+    if state.decisions.reservations and cluster.place(profile, allowed, (state.now, state.now), finest, widest):
+        blocking = blocking_reservation(state, profile, allowed, finest, widest)
+        return reasons.behind_reservation(blocking.gang_name, blocking.start - state.now)
+    return requests_reason(state, profile, allowed, free_gpu)
+
+
+def blocking_reservation(
+    state: CycleState, profile: GangProfile, allowed: Acceptance | None, finest: int, widest: int
+) -> Reservation:
+    """The reservation, soonest first, whose start the gang (which fits free capacity now)
+    cannot run past: it fits until that start, and not once that reservation begins. The gang
+    does not fit for its whole run, so when none before it blocks, the latest does: it is not
+    tried."""
+    *earlier, latest = sorted(state.decisions.reservations, key=operator.attrgetter("start"))
+    for reservation in earlier:
+        until = math.nextafter(reservation.start, math.inf)  # a window that overlaps the reservation
+        if state.cluster.place(profile, allowed, (state.now, until), finest, widest) is None:
+            return reservation
+    return latest
+
+
+def allowed_free(
+    state: CycleState, profile: GangProfile, allowed: Acceptance
+) -> tuple[list[int], list[dict[str, int]]]:
+    """The free GPUs of every node, 0 where the gang may not go, and the free resources of the
+    nodes it may use; kept per node filter while the cluster stays the same."""
+    cached = state.allowed_views.get(profile.filter_key)
+    if cached is None or cached[0] != state.version:
+        cluster = state.cluster
+        free_gpu = [gpus if ok else 0 for gpus, ok in zip(cluster.free_gpu, allowed, strict=True)]
+        free = [node_free for node_free, ok in zip(cluster.free, allowed, strict=True) if ok]
+        cached = state.allowed_views[profile.filter_key] = (state.version, free_gpu, free)
+    return cached[1], cached[2]
+
+
+def requests_reason(state: CycleState, profile: GangProfile, allowed: Acceptance | None, free_gpu: list[int]) -> str:
+    """The gang's GPUs are free in number but it does not fit: name the request it finds too
+    little of (in all, then node by node for one shape of pod), else fragmentation."""
+    free = state.cluster.free if allowed is None else allowed_free(state, profile, allowed)[1]
+    needed: dict[str, int] = {}
+    for shape in profile.required_shapes:
+        for name, amount in shape.others:
+            needed[name] = needed.get(name, 0) + amount * len(shape.member_names)
+    for name, amount in sorted(needed.items()):
+        if not reaches((node_free.get(name, 0) for node_free in free), amount):
+            return reasons.cluster_short(name, amount, sum(node_free.get(name, 0) for node_free in free))
+    for shape in profile.required_shapes:
+        count = len(shape.member_names)
+        histogram = state.cluster.gpu_histogram if allowed is None else Counter(free_gpu)
+        if shape.gpu and sum(nodes * (gpus // shape.gpu) for gpus, nodes in histogram.items()) < count:
+            return reasons.fragmented(profile.required_gpu, shape.gpu, max(free_gpu, default=0))
+        for name, amount in shape.others:
+            if not reaches((node_free.get(name, 0) // amount for node_free in free), count):
+                room = sum(node_free.get(name, 0) // amount for node_free in free)
+                most = max((node_free.get(name, 0) for node_free in free), default=0)
+                return reasons.pods_short(count, name, amount, room, most)
+    largest = profile.required_shapes[0].gpu if profile.required_shapes else 0
+    return reasons.requests_apart(profile.required_gpu, largest)

@@ -1,0 +1,130 @@
+"""Order: the order in which a cycle tries the waiting gangs.
+
+Gangs waiting longer than ``aging_bound`` come first, oldest first. The rest follow the configured
+order: ``fair`` repeatedly serves the queue furthest below its fair share (``fairshare``), as if
+each gang taken were started, within a queue by priority then age; ``fifo`` merges the queues'
+lists by priority then age; ``sjf_oracle`` takes the shortest true run time first. Orders are
+produced lazily, so a pass that stops early does not pay for ordering gangs it never tries. Once
+every reservation is made, the rest can only backfill and are tried shortest estimate first
+(``backfill_order``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import operator
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator
+
+from railforge.scheduler.fairshare import fair_shares
+from railforge.scheduler.incremental import PendingIndex, queue_order_key
+from railforge.scheduler.model import GPU, Gang
+from railforge.scheduler.state import CycleState
+
+LN2 = math.log(2)
+_SUBMIT_TIME = operator.attrgetter("submit_time")
+
+
+def service_order(state: CycleState, index: PendingIndex, capacity: int) -> Iterable[Gang]:
+    """Gangs in service order; the fair order is produced lazily, so a pass that stops early
+    (see ``run``) does not pay for ordering the gangs it never tries."""
+    config = state.config
+    by_age = index.by_age
+    cutoff = -math.inf if config.aging_bound is None else state.now - config.aging_bound
+    aged = by_age[: bisect_right(by_age, cutoff, key=_SUBMIT_TIME)]  # served first, oldest first
+    rest: Iterable[Gang]
+    if config.order == "fifo":  # the queues' lists merged: a strict order stops at its head
+        rest = heapq.merge(*index.by_queue.values(), key=queue_order_key)
+        if aged:
+            rest = (gang for gang in rest if gang.submit_time > cutoff)
+    elif config.order == "sjf_oracle":
+        rest = sorted(by_age[len(aged) :], key=lambda g: (oracle_runtime(state, g), g.submit_time, g.name))
+    else:
+        rest = fair_order(state, index, aged, cutoff, capacity)
+    return itertools.chain(aged, rest)
+
+
+def oracle_runtime(state: CycleState, gang: Gang) -> float:
+    return gang.oracle_runtime if gang.oracle_runtime is not None else state.runtime(gang)
+
+
+def fair_order(
+    state: CycleState, index: PendingIndex, aged: list[Gang], cutoff: float, capacity: int
+) -> Iterator[Gang]:
+    """Repeatedly serve the queue whose service is furthest below its fair share, as if each
+    gang taken were started; within a queue: priority, then age. The ``aged`` gangs (served
+    before this order) are left out, their demand too."""
+    by_queue = index.by_queue
+    demand: dict[str, float] = dict(index.demand)
+    aged_count: dict[str, int] = {}
+    for gang in aged:
+        aged_count[gang.queue] = aged_count.get(gang.queue, 0) + 1
+        demand[gang.queue] -= state.memo.profile(gang).gpu
+    served = [queue for queue in by_queue if aged_count.get(queue, 0) < len(by_queue[queue])]
+    for queue in aged_count.keys() - served:
+        del demand[queue]  # every gang it has waiting is aged
+    for queue, charge in state.running_index.by_queue.items():
+        demand[queue] = demand.get(queue, 0) + charge.get(GPU, 0)
+    shares = fair_shares(state.tree, demand, capacity)
+    half_life = state.config.fair_share_half_life
+    usage = state.snapshot.usage
+
+    def next_position(queued: list[Gang], position: int) -> int:
+        while aged and position < len(queued) and queued[position].submit_time <= cutoff:
+            position += 1
+        return position
+
+    # Served GPUs: the mean of the GPUs held now and the time-averaged GPUs implied by the
+    # decayed usage; a queue is keyed by (served / share, served, -priority, name).
+    heap = []
+    constants: dict[str, tuple[float, float, float, int]] = {}
+    allocated: dict[str, float] = {}
+    for queue in served:
+        if half_life <= 0 or queue not in usage:
+            scale, offset = 1.0, 0.0
+        else:
+            scale, offset = 0.5, usage[queue] * LN2 / half_life / 2
+        share = shares.get(queue, 0.0)
+        priority = -state.tree.get(queue).priority
+        constants[queue] = (scale, offset, share, priority)
+        held = allocated[queue] = state.usage.gpus(queue)
+        load = held * scale + offset if scale != 1.0 else held
+        position = next_position(by_queue[queue], 0)
+        heap.append(((load / share if share > 0 else math.inf, load, priority, queue), queue, position))
+    heapq.heapify(heap)
+    replace, pop = heapq.heapreplace, heapq.heappop
+    while heap:
+        _, queue, position = heap[0]
+        queued = by_queue[queue]
+        gang = queued[position]
+        yield gang
+        held = allocated[queue] = allocated[queue] + state.memo.profile(gang).gpu
+        position = next_position(queued, position + 1)
+        if position < len(queued):
+            scale, offset, share, priority = constants[queue]
+            load = held * scale + offset if scale != 1.0 else held
+            ratio = load / share if share > 0 else math.inf
+            replace(heap, ((ratio, load, priority, queue), queue, position))
+        else:
+            pop(heap)
+
+
+def backfill_order(state: CycleState) -> Iterator[Gang]:
+    """The untried gangs, shortest estimate first: the classes' sorted lists merged, with one
+    heap entry per class. A closed class's gangs are not tried: each would fail as the class
+    did (no reclaim reopens it once every reservation is made), so they get their reasons as
+    untried gangs; unless a queue has a limit, which could give one another reason at its turn.
+    """
+    classes, cursor = state.classes, state.cursor
+    skip_closed = state.shortcuts and not any(queue.limit for queue in state.snapshot.queues)
+    heap = [(classes[key][cursor[key]], key) for key in classes if state.untried_runtime(key) is not None]
+    heapq.heapify(heap)
+    while heap:
+        entry, key = heap[0]
+        yield entry[2]
+        if (skip_closed and key not in state.open_classes) or state.untried_runtime(key) is None:
+            heapq.heappop(heap)
+        else:
+            heapq.heapreplace(heap, (classes[key][cursor[key]], key))
