@@ -252,6 +252,14 @@ FORMATS = {
     "image": _regex(r"^[^\s:]+(:[0-9]+)?/[^\s]+:[^\s:/]+$", "an image REGISTRY/NAME:TAG"),
     "go_toolchain": _regex(r"^go[0-9]+\.[0-9]+(\.[0-9]+)?$", "a Go toolchain name like go1.26.8"),
     "label_values": _label_values_problem,
+    "command": _regex(r"^[A-Za-z0-9_.+/\-]+$", "a command name or path"),
+    "apt_options": _regex(
+        r"^([a-z][a-z-]*=\S+( [a-z][a-z-]*=\S+)*)?$", "apt source options like signed-by=/etc/apt/keyrings/x.asc"
+    ),
+    "cuda_repo_distribution": _regex(r"^[a-z]+[0-9]+$", "a CUDA repository distribution like ubuntu2404 or debian12"),
+    "cuda_repo_arch": _regex(r"^(x86_64|sbsa)$", "a CUDA repository architecture, x86_64 or sbsa"),
+    "doca_distribution": _regex(r"^[a-z]+[0-9][0-9.]*$", "a DOCA repository distribution like ubuntu24.04 or debian12"),
+    "gdrcopy_os": _regex(r"^[a-z]+[0-9][0-9_]*$", "a GDRCopy download directory like ubuntu24_04"),
     "no_comma": _collectors_help_problem,
 }
 
@@ -285,9 +293,14 @@ RULES = {
     "doca_ofed_package": {"format": "package"},
     "doca_ofed_extra_packages": {"format": "package"},
     "doca_ofed_sysfs_root": {"format": "absolute_path"},
+    "doca_ofed_repo_distro": {"format": "doca_distribution"},
     "gpudirect_gdrcopy_version": {"format": "debian_version"},
     "gpudirect_gdrcopy_packages": {"format": "package"},
     "gpudirect_gdrcopy_repo_url": {"format": "repo_url_or_empty"},
+    "gpudirect_gdrcopy_repo_options": {"format": "apt_options"},
+    "gpudirect_gdrcopy_base_url": {"format": "repo_url"},
+    "gpudirect_gdrcopy_cuda": {"format": "cuda_version"},
+    "gpudirect_gdrcopy_os": {"format": "gdrcopy_os"},
     "gpudirect_kernel_args": {"format": "kernel_arg"},
     "gpudirect_nvidia_version_file": {"format": "absolute_path"},
     "nvidia_container_toolkit_version": {"format": "debian_version"},
@@ -305,6 +318,8 @@ RULES = {
     "nvidia_driver_branch": {"format": "driver_branch"},
     "nvidia_driver_repo_base_url": {"format": "repo_url"},
     "nvidia_driver_repo_key_url": {"format": "repo_url"},
+    "nvidia_driver_repo_distribution": {"format": "cuda_repo_distribution"},
+    "nvidia_driver_repo_arch": {"format": "cuda_repo_arch"},
     "nvidia_driver_reboot_timeout": {"min": 1, "max": 86400},
     "nvidia_driver_hw_root": {"format": "absolute_path"},
     "nvidia_fabricmanager_hw_root": {"format": "absolute_path"},
@@ -314,9 +329,11 @@ RULES = {
     "roce_qos_mtu": {"min": 1280, "max": 9216},
     "roce_qos_pfc_priority": {"min": 0, "max": 7},
     "roce_qos_traffic_class": {"min": 0, "max": 255},
+    "roce_qos_mlnx_qos": {"format": "command"},
     "sriov_vfs_pfs": {"unique": "pci_address"},
     "sriov_vfs_pfs[].pci_address": {"format": "pci_address"},
     "sriov_vfs_pfs[].num_vfs": {"min": 0, "max": 127},
+    "sriov_vfs_mlxconfig": {"format": "command"},
     "versions_kubernetes": {"format": "semver"},
     "versions_etcd": {"format": "semver"},
     "versions_containerd": {"format": "semver"},
@@ -519,6 +536,10 @@ CROSS_RULES = (
 )
 
 
+# Variables that name an inventory group: when set, the group must exist.
+GROUP_VARIABLES = ("common_etc_hosts_group", "nvidia_driver_gpu_group", "nvidia_fabricmanager_group")
+
+
 # --- the inventory as a whole --------------------------------------------------------------------------------
 
 
@@ -605,6 +626,7 @@ def _check_host(host: str, variables: dict, groups: dict[str, list[str]], specs:
             where = "every host (set it in group_vars/all)" if group == "all" else f"hosts in {group}"
             problems.append(f"{name} is required for {where}")
     problems += _check_cross_rules(variables, specs)
+    problems += _check_group_names(variables, groups)
     problems += _check_etc_hosts(host, variables, groups)
     return problems
 
@@ -644,14 +666,18 @@ def _check_cross_rules(variables: dict, specs: dict[str, dict]) -> list[str]:
     return problems
 
 
+def _check_group_names(variables: dict, groups: dict[str, list[str]]) -> list[str]:
+    return [
+        f"{name} must be an inventory group, got {variables[name]!r} (no such group)"
+        for name in GROUP_VARIABLES
+        if isinstance(variables.get(name), str) and variables[name] not in groups
+    ]
+
+
 def _check_etc_hosts(host: str, variables: dict, groups: dict[str, list[str]]) -> list[str]:
     """The common role writes each node's address into /etc/hosts: it must be an IP address."""
     group = variables.get("common_etc_hosts_group", "all")
-    if not isinstance(group, str):
-        return []
-    if group != "all" and group not in groups:
-        return [f"common_etc_hosts_group must be an inventory group, got {group!r} (no such group)"]
-    if variables.get("common_manage_etc_hosts", True) is not True or (group != "all" and host not in groups[group]):
+    if variables.get("common_manage_etc_hosts", True) is not True or host not in groups.get(group, []):
         return []
     if "railforge_node_ip" in variables:
         return []
