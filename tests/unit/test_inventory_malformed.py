@@ -22,6 +22,8 @@ CHECK_TASK = "Check groups, every variable of every role and the inventory, and 
 PROXY_PASSWORD = "S3cr3t-Pa55"
 # One run with --limit (the broken host is another one) and one with the tags of a node stage.
 EXTRA_ARGS = {"ansible-host-octet-400": ["--limit", "dgx-01"], "dcgm-cuda13-on-driver-570": ["--tags", "nvidia_driver"]}
+# One run of the node stage on its own: it validates too.
+PLAYBOOK = {"sriov-num-vfs-quoted": "playbooks/nodes.yml"}
 
 
 def inventory_with(tmp_path: Path, overlay: dict) -> Path:
@@ -61,7 +63,8 @@ def test_there_are_at_least_thirty_malformed_inventories():
 
 @pytest.mark.parametrize("name", sorted(OVERLAYS))
 def test_site_check_stops_before_any_node_task_naming_every_problem(tmp_path, name):
-    result = run("playbooks/site.yml", inventory_with(tmp_path, OVERLAYS[name]), "--check", *EXTRA_ARGS.get(name, []))
+    playbook = PLAYBOOK.get(name, "playbooks/site.yml")
+    result = run(playbook, inventory_with(tmp_path, OVERLAYS[name]), "--check", *EXTRA_ARGS.get(name, []))
     output = result.stdout + result.stderr
     assert result.returncode == 2, output
     assert "problem(s); nothing was changed" in output
