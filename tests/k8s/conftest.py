@@ -269,12 +269,13 @@ def scheduler_process(plane, settings: dict, name: str) -> Process:
 
 
 def eventually(check, timeout: float = 20):
-    """Poll check() until it returns without AssertionError; re-raise the last one after timeout."""
+    """Poll check() until it returns without AssertionError or KeyError (a field not written yet); re-raise the last
+    one after timeout."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             return check()
-        except AssertionError:
+        except (AssertionError, KeyError):
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)

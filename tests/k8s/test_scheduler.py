@@ -259,3 +259,29 @@ def test_a_failed_member_restarts_the_whole_gang_after_its_backoff(cluster, run_
         "restart",
         "bind",
     ]
+
+
+def test_a_gang_past_its_restarts_fails_and_is_not_scheduled_again(cluster, run_scheduler):
+    cluster.add_nodes(1, gpus=8)
+    run_scheduler(cluster.settings(policy={"failure_policy": "fail"}))
+    pods = cluster.gang("doomed", 2, gpus=4)
+    cluster.wait("the gang bound", lambda: len(cluster.bound("doomed")) == 2)
+    cluster.core.patch_namespaced_pod_status(pods[0], cluster.name, {"status": {"phase": "Failed"}})
+
+    def failed() -> None:
+        annotations = cluster.group_object("doomed")["metadata"].get("annotations", {})
+        assert annotations.get("railforge.io/failed", "").startswith(f"member {pods[0]} failed"), annotations
+        assert not cluster.pods("doomed")
+        assert any(e.startswith("Failed: failed: member") for e in cluster.events("doomed"))
+
+    eventually(failed)
+    for pod in pods:  # an owner that recreates them anyway
+        cluster.pod(pod, 4, group="doomed")
+
+    def kept_waiting() -> None:
+        group = cluster.group_object("doomed")
+        assert group["metadata"]["annotations"].get("railforge.io/reason-code") == "gang.failed"
+        assert group["status"]["phase"] == "Failed"
+
+    eventually(kept_waiting)
+    assert cluster.bound("doomed") == {}
