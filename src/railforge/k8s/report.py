@@ -2,8 +2,8 @@
 
 Writes go through one background thread in the order they were asked for, so they never slow binding and an
 older reason never lands after a newer one. Each is sent only when it changes: an Event with the same reason and
-message on the same object is repeated (its count raised) at most once per ``interval``; a status or condition
-equal to the last one written is not written again.
+message on the same object is repeated (its count raised) at most once per ``interval``, and Events over all
+objects are rate-limited; a status or condition equal to the last one written is not written again.
 """
 
 from __future__ import annotations
@@ -29,6 +29,9 @@ KINDS = {  # kind -> (apiVersion, path of one object)
 }
 EVENT_NAMESPACE_OF_CLUSTER_OBJECTS = "default"
 MAX_OBJECTS_REMEMBERED = 100_000
+# Events over all objects: a burst of this many, then this many a second (as client-go's event recorder spreads
+# them); beyond it an Event is dropped and counted, never queued without bound
+EVENT_BURST, EVENTS_PER_SECOND = 200, 50.0
 
 
 def _now_rfc3339() -> str:
@@ -43,6 +46,8 @@ class Reporter:
         self.work: queue.Queue[Callable[[], None] | None] = queue.Queue()
         self.events: dict[tuple, tuple[str, int, float]] = {}  # (uid, reason, message) -> (name, count, sent)
         self.written: dict[tuple[str, str], object] = {}  # (what, object uid) -> last value written
+        self.tokens, self.refilled = float(EVENT_BURST), time.monotonic()
+        self.dropped = 0  # Events left out by the rate limit
         self.thread = threading.Thread(target=self._run, name="reporter", daemon=True)
 
     def start(self) -> Reporter:
@@ -100,6 +105,12 @@ class Reporter:
         previous = self.events.get(key)
         if previous is not None and now - previous[2] < self.interval:
             return
+        self.tokens = min(EVENT_BURST, self.tokens + (now - self.refilled) * EVENTS_PER_SECOND)
+        self.refilled = now
+        if self.tokens < 1:
+            self.dropped += 1
+            return
+        self.tokens -= 1
         if len(self.events) > MAX_OBJECTS_REMEMBERED:
             self.events.clear()
         namespace = meta.get("namespace") or EVENT_NAMESPACE_OF_CLUSTER_OBJECTS
