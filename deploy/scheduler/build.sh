@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Build the scheduler's image locally: REGISTRY/railforge-scheduler:TAG as pinned in roles/versions (the role's
+# default image). Needs the project's .venv (make setup) and the base image (molecule/image/build.sh).
+# Prints the image name; RAILFORGE_SCHEDULER_ARCHIVE=FILE also saves it as a docker archive (for `ctr images import`).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+image=$(.venv/bin/python - <<'PY'
+import yaml
+pins = yaml.safe_load(open("roles/versions/defaults/main.yml"))
+print(f"{pins['versions_railforge_scheduler_registry']}/railforge-scheduler:{pins['versions_railforge_scheduler_tag']}")
+PY
+)
+base=$(cat molecule/image/TAG)
+podman image exists "$base" || molecule/image/build.sh
+
+context=$(mktemp -d /var/tmp/railforge-scheduler-image.XXXXXX)
+trap 'rm -rf "$context"' EXIT
+pip=(.venv/bin/pip --quiet --disable-pip-version-check)
+"${pip[@]}" wheel --no-deps --wheel-dir "$context/wheels" .
+# The scheduler needs only PyYAML of the project's dependencies, and its 'scheduler' extra; at the versions the
+# tests ran with.
+mapfile -t needs < <(.venv/bin/python - <<'PY'
+import tomllib
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+for need in [*project["optional-dependencies"]["scheduler"], *project["dependencies"]]:
+    if not need.startswith(("matplotlib", "tqdm")):  # the simulator's plots and progress bars
+        print(need)
+PY
+)
+.venv/bin/pip freeze --exclude-editable > "$context/constraints.txt"
+"${pip[@]}" install --target "$context/site" --no-deps "$context"/wheels/railforge-*.whl
+rm -rf "$context/site/bin"  # the console script: the image runs python3 -m railforge.cli
+"${pip[@]}" install --target "$context/site" --only-binary=:all: --constraint "$context/constraints.txt" "${needs[@]}"
+podman build --quiet --build-arg "BASE=$base" --file deploy/scheduler/Containerfile --tag "$image" "$context" >/dev/null
+if [[ -n ${RAILFORGE_SCHEDULER_ARCHIVE:-} ]]; then
+    podman save --quiet --format docker-archive --output "$RAILFORGE_SCHEDULER_ARCHIVE" "$image"
+fi
+echo "$image"

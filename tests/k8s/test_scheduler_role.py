@@ -1,0 +1,136 @@
+"""The railforge_scheduler role (playbooks/scheduler.yml) against the real API server: check mode changes nothing,
+the first run applies every object with server-side apply, a second run and a check run change nothing, the
+ServiceAccount can do what the scheduler needs and no more, and bad settings stop the run before anything changes."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from kubernetes import client
+
+from railforge.k8s.settings import settings_from_mapping
+from railforge.testbed.build import binary
+
+ROOT = Path(__file__).resolve().parents[2]
+NAMESPACE = "rf-role-test"
+SETTINGS = {"scheduler_name": "role-test", "node_selector": "railforge.test/pool=role-test", "bind_workers": 8}
+
+
+def play(plane, tmp_path: Path, *args: str, **overrides) -> subprocess.CompletedProcess:
+    variables = {
+        "railforge_scheduler_kubeconfig": str(plane.admin_kubeconfig),
+        "railforge_scheduler_namespace": NAMESPACE,
+        "railforge_scheduler_settings": SETTINGS,
+        **overrides,
+    }
+    extra = tmp_path / "vars.json"
+    extra.write_text(json.dumps(variables))
+    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    env["ANSIBLE_SSH_ARGS"] = "-o ProxyCommand=false"  # nothing here uses SSH; if anything tried, it fails locally
+    playbook = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "playbooks/scheduler.yml"]
+    command = [*playbook, f"--extra-vars=@{extra}", *args]
+    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env)
+
+
+def changed(result: subprocess.CompletedProcess) -> set[str]:
+    """The objects a successful run changed (or, in check mode, would change), as 'Kind name'."""
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    return set(re.findall(r"^changed: \[localhost\] => \(item=(.*)\)$", output, re.MULTILINE))
+
+
+def can(plane, verb: str, resource: str, namespace: str = "default") -> bool:
+    """kubectl auth can-i as the scheduler's ServiceAccount; ``resource`` is TYPE, TYPE/NAME or TYPE:SUBRESOURCE."""
+    account = f"system:serviceaccount:{NAMESPACE}:railforge-scheduler"
+    resource, _, subresource = resource.partition(":")
+    command = [binary("kubectl"), f"--kubeconfig={plane.admin_kubeconfig}", "auth", "can-i", verb, resource]
+    command += [f"--subresource={subresource}"] if subresource else []
+    result = subprocess.run([*command, f"--as={account}", f"--namespace={namespace}"], capture_output=True, text=True)
+    return result.stdout.strip() == "yes"
+
+
+def test_the_role_applies_the_scheduler_idempotently_with_least_privilege(control_plane, scheduler_crds, tmp_path):
+    core = client.CoreV1Api(control_plane.api)
+    apps = client.AppsV1Api(control_plane.api)
+
+    name = "railforge-scheduler"
+    cluster_wide = {f"ClusterRole {name}", f"ClusterRoleBinding {name}"}
+    in_namespace = {f"ServiceAccount {name}", f"Role {name}-leader-election", f"RoleBinding {name}-leader-election"}
+    in_namespace |= {f"ConfigMap {name}-settings", f"ConfigMap {name}-grafana-dashboard"}
+    in_namespace |= {f"Deployment {name}", f"Service {name}"}
+    # check mode: the cluster-wide objects previewed by a dry run; nothing is created
+    assert changed(play(control_plane, tmp_path, "--check")) >= cluster_wide
+    assert not core.list_namespace(field_selector=f"metadata.name={NAMESPACE}").items
+
+    first = changed(play(control_plane, tmp_path))
+    assert first >= {f"Namespace {NAMESPACE}", *cluster_wide, *in_namespace}, first
+    assert changed(play(control_plane, tmp_path)) == set()  # server-side apply again: nothing changes
+    assert changed(play(control_plane, tmp_path, "--check")) == set()
+
+    deployment = apps.read_namespaced_deployment("railforge-scheduler", NAMESPACE)
+    assert deployment.spec.replicas == 2
+    pod = deployment.spec.template.spec
+    assert pod.service_account_name == "railforge-scheduler"
+    assert pod.security_context.run_as_non_root is True and pod.security_context.run_as_user == 65532
+    container = pod.containers[0]
+    assert container.image == "localhost/railforge-scheduler:0.1.0"  # the pins of roles/versions
+    assert container.security_context.read_only_root_filesystem is True
+    assert container.security_context.allow_privilege_escalation is False
+    assert container.security_context.capabilities.drop == ["ALL"]
+    assert container.resources.requests == {"cpu": "500m", "memory": "512Mi"}
+    assert container.resources.limits == {"cpu": "2", "memory": "2Gi"}
+    assert "--http-address=0.0.0.0:8480" in container.args
+    managers = {entry.manager for entry in deployment.metadata.managed_fields}
+    assert "railforge-scheduler-role" in managers  # applied server-side under the role's field manager
+    service = core.read_namespaced_service("railforge-scheduler", NAMESPACE)
+    assert [(p.port, p.target_port) for p in service.spec.ports] == [(8480, "http")]
+
+    settings = core.read_namespaced_config_map("railforge-scheduler-settings", NAMESPACE).data["settings.yaml"]
+    applied = settings_from_mapping(yaml.safe_load(settings))  # the scheduler accepts what the role wrote
+    assert applied.scheduler_name == "role-test" and applied.bind_workers == 8
+    assert applied.leader_election.enabled and applied.leader_election.namespace == NAMESPACE
+    dashboard = core.read_namespaced_config_map("railforge-scheduler-grafana-dashboard", NAMESPACE)
+    assert dashboard.metadata.labels["grafana_dashboard"] == "1"
+    panels = json.loads(dashboard.data["railforge-scheduler.json"])["panels"]
+    assert any("railforge_gang_scheduling_latency_seconds_bucket" in t["expr"] for p in panels for t in p["targets"])
+
+    # what the scheduler needs ...
+    for verb, resource in (
+        ("watch", "pods"),
+        ("create", "pods:binding"),
+        ("create", "pods:eviction"),
+        ("patch", "pods:status"),
+        ("delete", "pods"),
+        ("create", "events"),
+        ("list", "nodes"),
+        ("patch", "podgroups.scheduling.x-k8s.io"),
+        ("patch", "queues.railforge.io:status"),
+    ):
+        assert can(control_plane, verb, resource), (verb, resource)
+    assert can(control_plane, "create", "leases.coordination.k8s.io", NAMESPACE)
+    assert can(control_plane, "update", "leases.coordination.k8s.io/role-test", NAMESPACE)
+    # ... and nothing more
+    for verb, resource, namespace in (
+        ("create", "pods", "default"),
+        ("get", "secrets", "default"),
+        ("patch", "nodes", "default"),
+        ("create", "pods:exec", "default"),
+        ("update", "queues.railforge.io", "default"),
+        ("create", "leases.coordination.k8s.io", "default"),
+        ("update", "leases.coordination.k8s.io/other", NAMESPACE),
+    ):
+        assert not can(control_plane, verb, resource, namespace), (verb, resource, namespace)
+
+
+def test_bad_settings_stop_the_role_before_anything_changes(control_plane, scheduler_crds, tmp_path):
+    bad = {"railforge_scheduler_settings": {"bind_workers": 0}, "railforge_scheduler_namespace": "rf-role-bad"}
+    result = play(control_plane, tmp_path, **bad)
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert "railforge_scheduler_settings: bind_workers is 0; expected a whole number from 1 to 256" in output
+    assert "changed=0" in output
+    assert not client.CoreV1Api(control_plane.api).list_namespace(field_selector="metadata.name=rf-role-bad").items
