@@ -72,14 +72,13 @@ class Memo:
         held = self._placed.get(id(running))
         if held is not None:
             return held[1]
-        gang = running.gang
-        profile = self.profile(gang)
-        requests = profile.member_requests
+        gang = running.gang  # no GangProfile: a running gang is not placed, only counted
+        requests = {member.name: member.requests for member in gang.members}
         per_node: dict[str, dict[str, int]] = {}
         for member, node in running.placement.items():
             add_resources(per_node.setdefault(node, {}), requests[member])
         if len(running.placement) == len(gang.members):
-            charge = profile.charge
+            charge = gang.total_requests()
         else:
             charge = {}
             for member in running.placement:

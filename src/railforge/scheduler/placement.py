@@ -9,11 +9,10 @@ domain can. Node indexes follow node-name order, so every scan is deterministic.
 from __future__ import annotations
 
 import math
-import operator
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import compress, repeat
+from itertools import chain
 
 from railforge.scheduler.model import (
     GPU,
@@ -123,6 +122,7 @@ class Acceptance(list):
     def __init__(self, values: Iterable[int]):
         super().__init__(values)
         self.avoids = AVOIDED in self
+        self.rejects = REJECTS in self
 
 
 def node_acceptance(node: Node, gang: Gang) -> int:
@@ -318,6 +318,15 @@ class Cluster:
             self.free_gpu.append(cached[2])
         self.owned: set[int] = set()  # nodes whose free dict this view alone holds (see adjust)
         self.total_free_gpu = sum(self.free_gpu)
+        # free GPUs -> the nodes with that many free: scans for pods that need GPUs read only the
+        # nodes that have them free, not every node of a full cluster
+        self.gpu_nodes: dict[int, set[int]] = {}
+        for index, free_gpu in enumerate(self.free_gpu):
+            held = self.gpu_nodes.get(free_gpu)
+            if held is None:
+                self.gpu_nodes[free_gpu] = {index}
+            else:
+                held.add(index)
         self.gpu_histogram: dict[int, int] = {}  # free GPUs -> number of nodes
         for free_gpu in self.free_gpu:
             self.gpu_histogram[free_gpu] = self.gpu_histogram.get(free_gpu, 0) + 1
@@ -354,6 +363,7 @@ class Cluster:
         self.owned = set()  # the free dicts are shared now: both views copy before changing one
         clone.free_gpu = list(self.free_gpu)
         clone.gpu_histogram = dict(self.gpu_histogram)
+        clone.gpu_nodes = {free_gpu: set(indexes) for free_gpu, indexes in self.gpu_nodes.items()}
         clone.reserved_start = list(self.reserved_start)
         clone.windows = {index: list(windows) for index, windows in self.windows.items()}
         clone.levels = []
@@ -404,6 +414,11 @@ class Cluster:
             histogram[old] -= 1
             histogram[old + sign * gpu] = histogram.get(old + sign * gpu, 0) + 1
             self.free_gpu[node_index] = old + sign * gpu
+            nodes = self.gpu_nodes[old]
+            nodes.discard(node_index)
+            if not nodes:
+                del self.gpu_nodes[old]
+            self.gpu_nodes.setdefault(old + sign * gpu, set()).add(node_index)
             self.total_free_gpu += sign * gpu
             for level in self.levels:
                 level.change(node_index, sign * gpu)
@@ -440,10 +455,48 @@ class Cluster:
         if fits is None:
             empty = self.empty_view()
             window = (0.0, 0.0)
-            placed = empty.place(profile, allowed, window, finest_level, widest_level)
-            proved = placed is None and empty._place_exactly(profile, allowed, window, widest_level)[1]
-            fits = self._empty_fits[profile.failure_key] = not proved
+            fits = empty.fits(profile, allowed, window, finest_level, widest_level)
+            if not fits and len(profile.required_shapes) > 1:  # a search out of its budget proves nothing
+                fits = not empty._place_exactly(profile, allowed, window, widest_level)[1]
+            self._empty_fits[profile.failure_key] = fits
         return fits
+
+    def fits(
+        self,
+        profile: GangProfile,
+        allowed: Acceptance | None,
+        window: tuple[float, float],
+        finest_level: int,
+        widest_level: int,
+    ) -> bool:
+        """Whether ``place`` places the gang; for a gang whose required pods have one shape, found
+        without placing it (``_one_shape_fits``)."""
+        if len(profile.required_shapes) == 1:
+            return self._one_shape_fits(profile, allowed, window, widest_level)
+        return self.place(profile, allowed, window, finest_level, widest_level) is not None
+
+    def _one_shape_fits(
+        self, profile: GangProfile, allowed: Acceptance | None, window: tuple[float, float], widest_level: int
+    ) -> bool:
+        """For one shape of required pods the greedy fill is exact: a domain holds the gang when its
+        nodes hold as many such pods. A finer domain that holds it lies in a domain of the widest
+        level that holds it too, so only the widest level's domains (or the whole cluster) are
+        counted."""
+        if not self._may_fit(profile, allowed, window, widest_level):
+            return False
+        if widest_level < 0:
+            return True  # the whole cluster holds as many pods as _slots_suffice counted
+        shape = profile.required_shapes[0]
+        count = len(shape.member_names)
+        level = self.levels[widest_level]
+        for domain in level.best_fit(profile.required_gpu):
+            slots = 0
+            for index in level.members[domain]:
+                if allowed is None or allowed[index]:
+                    slots += self._pods_fit(index, shape, window, None)
+                    if slots >= count:
+                        return True
+        return False
 
     def empty_view(self) -> Cluster:
         """A view of the nodes with nothing running or reserved, built once per node list (only
@@ -461,6 +514,10 @@ class Cluster:
     def could_fit(self, profile: GangProfile) -> bool:
         return gpu_counts_suffice(profile, self.total_free_gpu, self.gpu_histogram)
 
+    def nodes_with_gpus(self, gpus: int) -> Iterable[int]:
+        """The nodes with at least ``gpus`` GPUs free, in no particular order."""
+        return chain.from_iterable(nodes for free_gpu, nodes in self.gpu_nodes.items() if free_gpu >= gpus)
+
     def place(
         self,
         profile: GangProfile,
@@ -477,11 +534,9 @@ class Cluster:
         avoids are tried after the others of their level. When this greedy fill (largest pods first,
         best fit) misses, an exact search looks for a placement it missed (``_place_exactly``).
         """
+        if not self._may_fit(profile, allowed, window, widest_level):
+            return None
         need = profile.required_gpu
-        if not self.could_fit(profile) or (widest_level >= 0 and self.levels[widest_level].best_free() < need):
-            return None
-        if not self._slots_suffice(profile, allowed, window):
-            return None
         avoids = allowed is not None and allowed.avoids
         # A start spans as few inner domains as it can. A reservation's nodes (a future view) are
         # a plan: it holds the nodes busiest now instead, so idle ones stay open to backfill.
@@ -501,6 +556,17 @@ class Cluster:
                     return placed
         return self._place_exactly(profile, allowed, window, widest_level)[0]
 
+    def _may_fit(
+        self, profile: GangProfile, allowed: Acceptance | None, window: tuple[float, float], widest_level: int
+    ) -> bool:
+        """The cheap necessary conditions, in GPU counts then pod slots: False when no placement is
+        possible."""
+        if not self.could_fit(profile):
+            return False
+        if widest_level >= 0 and self.levels[widest_level].best_free() < profile.required_gpu:
+            return False
+        return self._slots_suffice(profile, allowed, window)
+
     def _slots_suffice(self, profile: GangProfile, allowed: Acceptance | None, window: tuple[float, float]) -> bool:
         """Necessary for placing the gang, and cheaper to refute than trying every domain: for
         each shape of its required pods, taken alone, the nodes it may use hold as many such pods."""
@@ -508,9 +574,8 @@ class Cluster:
         for shape in profile.required_shapes:
             count = len(shape.member_names)
             slots = 0
-            # only nodes with the shape's GPUs free now can hold one of its pods (C-speed filter)
-            indexes = compress(every, map(operator.ge, self.free_gpu, repeat(shape.gpu))) if shape.gpu else every
-            for index in indexes:
+            # only nodes with the shape's GPUs free now can hold one of its pods
+            for index in self.nodes_with_gpus(shape.gpu) if shape.gpu else every:
                 if allowed is None or allowed[index]:
                     slots += self._pods_fit(index, shape, window, None)
                     if slots >= count:

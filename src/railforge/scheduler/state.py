@@ -62,7 +62,7 @@ class CycleState:
         self.version = 0  # bumped whenever binds, evictions or reservations change the cluster
         self.blocked = 0  # gangs blocked on capacity so far; only the first ones may reclaim
         self.borrow_cache: dict[tuple, tuple[int, bool]] = {}  # (queue, charge) -> (version, borrows)
-        self.allowed_views: dict[int, tuple[int, list[int], list[dict[str, int]]]] = {}  # explain.allowed_free
+        self.allowed_views: dict[int, tuple[int, object]] = {}  # filter key -> (version, explain.FreeView)
         # Waiting gangs by failure key as (run time, queue order, gang), shortest first (the backfill
         # order; from the PendingIndex), and a cursor past the ones already tried; a key is "open"
         # while one of its untried gangs might still be placed.

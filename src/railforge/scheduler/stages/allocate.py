@@ -91,7 +91,7 @@ def try_start(state: CycleState, gang: Gang) -> bool:
         if (
             shortest is not None
             and shortest < runtime
-            and cluster.place(profile, allowed, (state.now, state.now + shortest), finest, widest) is None
+            and not cluster.fits(profile, allowed, (state.now, state.now + shortest), finest, widest)
         ):
             failed = shortest
         cached = (failed, explain.capacity_reason(state, gang, profile, allowed, finest, widest))

@@ -10,14 +10,15 @@ read of ``Decisions.reasons`` (``explain_untried``), or that they wait behind a 
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
-from collections import Counter
 from collections.abc import Iterable
+from itertools import compress
 
 from railforge.scheduler import reasons
 from railforge.scheduler.model import GPU, Gang, Reservation
-from railforge.scheduler.placement import Acceptance, GangProfile
+from railforge.scheduler.placement import Acceptance, Cluster, GangProfile
 from railforge.scheduler.stages import admit
 from railforge.scheduler.state import CycleState
 
@@ -74,23 +75,24 @@ def capacity_reason(
     are not free together on the same nodes."""
     cluster = state.cluster
     need = profile.required_gpu
-    free_gpu = cluster.free_gpu if allowed is None else allowed_free(state, profile, allowed)[0]
+    view = free_view(state, profile, allowed)
     if widest >= 0:
         level = cluster.levels[widest]
         if allowed is None:
             best = level.best_free()
         else:
+            free_gpu = view.free_gpu
             best = max((sum(free_gpu[index] for index in members) for members in level.members.values()), default=0)
         if need > best:
             return reasons.within_domain(need, state.level_names[widest], best)
     if need > cluster.total_free_gpu:
         return reasons.cluster_short(GPU, need, cluster.total_free_gpu)
-    if allowed is not None and need > sum(free_gpu):
-        return reasons.no_matching_nodes(need, sum(free_gpu), *admit.excluded(state, gang, profile))
-    if state.decisions.reservations and cluster.place(profile, allowed, (state.now, state.now), finest, widest):
+    if allowed is not None and need > view.total_gpu:
+        return reasons.no_matching_nodes(need, view.total_gpu, *admit.excluded(state, gang, profile))
+    if state.decisions.reservations and cluster.fits(profile, allowed, (state.now, state.now), finest, widest):
         blocking = blocking_reservation(state, profile, allowed, finest, widest)
         return reasons.behind_reservation(blocking.gang_name, blocking.start - state.now)
-    return requests_reason(state, profile, allowed, free_gpu)
+    return requests_reason(profile, view)
 
 
 def blocking_reservation(
@@ -103,29 +105,80 @@ def blocking_reservation(
     *earlier, latest = sorted(state.decisions.reservations, key=operator.attrgetter("start"))
     for reservation in earlier:
         until = math.nextafter(reservation.start, math.inf)  # a window that overlaps the reservation
-        if state.cluster.place(profile, allowed, (state.now, until), finest, widest) is None:
+        if not state.cluster.fits(profile, allowed, (state.now, until), finest, widest):
             return reservation
     return latest
 
 
-def allowed_free(
-    state: CycleState, profile: GangProfile, allowed: Acceptance
-) -> tuple[list[int], list[dict[str, int]]]:
-    """The free GPUs of every node, 0 where the gang may not go, and the free resources of the
-    nodes it may use; kept per node filter while the cluster stays the same."""
+class FreeView:
+    """What the nodes a gang may use have free, as the reasons read it; each part is worked out
+    on first use, from the cluster's nodes by free GPUs where it can (a full cluster has few
+    nodes with GPUs free). ``allowed``: the gang's node filter (None: every node)."""
+
+    def __init__(self, cluster: Cluster, allowed: Acceptance | None):
+        self.cluster = cluster
+        self.allowed = allowed
+        if allowed is None:
+            self.total_gpu = cluster.total_free_gpu
+        else:
+            self.total_gpu = sum(gpus * self._count(nodes) for gpus, nodes in cluster.gpu_nodes.items() if gpus)
+
+    def _count(self, nodes: Iterable[int]) -> int:
+        """How many of the nodes the gang may use."""
+        allowed = self.allowed
+        return sum(1 for index in nodes if allowed is None or allowed[index])
+
+    @functools.cached_property
+    def free_gpu(self) -> list[int]:
+        """Free GPUs of every node, 0 where the gang may not go."""
+        if self.allowed is None:
+            return self.cluster.free_gpu
+        return [gpus if ok else 0 for gpus, ok in zip(self.cluster.free_gpu, self.allowed, strict=True)]
+
+    @functools.cached_property
+    def free(self) -> list[dict[str, int]]:
+        """Free resources of the nodes the gang may use."""
+        if self.allowed is None:
+            return self.cluster.free
+        return list(compress(self.cluster.free, self.allowed))
+
+    def gpu_slots(self, gpu: int) -> int:
+        """How many pods of ``gpu`` GPUs the nodes it may use hold by free GPUs, node by node."""
+        if self.allowed is None:
+            return sum(nodes * (gpus // gpu) for gpus, nodes in self.cluster.gpu_histogram.items())
+        nodes_by_gpus = self.cluster.gpu_nodes.items()
+        return sum((gpus // gpu) * self._count(nodes) for gpus, nodes in nodes_by_gpus if gpus >= gpu or gpus < 0)
+
+    @functools.cached_property
+    def most_gpu(self) -> int:
+        """The most free GPUs of one node in ``free_gpu`` (where a node it may not use has 0)."""
+        nodes_by_gpus = self.cluster.gpu_nodes
+        allowed = self.allowed
+        most = next(
+            (
+                gpus
+                for gpus in sorted(nodes_by_gpus, reverse=True)
+                if allowed is None or any(allowed[index] for index in nodes_by_gpus[gpus])
+            ),
+            0,
+        )
+        return max(most, 0) if allowed is not None and allowed.rejects else most
+
+
+def free_view(state: CycleState, profile: GangProfile, allowed: Acceptance | None) -> FreeView:
+    """The gang's ``FreeView``, kept per node filter while the cluster stays the same."""
+    if allowed is None:
+        return FreeView(state.cluster, None)
     cached = state.allowed_views.get(profile.filter_key)
     if cached is None or cached[0] != state.version:
-        cluster = state.cluster
-        free_gpu = [gpus if ok else 0 for gpus, ok in zip(cluster.free_gpu, allowed, strict=True)]
-        free = [node_free for node_free, ok in zip(cluster.free, allowed, strict=True) if ok]
-        cached = state.allowed_views[profile.filter_key] = (state.version, free_gpu, free)
-    return cached[1], cached[2]
+        cached = state.allowed_views[profile.filter_key] = (state.version, FreeView(state.cluster, allowed))
+    return cached[1]
 
 
-def requests_reason(state: CycleState, profile: GangProfile, allowed: Acceptance | None, free_gpu: list[int]) -> str:
+def requests_reason(profile: GangProfile, view: FreeView) -> str:
     """The gang's GPUs are free in number but it does not fit: name the request it finds too
     little of (in all, then node by node for one shape of pod), else fragmentation."""
-    free = state.cluster.free if allowed is None else allowed_free(state, profile, allowed)[1]
+    free = view.free
     needed: dict[str, int] = {}
     for shape in profile.required_shapes:
         for name, amount in shape.others:
@@ -135,9 +188,8 @@ def requests_reason(state: CycleState, profile: GangProfile, allowed: Acceptance
             return reasons.cluster_short(name, amount, sum(node_free.get(name, 0) for node_free in free))
     for shape in profile.required_shapes:
         count = len(shape.member_names)
-        histogram = state.cluster.gpu_histogram if allowed is None else Counter(free_gpu)
-        if shape.gpu and sum(nodes * (gpus // shape.gpu) for gpus, nodes in histogram.items()) < count:
-            return reasons.fragmented(profile.required_gpu, shape.gpu, max(free_gpu, default=0))
+        if shape.gpu and view.gpu_slots(shape.gpu) < count:
+            return reasons.fragmented(profile.required_gpu, shape.gpu, view.most_gpu)
         for name, amount in shape.others:
             if not reaches((node_free.get(name, 0) // amount for node_free in free), count):
                 room = sum(node_free.get(name, 0) // amount for node_free in free)
