@@ -548,6 +548,8 @@ def gather_hw_facts(
         p = next((p for p in h["ports"] if p["port"] == r["port"]), {})
         if r.get("link_layer") == "Ethernet" and "RoCE v2" in (p.get("roce_versions") or []):
             roce_v2 = True
+    if gpus and raw["default_interface"] is None:
+        warnings.append("no IPv4 default route: NCCL_SOCKET_IFNAME falls back to excluding lo and docker bridges")
     archs = sorted({g["architecture"] for g in gpus})
     fabric = summarize_fabric(parse_nvidia_smi_q_fabric(nvidia_smi_q_text), warnings) if nvidia_smi_q_text else None
     return {

@@ -32,9 +32,14 @@ def run_role(tmp_path: Path, role: str, variables: dict, group: str = "plain_nod
     playbook = tmp_path / "play.yml"
     playbook.write_text(PLAY)
     extra = {"role_under_test": role, "doca_ofed_sysfs_root": str(sysfs), **variables}
+    return check_run(str(inventory), playbook, extra)
+
+
+def check_run(inventory: str, playbook: Path, extra: dict) -> tuple[int, str]:
+    """ansible-playbook --check: its exit code and output."""
     env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
     result = subprocess.run(
-        ["ansible-playbook", "--check", "-i", str(inventory), str(playbook), "-e", json.dumps(extra)],
+        ["ansible-playbook", "--check", "-i", inventory, str(playbook), "-e", json.dumps(extra)],
         capture_output=True,
         text=True,
         env=env,
@@ -146,16 +151,7 @@ def test_gdrcopy_check_run_before_its_apt_source_says_so_instead_of_hiding_a_fai
         "    - ansible.builtin.include_role: {name: gpudirect, tasks_from: gdrcopy.yml}\n"
     )
     variables = {"ansible_python_interpreter": sys.executable, "gpudirect_gdrcopy_source": "apt"}
-    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
-    result = subprocess.run(
-        ["ansible-playbook", "--check", "-i", "localhost,", str(playbook), "-e", json.dumps(variables)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        check=False,
-    )
-    out = result.stdout + result.stderr
-    assert result.returncode == 0, out
+    rc, out = check_run("localhost,", playbook, variables)
+    assert rc == 0, out
     assert "GDRCopy 2.5.1-1 is not in an apt source yet" in out, out
     assert "ignoring" not in out and "failed=0" in out, out

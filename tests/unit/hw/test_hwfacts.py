@@ -351,6 +351,7 @@ def test_vf_excluded_and_class_net_fallback(tmp_path):
     assert h["mlx5_2"]["ports"][0]["netdev"] == "ibp75s0"
     assert f["rail_hcas"] == ["mlx5_2"] and f["rails"][0]["link"] == "PHB"
     assert f["default_interface"] is None
+    assert f["warnings"] == ["no IPv4 default route: NCCL_SOCKET_IFNAME falls back to excluding lo and docker bridges"]
 
 
 def test_pci_link_rules():
