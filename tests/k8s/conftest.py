@@ -251,7 +251,8 @@ def run_scheduler(control_plane):
 
 
 def scheduler_process(plane, settings: dict, name: str) -> Process:
-    """The adapter as its own process, through the CLI (SIGKILL tests, replicas)."""
+    """The adapter as its own process, through the CLI (SIGKILL tests, replicas); its dashboard on a free port, so
+    replicas on one host do not collide."""
     config = plane.directory / f"{name}.yaml"
     config.write_text(json.dumps(settings))
     return Process(
@@ -263,6 +264,7 @@ def scheduler_process(plane, settings: dict, name: str) -> Process:
             f"--kubeconfig={plane.admin_kubeconfig}",
             f"--config={config}",
             f"--identity={name}",
+            "--http-address=127.0.0.1:0",
         ],
         plane.directory / f"{name}.log",
     )
