@@ -6,7 +6,7 @@ import json
 import os
 
 from railforge.sim.metrics import summarise
-from railforge.sim.report import checks_md, hours, label, target_checks, trace_section
+from railforge.sim.report import checks_md, hours, label, target_checks, targets_text, trace_section
 
 SETUP = """\
 ## Setup
@@ -108,9 +108,7 @@ def write_results_doc(doc: str, plots_dir: str, sections, command: str, elapsed:
             "",
             "## Quality targets",
             "",
-            f"{len(checks) - missed} of {len(checks)} met.  Targets: railforge mean JCT <= 0.7 x strict "
-            "FIFO's; p99 wait of 16+ GPU gangs <= strict FIFO's; useful utilisation within 2 points of "
-            "best-effort FIFO.",
+            f"{len(checks) - missed} of {len(checks)} met.  {targets_text()}",
             "",
             checks_md(checks),
             "",

@@ -202,28 +202,61 @@ def find(summaries: Sequence[dict], policy: str, estimates: str | None = None) -
     return None
 
 
+# The quality targets (issue #19's decision): a trace with several queues keeps the original three;
+# on a single queue, where the order within the queue stays "priority, then age" (EASY backfill,
+# as in Slurm), railforge must do no worse than strict FIFO on mean JCT, keep the big gangs' tail
+# within 5 % of strict FIFO's (small buckets are noisy) and stay within 2 points of best-effort
+# FIFO's utilisation. (JCT ratio bound, p99 wait ratio bound) per case:
+TARGETS = {"multi-queue": (0.7, 1.0), "single-queue": (1.0, 1.05)}
+UTIL_POINTS = 2.0
+
+
+def queue_count(summaries: Sequence[dict]) -> int:
+    """How many queues were entitled to a fair share in any run (1: a single-queue trace)."""
+    return max((len(s["queue_fair_gpu_h"]) for s in summaries), default=0)
+
+
+def targets_text() -> str:
+    """The targets in words, for the report's heading."""
+    multi, single = TARGETS["multi-queue"], TARGETS["single-queue"]
+    return (
+        f"Targets, several queues: railforge mean JCT <= {multi[0]:g} x strict FIFO's; p99 wait of 16+ GPU "
+        f"gangs <= strict FIFO's; useful utilisation within {UTIL_POINTS:g} points of best-effort FIFO. "
+        f"One queue: mean JCT <= strict FIFO's; p99 wait of 16+ GPU gangs <= {single[1]:g} x strict "
+        f"FIFO's; utilisation as for several queues."
+    )
+
+
+def _times(bound: float) -> str:
+    return "" if bound == 1 else f"{bound:g} x "
+
+
 def target_checks(summaries: Sequence[dict]) -> list[tuple[str, str, bool | None]]:
-    """The three quality targets, for every railforge run against the baselines (exact estimates);
-    one row saying so when no job waited under any policy: then the policies cannot differ."""
+    """The quality targets (``TARGETS``: by the number of queues), for every railforge run against
+    the baselines (exact estimates); one row saying so when no job waited under any policy: then
+    the policies cannot differ."""
     if not any(s["wait"]["n"] and s["wait"]["max"] > 0 for s in summaries):
         return [("targets", "no job waited under any policy: no contention to judge", None)]
     out: list[tuple[str, str, bool | None]] = []
     fifo = find(summaries, "strict_fifo", "exact") or find(summaries, "strict_fifo")
     be = find(summaries, "best_effort_fifo", "exact") or find(summaries, "best_effort_fifo")
+    jct_bound, wait_bound = TARGETS["single-queue" if queue_count(summaries) <= 1 else "multi-queue"]
     for s in summaries:
         if s["policy"] != "railforge":
             continue
         tag = label(s)
         if fifo:
             r = s["jct"]["mean"] / fifo["jct"]["mean"]
-            out.append((f"{tag}: mean JCT <= 0.7 x strict FIFO", f"{r:.2f} x", r <= 0.7))
+            out.append((f"{tag}: mean JCT <= {_times(jct_bound)}strict FIFO's", f"{r:.2f} x", r <= jct_bound))
             a = s["by_bucket"]["16+"]["wait"]["p99"]
             b = fifo["by_bucket"]["16+"]["wait"]["p99"]
-            ok = None if math.isnan(a) or math.isnan(b) else a <= b
-            out.append((f"{tag}: p99 wait 16+ <= strict FIFO's", f"{hours(a)} h vs {hours(b)} h", ok))
+            ok = None if math.isnan(a) or math.isnan(b) else a <= wait_bound * b
+            name = f"{tag}: p99 wait 16+ <= {_times(wait_bound)}strict FIFO's"
+            out.append((name, f"{hours(a)} h vs {hours(b)} h", ok))
         if be:
             d = 100 * (s["util_useful"] - be["util_useful"])
-            out.append((f"{tag}: useful utilisation within 2 points of best-effort", f"{d:+.1f} points", d >= -2))
+            name = f"{tag}: useful utilisation within {UTIL_POINTS:g} points of best-effort"
+            out.append((name, f"{d:+.1f} points", d >= -UTIL_POINTS))
     return out
 
 

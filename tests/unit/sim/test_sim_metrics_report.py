@@ -15,7 +15,7 @@ from railforge.sim.metrics import (
     summarise,
     time_weighted_mean,
 )
-from railforge.sim.report import binned, write_single_report
+from railforge.sim.report import binned, target_checks, write_single_report
 
 
 def tiny_result(policy="p") -> SimResult:
@@ -77,11 +77,40 @@ def test_single_report_writes_markdown_and_pngs(tmp_path):
     path = write_single_report(str(tmp_path), "tiny", results, "header", "notes")
     with open(path) as fh:
         text = fh.read()
-    assert "| railforge (exact) |" in text and "mean JCT <= 0.7 x strict FIFO" in text
+    assert "| railforge (exact) |" in text and "mean JCT <= 0.7 x strict FIFO's" in text
     for png in ("jct_cdf.png", "wait_by_bucket.png", "utilization.png", "queue_depth.png"):
         assert (tmp_path / png).stat().st_size > 5000
         assert f"]({png})" in text
     assert json.loads((tmp_path / "summary.json").read_text())[0]["policy"] == "strict_fifo"
+
+
+def test_targets_follow_the_number_of_queues():
+    """Several queues: mean JCT <= 0.7 x strict FIFO's, p99 wait of 16+ gangs <= strict FIFO's; one
+    queue: mean JCT <= strict FIFO's, p99 wait of 16+ gangs <= 1.05 x strict FIFO's. Utilisation
+    within 2 points of best-effort FIFO either way."""
+    fifo, best_effort, ours = (summarise(tiny_result(p)) for p in ("strict_fifo", "best_effort_fifo", "railforge"))
+    ours["jct"] = {**ours["jct"], "mean": 0.9 * fifo["jct"]["mean"]}
+    wait_16 = fifo["by_bucket"]["16+"]["wait"]["p99"] = 100.0
+    ours["by_bucket"] = {**ours["by_bucket"], "16+": {**ours["by_bucket"]["16+"], "wait": {"p99": 1.04 * wait_16}}}
+    ours["util_useful"] = best_effort["util_useful"] - 0.019
+
+    def verdicts(queues: dict) -> list[tuple[str, bool]]:
+        for summary in (fifo, best_effort, ours):
+            summary["queue_fair_gpu_h"] = queues
+        return [(name.split(": ", 1)[1], ok) for name, _, ok in target_checks([fifo, best_effort, ours])]
+
+    assert verdicts({"q1": 1.0, "q2": 1.0}) == [
+        ("mean JCT <= 0.7 x strict FIFO's", False),
+        ("p99 wait 16+ <= strict FIFO's", False),
+        ("useful utilisation within 2 points of best-effort", True),
+    ]
+    assert verdicts({"q1": 1.0}) == [
+        ("mean JCT <= strict FIFO's", True),
+        ("p99 wait 16+ <= 1.05 x strict FIFO's", True),
+        ("useful utilisation within 2 points of best-effort", True),
+    ]
+    ours["by_bucket"]["16+"]["wait"]["p99"] = 1.06 * wait_16
+    assert ("p99 wait 16+ <= 1.05 x strict FIFO's", False) in verdicts({"q1": 1.0})
 
 
 def test_report_shows_each_queues_share_against_its_fair_share(tmp_path):
