@@ -25,6 +25,7 @@ from railforge.scheduler import (
     Taint,
     Toleration,
     TopologyConstraint,
+    topology_path,
 )
 
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
@@ -151,18 +152,10 @@ def runtime_seconds(text: str) -> float:
 
 
 def node_topology(node_name: str, labels: Mapping[str, str], levels: Iterable[TopologyLevel]) -> tuple[str, ...]:
-    """A node's topology path, widest level first, from its labels.
-
-    The path stops at the first level the node has no domain for; the core then counts the node as a domain of
-    its own at that level and every finer one. A per-node value (``railforge.io/nvlink-domain: node``: NVLink only
-    inside the node) stops it too, so nodes that share such a value never form one domain."""
-    path = []
-    for level in levels:
-        value = next((labels[key] for key in level.labels if labels.get(key)), None)
-        if value is None or value in level.per_node_values:
-            break
-        path.append(value)
-    return tuple(path)
+    """A node's topology path, widest level first, from its labels (``topology_path``: a level's first label
+    the node carries names its domain; a per-node value such as ``railforge.io/nvlink-domain: node`` ends the
+    path, so nodes that share it never form one domain)."""
+    return topology_path(labels, ((level.labels, level.per_node_values) for level in levels))
 
 
 def _ready(node: dict) -> bool:

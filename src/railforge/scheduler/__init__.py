@@ -27,6 +27,7 @@ from railforge.scheduler.model import (
     TopologyConstraint,
     decay_usage,
     topology_from_labels,
+    topology_path,
 )
 
 __all__ = [
@@ -56,4 +57,5 @@ __all__ = [
     "decay_usage",
     "decide",
     "topology_from_labels",
+    "topology_path",
 ]

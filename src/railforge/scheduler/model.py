@@ -19,7 +19,7 @@ from __future__ import annotations
 import enum
 import math
 import threading
-from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field, replace
 from typing import Literal, get_args
 
@@ -48,17 +48,34 @@ FailurePolicy = Literal["restart", "fail"]
 EvictCause = Literal["reclaim", "preempt"]
 
 
-def topology_from_labels(
-    labels: Mapping[str, str], keys: tuple[str, ...] = DEFAULT_TOPOLOGY_LABEL_KEYS
-) -> tuple[str, ...]:
-    """Topology path root->leaf from node labels; stops at the first key the node lacks."""
+PER_NODE_TOPOLOGY_VALUES = ("node", "none")
+
+
+TopologyLevels = Iterable[tuple[Iterable[str], Collection[str]]]
+
+
+def topology_path(labels: Mapping[str, str], levels: TopologyLevels) -> tuple[str, ...]:
+    """A node's topology path, widest level first, from its labels. ``levels``: per level, the label keys
+    that may name the node's domain (the first the node carries with a value wins) and the values that mean
+    "this node alone" (the hardware facts write ``railforge.io/nvlink-domain: node`` for NVLink inside one
+    node, ``none`` for no NVLink). The path stops at the first level the node has no shared domain for, so
+    nodes that carry such a value never form one domain: the core counts each as a domain of its own there
+    and at every finer level."""
     path = []
-    for key in keys:
-        value = labels.get(key)
-        if value is None:
+    for keys, per_node_values in levels:
+        value = next((labels[key] for key in keys if labels.get(key)), None)
+        if value is None or value in per_node_values:
             break
         path.append(value)
     return tuple(path)
+
+
+def topology_from_labels(
+    labels: Mapping[str, str], keys: tuple[str, ...] = DEFAULT_TOPOLOGY_LABEL_KEYS
+) -> tuple[str, ...]:
+    """Topology path root->leaf from one label key per level (``topology_path``, with
+    ``PER_NODE_TOPOLOGY_VALUES`` per-node at every level)."""
+    return topology_path(labels, (((key,), PER_NODE_TOPOLOGY_VALUES) for key in keys))
 
 
 def add_resources(total: dict[str, int], extra: Resources, times: int = 1) -> dict[str, int]:

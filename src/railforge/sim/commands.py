@@ -170,9 +170,14 @@ def _specs(trace_spec: str, shape, args):
         raise SystemExit(f"railforge: error: {error}") from None
 
 
+# the simulator's command line and report rendering: they shape no run, so they key no cached run
+_NOT_SIMULATION = {os.path.join("sim", name) for name in ("commands.py", "doc.py", "report.py")}
+
+
 @functools.cache
 def _code_digest() -> str:
-    """Hash of the scheduler's and simulator's source: a cached run is reused only by the same code."""
+    """Hash of the scheduler's and the simulation's source: a cached run is reused only by the same code. The
+    report's rendering (``_NOT_SIMULATION``) is left out, so a change there re-renders from the cache."""
     import hashlib
 
     import railforge.scheduler
@@ -184,8 +189,8 @@ def _code_digest() -> str:
         for folder, subfolders, names in os.walk(root):
             subfolders.sort()
             for name in sorted(names):
-                if name.endswith(".py"):
-                    path = os.path.join(folder, name)
+                path = os.path.join(folder, name)
+                if name.endswith(".py") and os.path.relpath(path, os.path.dirname(root)) not in _NOT_SIMULATION:
                     with open(path, "rb") as fh:
                         digest.update(os.path.relpath(path, root).encode() + fh.read())
     return digest.hexdigest()

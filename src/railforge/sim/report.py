@@ -294,6 +294,16 @@ def queue_share_md(summaries: Sequence[dict]) -> str:
     return "\n".join([note, "", *lines])
 
 
+def checks_headline(checks) -> str:
+    """How many targets were met, of those that could be judged (``ok`` None: not applicable)."""
+    verdicts = [ok for _, _, ok in checks]
+    applicable = [ok for ok in verdicts if ok is not None]
+    met = sum(1 for ok in applicable if ok)
+    if len(applicable) == len(verdicts):
+        return f"{met} of {len(verdicts)} met."
+    return f"{met} of {len(applicable)} applicable met, {len(verdicts) - len(applicable)} not applicable."
+
+
 def checks_md(checks) -> str:
     mark = {True: "met", False: "**MISSED**", None: "n/a"}
     lines = ["| target | value | |", "|---|---:|---|"]

@@ -55,6 +55,17 @@ def test_topology_from_labels_stops_at_missing_key():
     assert topology_from_labels(labels) == ("s1", "l2")
 
 
+@pytest.mark.parametrize("per_node", ["node", "none"])
+def test_a_per_node_nvlink_label_makes_each_node_its_own_domain(per_node):
+    labels = {"railforge.io/spine": "s1", "railforge.io/leaf": "l2", "railforge.io/nvlink-domain": per_node}
+    assert topology_from_labels(labels) == ("s1", "l2")
+    cluster = [Node(f"n{i}", {GPU: 8, "cpu": 64_000}, labels=labels) for i in range(2)]
+    one_domain = TopologyConstraint("nvlink", required=True)
+    d = decide(snap(cluster, [gang("pair", 2, 8, topology=one_domain)]))
+    assert "pair" not in bound(d)  # the two nodes' shared label value is no shared NVLink domain
+    assert d.reasons["pair"].startswith("does not fit even with nothing running: needs 16 GPUs within one nvlink")
+
+
 @pytest.mark.parametrize("keys", [None, ("site/spine", "site/leaf", "site/nvl")])
 def test_nodes_without_a_topology_path_take_it_from_the_configured_label_keys(keys):
     spine, leaf, nvl = keys or ("railforge.io/spine", "railforge.io/leaf", "railforge.io/nvlink-domain")

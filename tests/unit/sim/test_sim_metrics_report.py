@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
 
 import numpy as np
 import pytest
@@ -15,7 +17,7 @@ from railforge.sim.metrics import (
     summarise,
     time_weighted_mean,
 )
-from railforge.sim.report import binned, target_checks, write_single_report
+from railforge.sim.report import binned, checks_headline, target_checks, write_single_report
 
 
 def tiny_result(policy="p") -> SimResult:
@@ -311,3 +313,37 @@ def test_cached_runs_are_keyed_by_the_scheduler_and_simulator_code(monkeypatch):
     assert first.startswith("philly-railforge-exact-") and first == commands.run_key(spec)
     monkeypatch.setattr(commands, "_code_digest", lambda: "code-b")
     assert commands.run_key(spec) != first
+
+
+def test_the_headline_counts_only_applicable_targets():
+    checks = [("a", "1", True), ("b", "2", False), ("c", "-", None), ("d", "-", None)]
+    assert checks_headline(checks) == "1 of 2 applicable met, 2 not applicable."
+    assert checks_headline([("a", "1", True), ("b", "2", True)]) == "2 of 2 met."
+
+
+def test_report_rendering_does_not_key_cached_runs(tmp_path, monkeypatch):
+    import railforge.scheduler
+    import railforge.sim
+    from railforge.sim import commands
+
+    source = tmp_path / "railforge"
+    for package in (railforge.scheduler, railforge.sim):
+        shutil.copytree(os.path.dirname(package.__file__), source / package.__name__.split(".")[-1])
+    monkeypatch.setattr(railforge.scheduler, "__file__", str(source / "scheduler" / "__init__.py"))
+    monkeypatch.setattr(railforge.sim, "__file__", str(source / "sim" / "__init__.py"))
+
+    def digest():
+        commands._code_digest.cache_clear()
+        return commands._code_digest()
+
+    first = digest()
+    for name in ("doc.py", "report.py", "commands.py"):
+        (source / "sim" / name).write_text("# rendering only\n", encoding="utf-8")
+    assert digest() == first
+    for part in ("sim/engine.py", "scheduler/core.py"):
+        original = (source / part).read_text(encoding="utf-8")
+        (source / part).write_text(original + "# changed\n", encoding="utf-8")
+        assert digest() != first, part
+        (source / part).write_text(original, encoding="utf-8")
+    assert digest() == first
+    commands._code_digest.cache_clear()
