@@ -75,6 +75,16 @@ INVENTORY_VARIABLES = {
         "default": [],
         "description": "Package names accepted for doca_ofed_package besides the known DOCA and MLNX_OFED profiles.",
     },
+    "railforge_serial": {
+        "type": "raw",
+        "default": "25%",
+        "description": "Nodes changed (and rebooted) at a time by playbooks/nodes.yml: a count or a percentage.",
+    },
+    "railforge_max_fail_percentage": {
+        "type": "int",
+        "default": 0,
+        "description": "Failed nodes of a batch, in percent, above which the rollout stops before the next batch.",
+    },
 }
 
 # DOCA-Host installation profiles (NVIDIA's DOCA Profiles page, 2.9 to 3.2) and MLNX_OFED meta packages.
@@ -261,6 +271,7 @@ FORMATS = {
     "doca_distribution": _regex(r"^[a-z]+[0-9][0-9.]*$", "a DOCA repository distribution like ubuntu24.04 or debian12"),
     "gdrcopy_os": _regex(r"^[a-z]+[0-9][0-9_]*$", "a GDRCopy download directory like ubuntu24_04"),
     "no_comma": _collectors_help_problem,
+    "batch_size": _regex(r"^([1-9][0-9]*|([1-9][0-9]?|100)%)$", "a count of nodes or a percentage like 25%"),
 }
 
 # What argument specs cannot say, one entry per variable (ITEM[].option for options of list items):
@@ -275,6 +286,8 @@ RULES = {
     "railforge_rdma_rate_gbps": {"min": 1, "max": 1600},
     "railforge_topology": {"format": "label_values"},
     "railforge_extra_doca_profiles": {"format": "package"},
+    "railforge_serial": {"format": "batch_size", "min": 1},
+    "railforge_max_fail_percentage": {"min": 0, "max": 100},
     "common_extra_packages": {"format": "package"},
     "common_ntp_servers": {"format": "host"},
     "common_kernel_modules": {"format": "kernel_module"},
