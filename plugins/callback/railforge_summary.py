@@ -1,0 +1,103 @@
+"""Callback plugin: the summary that ends playbooks/site.yml (and nodes.yml) -- per node what changed, what rebooted,
+what needs attention -- printed and written as JSON under reports/."""
+
+import json
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from ansible.plugins.callback import CallbackBase
+
+DOCUMENTATION = """
+name: railforge_summary
+type: aggregate
+short_description: Per-node summary at the end of playbooks/site.yml and playbooks/nodes.yml
+description:
+  - Counts each host's changed tasks by role and notes its failed tasks and whether it was unreachable; keeps the
+    facts node_reboot sets (reasons, rebooted, failure) and the hardware facts' warnings.
+  - At the end of a run of site.yml or nodes.yml that reached the nodes, prints one block per node and writes the
+    same as JSON to reports/site-<UTC time>.json beside the playbooks folder. Other playbooks are left alone.
+requirements:
+  - enabled in ansible.cfg (callbacks_enabled)
+"""
+
+SUMMARISED_PLAYBOOKS = ("site.yml", "nodes.yml")
+# Facts node_reboot sets on every node it ran for.
+REBOOT_FACTS = ("node_reboot_pending", "node_reboot_rebooted", "node_reboot_failure")
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = "railforge_summary"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def __init__(self):
+        super().__init__()
+        self._playbook: Path | None = None
+        self._nodes: dict[str, dict] = defaultdict(
+            lambda: {"changed": defaultdict(int), "failed": [], "unreachable": False, "facts": {}, "warnings": []}
+        )
+
+    def v2_playbook_on_start(self, playbook):
+        path = Path(playbook._file_name)
+        self._playbook = path if path.name in SUMMARISED_PLAYBOOKS else None
+
+    def v2_runner_on_ok(self, result):
+        node = self._nodes[result._host.get_name()]
+        if result.is_changed():
+            role = result._task._role
+            node["changed"][role.get_name() if role else "playbook"] += 1
+        facts = result._result.get("ansible_facts") or {}
+        node["facts"].update({name: facts[name] for name in REBOOT_FACTS if name in facts})
+        node["warnings"] += (facts.get("railforge_hw") or {}).get("warnings", [])
+
+    def v2_runner_on_failed(self, result, ignore_errors=False):
+        # The inventory check's refusal is its own report: the nodes were not touched.
+        if not ignore_errors and not result._task.action.endswith("railforge_inventory_check"):
+            self._nodes[result._host.get_name()]["failed"].append(result._task.get_name())
+
+    def v2_runner_on_unreachable(self, result):
+        self._nodes[result._host.get_name()]["unreachable"] = True
+
+    def v2_playbook_on_stats(self, stats):
+        started = any(
+            node["facts"] or node["changed"] or node["failed"] or node["unreachable"] for node in self._nodes.values()
+        )
+        if self._playbook is None or not started:
+            return  # not a summarised playbook, or stopped before any node was touched (the inventory check)
+        report = {host: summary(node) for host, node in sorted(self._nodes.items()) if host != "localhost"}
+        name = time.strftime("site-%Y%m%dT%H%M%SZ.json", time.gmtime())
+        path = self._playbook.resolve().parent.parent / "reports" / name
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+        self._display.banner("RAILFORGE SUMMARY")
+        for host, entry in report.items():
+            changed = ", ".join(f"{role} {count}" for role, count in entry["changed"].items()) or "nothing"
+            rebooted = "yes (" + "; ".join(entry["reboot_reasons"]) + ")" if entry["rebooted"] else "no"
+            self._display.display(f"{host}: changed: {changed}; rebooted: {rebooted}")
+            for item in entry["attention"]:
+                self._display.display(f"  needs attention: {item}", color="yellow")
+        self._display.display(f"JSON report: {path}")
+
+
+def summary(node: dict) -> dict:
+    facts = node["facts"]
+    reasons = [reason["reason"] for reason in facts.get("node_reboot_pending", [])]
+    rebooted = bool(facts.get("node_reboot_rebooted"))
+    attention = [f"failed: {task}" for task in node["failed"]]
+    if node["unreachable"]:
+        attention.append("unreachable")
+    if facts.get("node_reboot_failure"):
+        attention.append(f"reboot failed, Node left cordoned: {facts['node_reboot_failure']}")
+    elif reasons and not rebooted:
+        attention.append(f"reboot pending: {'; '.join(reasons)}")
+    if "node_reboot_pending" not in facts and not attention:
+        attention.append("the node stage did not reach it (the rollout stopped at an earlier batch)")
+    attention += [f"hardware: {warning}" for warning in node["warnings"]]
+    return {
+        "changed": dict(node["changed"]),
+        "rebooted": rebooted,
+        "reboot_reasons": reasons,
+        "attention": attention,
+    }
