@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "plugins/module_uti
 from railforge_hwparse import parse_nvidia_smi_query_csv
 
 ROOT = Path(__file__).resolve().parents[2]
+DRIVER_VARS = yaml.safe_load((ROOT / "roles/nvidia_driver/vars/main.yml").read_text())
 pytestmark = pytest.mark.gpu
 QUERY = ("index", "name", "driver_version", "persistence_mode", "pci.bus_id")
 
@@ -66,21 +67,14 @@ def test_no_gpu_host_has_no_driver(host, gpu_count):
 @pytest.mark.usefixtures("driver_installed")
 def test_driver_packages_at_pinned_branch_and_held(host, hostvars):
     listing = host.check_output(r"dpkg-query -W -f='${db:Status-Abbrev}|${Package}|${Version}\n'")
+    driver_package = re.compile(DRIVER_VARS["nvidia_driver_package_regex"])
+    # Every package versioned with the driver (Debian's and Ubuntu's names alike: nvidia-open, nvidia-utils-580,
+    # nvidia-fabricmanager, libnvidia-nscq ...), whatever its revision.
     driver = [line.split("|") for line in listing.splitlines() if "|" in line]
     driver = [
         (status.strip(), name, version)
         for status, name, version in driver
-        if name
-        in (
-            "nvidia-open",
-            "cuda-drivers",
-            "nvidia-driver-cuda",
-            "nvidia-kernel-open-dkms",
-            "nvidia-kernel-dkms",
-            "libcuda1",
-            "libnvidia-ml1",
-            "nvidia-persistenced",
-        )
+        if driver_package.match(name) and re.match(r"[0-9]{3}\.", version)
     ]
     assert driver, "no driver package installed"
     for status, name, version in driver:
@@ -90,8 +84,7 @@ def test_driver_packages_at_pinned_branch_and_held(host, hostvars):
 
 @pytest.mark.usefixtures("driver_installed")
 def test_no_package_of_another_driver_branch_left(host, hostvars):
-    driver_vars = yaml.safe_load((ROOT / "roles/nvidia_driver/vars/main.yml").read_text())
-    driver_package = re.compile(driver_vars["nvidia_driver_package_regex"])
+    driver_package = re.compile(DRIVER_VARS["nvidia_driver_package_regex"])
     listing = host.check_output(r"dpkg-query -W -f='${Package} ${Version}\n'").splitlines()
     other = [
         line
@@ -197,12 +190,14 @@ def test_fabric_manager_on_nvswitch_systems(host, hostvars):
     if not nvswitch:
         assert not package.is_installed
         pytest.skip("no NVSwitch on this host")
-    driver = host.package("nvidia-driver-cuda").version
-    assert package.version == driver, "fabric manager must match the driver exactly"
+    # The driver's upstream version: its revision (Ubuntu's -0ubuntu1) may differ from the fabric manager's (-1).
+    smi_owner = host.check_output("dpkg-query -S /usr/bin/nvidia-smi").split(":")[0]
+    driver = host.package(smi_owner).version.split("-")[0]
+    assert package.version.split("-")[0] == driver, "fabric manager must match the driver's version"
     assert host.service("nvidia-fabricmanager").is_running
     branch = hostvars["nvidia_driver_branch"]
     nscq = "libnvidia-nscq" if int(branch) >= 580 else f"libnvidia-nscq-{branch}"
-    assert host.package(nscq).version == driver
+    assert host.package(nscq).version.split("-")[0] == driver
 
 
 def test_preinstalled_driver_left_alone(host, hostvars, gpu_count):

@@ -129,12 +129,24 @@ def test_fabric_manager_reads_one_version_from_driver_and_fm_revisions_that_diff
     assert sorted(rendered[1]) == ["580.105.08", "580.95.05"], "a half-done upgrade is two versions, refused"
 
 
-def test_driver_is_pinned_to_the_version_with_any_revision_or_to_the_branch(tmp_path):
+def test_driver_is_pinned_to_the_version_or_the_installed_one_or_the_branch(tmp_path):
+    node = {"nvidia_driver_branch": "580", "nvidia_driver_flavour_effective": "open"}
+    debian = {**node, "nvidia_driver_repo_distribution": "debian12"}
+    ubuntu = {**node, "nvidia_driver_repo_distribution": "ubuntu2404"}
     cases = [
-        {"nvidia_driver_version": "580.105.08", "nvidia_driver_branch": "580"},
-        {"nvidia_driver_version": "", "nvidia_driver_branch": "580"},
+        {**debian, "nvidia_driver_version": "580.105.08", "nvidia_driver_installed": {"nvidia-open": "580.95.05-1"}},
+        {**debian, "nvidia_driver_version": "", "nvidia_driver_installed": {}},  # first install: the branch
+        # installed before: kept, so a fabric manager can follow it while the repository has a newer one
+        {**ubuntu, "nvidia_driver_version": "", "nvidia_driver_installed": {"nvidia-open-580": "580.95.05-0ubuntu1"}},
+        # another branch installed: the wanted branch
+        {**debian, "nvidia_driver_version": "", "nvidia_driver_installed": {"nvidia-open": "570.195.03-1"}},
     ]
-    assert render(tmp_path, "nvidia_driver", "nvidia_driver_version_pattern", cases) == ["580.105.08-*", "580.*"]
+    assert render(tmp_path, "nvidia_driver", "nvidia_driver_version_pattern", cases) == [
+        "580.105.08-*",
+        "580.*",
+        "580.95.05-*",
+        "580.*",
+    ]
 
 
 DEBIAN_12 = {"distribution": "Debian", "distribution_version": "12.12", "distribution_major_version": "12"}
