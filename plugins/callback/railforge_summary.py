@@ -16,9 +16,19 @@ description:
   - Counts each host's changed tasks by role and notes its failed tasks and whether it was unreachable; keeps the
     facts node_reboot sets (reasons, rebooted, failure) and the hardware facts' warnings.
   - At the end of a run of site.yml or nodes.yml that reached the nodes, prints one block per node and writes the
-    same as JSON to reports/site-<UTC time>.json beside the playbooks folder. Other playbooks are left alone.
+    same as JSON to site-<UTC time>.json in reports_dir. Other playbooks are left alone.
 requirements:
   - enabled in ansible.cfg (callbacks_enabled)
+options:
+  reports_dir:
+    description: Folder of the JSON reports; empty for reports/ beside the playbooks folder.
+    type: str
+    default: ""
+    env:
+      - name: RAILFORGE_REPORTS_DIR
+    ini:
+      - section: callback_railforge_summary
+        key: reports_dir
 """
 
 SUMMARISED_PLAYBOOKS = ("site.yml", "nodes.yml")
@@ -67,9 +77,9 @@ class CallbackModule(CallbackBase):
         if self._playbook is None or not started:
             return  # not a summarised playbook, or stopped before any node was touched (the inventory check)
         report = {host: summary(node) for host, node in sorted(self._nodes.items()) if host != "localhost"}
-        name = time.strftime("site-%Y%m%dT%H%M%SZ.json", time.gmtime())
-        path = self._playbook.resolve().parent.parent / "reports" / name
-        path.parent.mkdir(exist_ok=True)
+        folder = Path(self.get_option("reports_dir") or self._playbook.resolve().parent.parent / "reports")
+        path = folder / time.strftime("site-%Y%m%dT%H%M%SZ.json", time.gmtime())
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
         self._display.banner("RAILFORGE SUMMARY")
         for host, entry in report.items():

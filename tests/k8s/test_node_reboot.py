@@ -101,7 +101,10 @@ class Schedulability:
         self.changes: list[tuple[float, str, bool]] = []
         self._watch = watch.Watch()
         core = client.CoreV1Api(plane.api)
-        start = core.list_node(label_selector=f"railforge.test/pool={pool}").metadata.resource_version
+        nodes = core.list_node(label_selector=f"railforge.test/pool={pool}")
+        # Each Node's state when the watch starts: only changes from it count.
+        self._state = {node.metadata.name: bool(node.spec.unschedulable) for node in nodes.items}
+        start = nodes.metadata.resource_version
         self._thread = threading.Thread(target=self._follow, args=(core, pool, start), daemon=True)
         self._thread.start()
 
@@ -110,16 +113,15 @@ class Schedulability:
             self._read(core, pool, start)
 
     def _read(self, core, pool: str, start: str) -> None:
-        seen: dict[str, bool] = {}
         stream = self._watch.stream(
             core.list_node, label_selector=f"railforge.test/pool={pool}", resource_version=start, timeout_seconds=600
         )
         for event in stream:
             node = event["object"]
             unschedulable = bool(node.spec.unschedulable)
-            if seen.get(node.metadata.name, False) != unschedulable:
+            if self._state.get(node.metadata.name, False) != unschedulable:
                 self.changes.append((time.time(), node.metadata.name, unschedulable))
-            seen[node.metadata.name] = unschedulable
+            self._state[node.metadata.name] = unschedulable
 
     def of(self, name: str) -> list[bool]:
         return [state for _, node, state in self.changes if node == name]
@@ -130,7 +132,12 @@ class Schedulability:
 
 
 def run_nodes(inventory_path: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "ANSIBLE_NOCOLOR": "1",
+        "RAILFORGE_REPORTS_DIR": str(inventory_path.parent / "reports"),
+    }
     return subprocess.run(
         ["ansible-playbook", "-i", str(inventory_path), str(ROOT / "playbooks/nodes.yml"), "--tags", "node_reboot",
          *args],
@@ -203,3 +210,22 @@ def test_without_a_cluster_the_node_is_rebooted_undrained_with_one_line(tmp_path
     assert result.returncode == 0, output
     assert "no Kubernetes cluster (no node_reboot_kubeconfig, no /etc/kubernetes/admin.conf on the first" in output
     assert len(reboots(hosts[1])) == 1 and reboots(hosts[0]) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["--check"], "check mode: it would be drained and rebooted"),
+        (["-e", '{"node_reboot_enabled": false}'], "not rebooted: node_reboot_enabled is false"),
+        (["-e", '{"node_reboot_command": ""}'], "a container shares the kernel of its host and is not rebooted"),
+    ],
+    ids=["check-mode", "disabled", "container"],
+)
+def test_a_pending_reboot_that_is_not_done_is_said_in_one_line(tmp_path, control_plane, hosts, args, line):
+    leave_reason(hosts[1])
+    result = run_nodes(inventory(tmp_path, control_plane, hosts), "--limit", hosts[1], *args)
+    output = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode == 0, output
+    assert f"node_reboot: {hosts[1]}: reboot pending ({LEFT_OVER_REASON}); {line}" in output
+    assert f"needs attention: reboot pending: {LEFT_OVER_REASON}" in output  # the run's summary
+    assert reboots(hosts[1]) == [] and not unschedulable(control_plane, hosts[1])
