@@ -1,0 +1,313 @@
+"""The railforge scheduler against the real API server, beside the upstream kube-scheduler and a bare loop of binds.
+
+    python benchmarks/bench_k8s.py            # as root, after make setup; about 3-5 minutes on 2 cores
+
+One control plane for the whole run (so the ratios are measured on the same API server), on API-only nodes:
+
+1. binds/s, 1,000 one-GPU pods on 125 nodes x 8 GPUs, for (a) a bare loop of binding calls from 16 threads over
+   pooled connections (the API server's ceiling here), (b) railforge, (c) kube-scheduler with its default
+   settings, (d) kube-scheduler with client QPS and burst raised to 5,000. The pods exist before each scheduler
+   starts; a watch notes when each pod is seen bound, and the rate is taken between the first and the last
+   bind, so start-up and cache sync are left out for every contender alike.
+2. one 512-pod gang (64 nodes x 8 GPUs, one GPU per pod): PodGroup creation -> every pod bound, railforge
+   running; pod creation (16 threads) is inside that time.
+
+Prints Markdown tables and the load average at the start and the end: timings taken while other work runs on the
+machine are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from kubernetes import client
+from urllib3.exceptions import ProtocolError
+
+from railforge.k8s import CRD_DIR, rest
+from railforge.k8s.adapter import Adapter
+from railforge.k8s.settings import settings_from_mapping
+from railforge.testbed.build import TEST_IMAGE, binary, component
+from railforge.testbed.controlplane import ControlPlane, _healthz, add_api_node, create_namespace
+from railforge.testbed.procs import wait_for
+
+GPU = "nvidia.com/gpu"
+POOL = "railforge.bench/pool"
+THREADS = 16
+
+
+def pod_body(name: str, scheduler: str, gpus: int = 1, labels: dict | None = None) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {
+            "schedulerName": scheduler,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": TEST_IMAGE,
+                    "resources": {"requests": {GPU: str(gpus), "cpu": "10m"}, "limits": {GPU: str(gpus)}},
+                }
+            ],
+        },
+    }
+
+
+def create_pods(api, namespace: str, bodies: list[dict]) -> None:
+    with ThreadPoolExecutor(THREADS) as pool:
+        list(pool.map(lambda body: rest.call(api, "POST", f"/api/v1/namespaces/{namespace}/pods", body=body), bodies))
+
+
+class BindWatch:
+    """Watches a namespace's bound pods (field selector spec.nodeName!=, so a pod appears once it is bound); notes
+    the monotonic time each is first seen, leaving out pods being deleted. A watch the API server ends (a slow
+    reader under load) is resumed from the last resourceVersion seen."""
+
+    def __init__(self, plane: ControlPlane, namespace: str):
+        self.api = plane.client()
+        self.path = f"/api/v1/namespaces/{namespace}/pods"
+        self.bound: dict[str, float] = {}
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.version = rest.call(self.api, "GET", self.path, query=[("limit", "1")])["metadata"]["resourceVersion"]
+        self.response = self._open()  # before the thread starts: nothing bound after __init__ is missed
+        self.thread.start()
+
+    def _open(self):
+        query = [("watch", "true"), ("resourceVersion", self.version), ("allowWatchBookmarks", "true")]
+        query.append(("fieldSelector", "spec.nodeName!="))
+        return rest.open_request(self.api, "GET", self.path, query=query, timeout=(10, 600))
+
+    def _run(self) -> None:
+        try:
+            while not self.stopping.is_set():
+                for line in rest.stream_lines(self.response):
+                    event = json.loads(line)
+                    if event["type"] == "ERROR":
+                        raise RuntimeError(f"watch of {self.path} failed: {event['object'].get('message')}")
+                    meta = event["object"]["metadata"]
+                    self.version = meta["resourceVersion"]
+                    if event["type"] in ("ADDED", "MODIFIED") and not meta.get("deletionTimestamp"):
+                        self.bound.setdefault(meta["name"], time.monotonic())
+                if not self.stopping.is_set():
+                    self.response = self._open()
+        except ProtocolError:
+            if not self.stopping.is_set():
+                raise
+        finally:
+            self.api.close()
+
+    def wait(self, count: int, timeout: float, stop: bool = True) -> list[float]:
+        """The bind times once ``count`` pods are bound (then the watch ends, unless ``stop`` is false)."""
+        wait_for(f"{count} pods bound", lambda: len(self.bound) >= count, timeout)
+        if stop:
+            self.stop()
+        return sorted(self.bound.values())
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.response.response.shutdown()  # ends the stream at once; the thread closes its client
+        self.thread.join(10)
+
+
+def rate(times: list[float]) -> float:
+    return (len(times) - 1) / (times[-1] - times[0])
+
+
+def delete_pods(plane: ControlPlane, namespace: str) -> None:
+    core = client.CoreV1Api(plane.api)
+    core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+    wait_for(f"{namespace}'s pods gone", lambda: not core.list_namespaced_pod(namespace, limit=1).items, 120)
+
+
+def bare_loop(plane: ControlPlane, namespace: str, nodes: list[str], pods: int) -> list[float]:
+    create_pods(plane.api, namespace, [pod_body(f"p{i:04d}", "nobody") for i in range(pods)])
+    watch = BindWatch(plane, namespace)
+    api = plane.client()
+    api.rest_client.pool_manager.connection_pool_kw["maxsize"] = THREADS
+    api.rest_client.pool_manager.clear()
+
+    def bind(index: int) -> None:
+        name = f"p{index:04d}"
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": nodes[index // 8]},
+        }
+        rest.call(api, "POST", f"/api/v1/namespaces/{namespace}/pods/{name}/binding", body=body)
+
+    with ThreadPoolExecutor(THREADS) as pool:
+        list(pool.map(bind, range(pods)))
+    api.close()
+    return watch.wait(pods, 120)
+
+
+def railforge_run(plane: ControlPlane, namespace: str, pods: int, pool: str) -> list[float]:
+    create_pods(plane.api, namespace, [pod_body(f"p{i:04d}", namespace) for i in range(pods)])
+    watch = BindWatch(plane, namespace)
+    api = plane.client()
+    adapter = Adapter(api, settings_for(namespace, pool)).start()
+    try:
+        return watch.wait(pods, 300)
+    finally:
+        adapter.stop()
+        api.close()
+
+
+def settings_for(name: str, pool: str):
+    return settings_from_mapping(
+        {
+            "scheduler_name": name,
+            "node_selector": f"{POOL}={pool}",
+            "leader_election": {"enabled": False},
+            "event_interval_seconds": 60,
+        }
+    )
+
+
+def kube_scheduler_run(plane: ControlPlane, namespace: str, pods: int, qps: int | None) -> list[float]:
+    create_pods(plane.api, namespace, [pod_body(f"p{i:04d}", "default-scheduler") for i in range(pods)])
+    watch = BindWatch(plane, namespace)
+    # qps None: the upstream defaults (client QPS 50, burst 100)
+    process = plane.start_scheduler() if qps is None else start_kube_scheduler_with_qps(plane, qps)
+    try:
+        return watch.wait(pods, 600)
+    finally:
+        process.stop()
+        plane.processes.remove(process)
+
+
+def start_kube_scheduler_with_qps(plane: ControlPlane, qps: int):
+    """kube-scheduler with a configuration file raising clientConnection.qps and burst (flags are ignored beside
+    a configuration file, so the kubeconfig moves into it too)."""
+    flags = plane._component_flags("scheduler-qps", "system:kube-scheduler")
+    kubeconfig = next(flag.split("=", 1)[1] for flag in flags if flag.startswith("--kubeconfig="))
+    config = plane.directory / "kube-scheduler-qps.yaml"
+    config.write_text(
+        json.dumps(
+            {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "clientConnection": {"kubeconfig": kubeconfig, "qps": qps, "burst": qps},
+                "leaderElection": {"leaderElect": False},
+            }
+        )
+    )
+    port = next(flag.split("=", 1)[1] for flag in flags if flag.startswith("--secure-port="))
+    keep = [flag for flag in flags if not flag.startswith(("--kubeconfig=", "--leader-elect="))]
+    process = plane._launch("kube-scheduler-qps", [binary("kube-scheduler"), f"--config={config}", *keep])
+    wait_for("kube-scheduler (QPS raised) /healthz", lambda: _healthz(int(port)), 60, [process])
+    return process
+
+
+def gang_run(plane: ControlPlane, namespace: str, pods: int) -> tuple[float, float]:
+    """(pods created, all bound) seconds after the PodGroup's creation, railforge running and synced."""
+    api = plane.client()
+    adapter = Adapter(api, settings_for(namespace, namespace)).start()
+    try:
+        wait_for("railforge synced", adapter.synced, 60)
+        watch = BindWatch(plane, namespace)
+        group = {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "gang512"},
+            "spec": {"minMember": pods},
+        }
+        started = time.monotonic()
+        client.CustomObjectsApi(plane.api).create_namespaced_custom_object(
+            "scheduling.x-k8s.io", "v1alpha1", namespace, "podgroups", group
+        )
+        labels = {"scheduling.x-k8s.io/pod-group": "gang512"}
+        create_pods(plane.api, namespace, [pod_body(f"g{i:03d}", namespace, labels=labels) for i in range(pods)])
+        created = time.monotonic() - started
+        times = watch.wait(pods, 300)
+        return created, times[-1] - started
+    finally:
+        adapter.stop()
+        api.close()
+
+
+def apply_crds(plane: ControlPlane) -> None:
+    """The PodGroup CRD of the pinned mpi-operator release and our Queue CRD."""
+    kubectl = [binary("kubectl"), f"--kubeconfig={plane.admin_kubeconfig}", "apply", "--server-side"]
+    podgroups = component("mpi-operator").out_dir / "scheduling.x-k8s.io_podgroups.yaml"
+    crds = [podgroups, CRD_DIR / "queues.railforge.io.yaml"]
+    subprocess.run([*kubectl, *(f"--filename={path}" for path in crds)], check=True, capture_output=True)
+    kubectl[-2:] = ["wait", "--for=condition=Established", "--timeout=60s"]
+    subprocess.run([*kubectl, *(f"--filename={path}" for path in crds)], check=True, capture_output=True)
+
+
+def add_nodes(plane: ControlPlane, prefix: str, count: int, pool: str) -> list[str]:
+    names = [f"{prefix}-{i:04d}" for i in range(count)]
+    allocatable = {GPU: "8", "cpu": "64", "memory": "512Gi"}
+    with ThreadPoolExecutor(8) as pool_threads:
+        list(pool_threads.map(lambda name: add_api_node(plane, name, allocatable, labels={POOL: pool}), names))
+    return names
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pods", type=int, default=1000)
+    parser.add_argument("--gang", type=int, default=512)
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        print("bench_k8s: run as root (the test bed's control plane)", file=sys.stderr)
+        return 2
+    load_before = os.getloadavg()
+    results: dict[str, float] = {}
+    with ControlPlane.start() as plane:
+        apply_crds(plane)
+        node_count = args.pods // 8
+        nodes = add_nodes(plane, "flat", node_count, "flat")
+        contenders = {
+            "bare loop of binding calls (16 threads)": lambda ns: bare_loop(plane, ns, nodes, args.pods),
+            "railforge": lambda ns: railforge_run(plane, ns, args.pods, "flat"),
+            "kube-scheduler, default settings": lambda ns: kube_scheduler_run(plane, ns, args.pods, None),
+            "kube-scheduler, client QPS/burst 5000": lambda ns: kube_scheduler_run(plane, ns, args.pods, 5000),
+        }
+        for index, (name, run) in enumerate(contenders.items()):
+            namespace = f"bench-{index}"
+            create_namespace(plane, namespace)
+            times = run(namespace)
+            results[name] = rate(times)
+            print(
+                f"{name}: {results[name]:.0f} binds/s ({len(times)} pods in {times[-1] - times[0]:.2f} s)", flush=True
+            )
+            delete_pods(plane, namespace)
+        gang_nodes = args.gang // 8
+        create_namespace(plane, "gang")
+        add_nodes(plane, "gang", gang_nodes, "gang")
+        created, bound = gang_run(plane, "gang", args.gang)
+    load_after = os.getloadavg()
+    ceiling = results["bare loop of binding calls (16 threads)"]
+    default = results["kube-scheduler, default settings"]
+    header = f"{args.pods} one-GPU pods on {node_count} nodes x 8 GPUs"
+    print(f"\n| {header} | binds/s | vs bare loop | vs kube-scheduler default |")
+    print("| --- | --- | --- | --- |")
+    for name, value in results.items():
+        print(f"| {name} | {value:.0f} | {value / ceiling:.2f}x | {value / default:.2f}x |")
+    print(f"\n| one {args.gang}-pod gang on {gang_nodes} nodes x 8 GPUs | seconds after the PodGroup's creation |")
+    print("| --- | --- |")
+    print(f"| its {args.gang} pods created (16 threads) | {created:.2f} |")
+    print(f"| every pod bound by railforge | {bound:.2f} |")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"\nbenchmark process peak RSS (adapter, watches and clients together): {peak:.0f} MiB")
+    print(
+        f"load average (1/5/15 min) before: {' '.join(f'{v:.2f}' for v in load_before)}; "
+        f"after: {' '.join(f'{v:.2f}' for v in load_after)}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

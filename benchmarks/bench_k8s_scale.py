@@ -1,0 +1,133 @@
+"""The railforge scheduler at scale on the real API server: 1,000 API-only nodes x 8 GPUs, 2,000 gangs waiting.
+
+    python benchmarks/bench_k8s_scale.py      # as root, after make setup; about 5-10 minutes on 2 cores
+
+The cluster is filled by 1,000 one-pod 8-GPU gangs; then 2,000 one-pod gangs of 1, 2, 4 or 8 GPUs wait. Then,
+``--events`` times, one filling pod is deleted, which frees a node: the adapter sees it, passes (decide() over
+1,000 nodes, 1,000 running and 2,000 pending gangs) and binds what fits. For each event it prints, as p50/p99/max:
+
+* decision to first bind: from the decide() call that bound something returning to the first of its binds seen
+  on a watch (the binding call, the API server, the watch);
+* event to first bind: from the deletion call returning to that first bind (adds the watch delivering the
+  deletion, the minimum period between passes and decide() itself);
+* decide() time of those passes.
+
+And the memory of this process (the adapter with its caches, plus the benchmark's own watch and clients): RSS
+now and its peak.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from bench_k8s import BindWatch, add_nodes, apply_crds, create_pods, pod_body, settings_for
+
+from railforge.k8s import rest
+from railforge.k8s.adapter import Adapter
+from railforge.testbed.controlplane import ControlPlane, create_namespace
+from railforge.testbed.procs import wait_for
+
+SIZES = (1, 2, 4, 8)
+QUIET_SECONDS = 5  # a deletion followed by no bind for this long counts as one that freed nothing usable
+
+
+def memory_mib() -> tuple[float, float]:
+    """(RSS now, peak RSS) of this process, MiB."""
+    status = Path("/proc/self/status").read_text().splitlines()
+    fields = dict(line.split(":", 1) for line in status if ":" in line)
+    return tuple(int(fields[key].split()[0]) / 1024 for key in ("VmRSS", "VmHWM"))
+
+
+def percentiles(values: list[float]) -> str:
+    ordered = sorted(values)
+    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
+    return f"{statistics.median(ordered) * 1000:.0f} / {p99 * 1000:.0f} / {ordered[-1] * 1000:.0f}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--pending", type=int, default=2000)
+    parser.add_argument("--events", type=int, default=100)
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        print("bench_k8s_scale: run as root (the test bed's control plane)", file=sys.stderr)
+        return 2
+    load_before = os.getloadavg()
+    name = "scale"
+    with ControlPlane.start() as plane:
+        apply_crds(plane)
+        started = time.monotonic()
+        add_nodes(plane, name, args.nodes, name)
+        print(f"{args.nodes} nodes added in {time.monotonic() - started:.0f} s", flush=True)
+        create_namespace(plane, name)
+        api = plane.client()
+        adapter = Adapter(api, settings_for(name, name))
+        decide = adapter.decide
+        passes: list[tuple[float, float, int]] = []  # (returned, seconds, binds)
+
+        def timed_decide(snapshot):
+            began = time.monotonic()
+            decisions = decide(snapshot)
+            passes.append((time.monotonic(), time.monotonic() - began, len(decisions.binds)))
+            return decisions
+
+        adapter.decide = timed_decide
+        adapter.start()
+        try:
+            fill = BindWatch(plane, name)
+            create_pods(plane.api, name, [pod_body(f"fill-{i:04d}", name, gpus=8) for i in range(args.nodes)])
+            fill.wait(args.nodes, 600)
+            waiting = [pod_body(f"wait-{i:04d}", name, gpus=SIZES[i % len(SIZES)]) for i in range(args.pending)]
+            create_pods(plane.api, name, waiting)
+            wait_for(f"{args.pending} gangs pending", lambda: len(adapter.state.view().pending) == args.pending, 300)
+            print(f"cluster full, {args.pending} gangs pending; memory now / peak: {memory_mib()}", flush=True)
+            watch = BindWatch(plane, name)
+            to_first_bind, decision_to_bind, decide_seconds = [], [], []
+            quiet = 0
+            for event in range(args.events):
+                seen = set(watch.bound)
+                rest.call(
+                    api, "DELETE", f"/api/v1/namespaces/{name}/pods/fill-{event:04d}", body={"gracePeriodSeconds": 0}
+                )
+                deleted = time.monotonic()
+                try:
+                    wait_for("a bind after the deletion", lambda seen=seen: set(watch.bound) - seen, QUIET_SECONDS)
+                except TimeoutError:
+                    quiet += 1  # what was freed fits no gang allowed to start now (order, reservations)
+                    continue
+                first = min(watch.bound[pod] for pod in set(watch.bound) - seen)
+                returned, seconds, _ = max(p for p in passes if p[2] and p[0] <= first)
+                to_first_bind.append(first - deleted)
+                decision_to_bind.append(first - returned)
+                decide_seconds.append(seconds)
+                time.sleep(0.2)
+            watch.stop()
+        finally:
+            adapter.stop()
+            api.close()
+        rss, peak = memory_mib()
+    load_after = os.getloadavg()
+    print(f"\n| {args.nodes} nodes x 8 GPUs, {args.pending} gangs pending, {args.events} events | p50 / p99 / max ms |")
+    print("| --- | --- |")
+    print(f"| decision to first bind | {percentiles(decision_to_bind)} |")
+    print(f"| node freed (deletion) to first bind | {percentiles(to_first_bind)} |")
+    print(f"| decide() of those passes | {percentiles(decide_seconds)} |")
+    print(
+        f"\n{len(decision_to_bind)} of {args.events} deletions led to a bind; {quiet} to none within {QUIET_SECONDS} s"
+    )
+    print(f"\nprocess memory (adapter + the benchmark's watch and clients): RSS {rss:.0f} MiB, peak {peak:.0f} MiB")
+    print(
+        f"load average (1/5/15 min) before: {' '.join(f'{v:.2f}' for v in load_before)}; "
+        f"after: {' '.join(f'{v:.2f}' for v in load_after)}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
