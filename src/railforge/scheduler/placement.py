@@ -18,6 +18,7 @@ from railforge.scheduler.model import (
     GPU,
     NO_SCHEDULE_EFFECTS,
     Gang,
+    Member,
     Node,
     Resources,
     add_resources,
@@ -58,7 +59,29 @@ class GangProfile:
     admission_key: tuple = ()  # the admission charge as sorted (resource, amount) pairs
 
 
-def _shapes(members: Iterable) -> tuple[Shape, ...]:
+def _alike(members: Sequence[Member]) -> bool:
+    """Whether every member requests the same (most gangs: one pod shape)."""
+    first = members[0].requests
+    return all(member.requests == first for member in members)
+
+
+def _summed(members: Sequence[Member]) -> dict[str, int]:
+    """The members' summed requests; one multiplication when they are ``_alike``."""
+    if members and _alike(members):
+        return {name: amount * len(members) for name, amount in members[0].requests.items()}
+    total: dict[str, int] = {}
+    for member in members:
+        add_resources(total, member.requests)
+    return total
+
+
+def _shapes(members: Sequence[Member]) -> tuple[Shape, ...]:
+    if not members:
+        return ()
+    if _alike(members):
+        requests = members[0].requests
+        others = tuple(sorted((k, v) for k, v in requests.items() if k != GPU and v > 0))
+        return (Shape(requests.get(GPU, 0), others, tuple(member.name for member in members)),)
     groups: dict[tuple, list[str]] = {}
     for member in members:
         gpu = member.requests.get(GPU, 0)
@@ -75,10 +98,8 @@ def gang_profile(gang: Gang, key_id: Callable[[tuple], int]) -> GangProfile:
     required = gang.members[: gang.required_members]
     required_shapes = _shapes(required)
     optional_shapes = _shapes(gang.members[gang.required_members :])
-    charge = gang.total_requests()
-    admission: dict[str, int] = {}
-    for member in required:
-        add_resources(admission, member.requests)
+    charge = _summed(gang.members)
+    admission = dict(charge) if len(required) == len(gang.members) else _summed(required)
     for name, amount in (gang.min_resources or {}).items():
         admission[name] = max(admission.get(name, 0), amount)
     required_gpu = admission.get(GPU, 0)

@@ -75,18 +75,18 @@ def capacity_reason(
     are not free together on the same nodes."""
     cluster = state.cluster
     need = profile.required_gpu
-    view = free_view(state, profile, allowed)
     if widest >= 0:
         level = cluster.levels[widest]
         if allowed is None:
             best = level.best_free()
         else:
-            free_gpu = view.free_gpu
+            free_gpu = free_view(state, profile, allowed).free_gpu
             best = max((sum(free_gpu[index] for index in members) for members in level.members.values()), default=0)
         if need > best:
             return reasons.within_domain(need, state.level_names[widest], best)
     if need > cluster.total_free_gpu:
         return reasons.cluster_short(GPU, need, cluster.total_free_gpu)
+    view = free_view(state, profile, allowed)
     if allowed is not None and need > view.total_gpu:
         return reasons.no_matching_nodes(need, view.total_gpu, *admit.excluded(state, gang, profile))
     if state.decisions.reservations and cluster.fits(profile, allowed, (state.now, state.now), finest, widest):
@@ -118,6 +118,7 @@ class FreeView:
     def __init__(self, cluster: Cluster, allowed: Acceptance | None):
         self.cluster = cluster
         self.allowed = allowed
+        self._gpu_slots: dict[int, int] = {}
         if allowed is None:
             self.total_gpu = cluster.total_free_gpu
         else:
@@ -144,10 +145,17 @@ class FreeView:
 
     def gpu_slots(self, gpu: int) -> int:
         """How many pods of ``gpu`` GPUs the nodes it may use hold by free GPUs, node by node."""
-        if self.allowed is None:
-            return sum(nodes * (gpus // gpu) for gpus, nodes in self.cluster.gpu_histogram.items())
-        nodes_by_gpus = self.cluster.gpu_nodes.items()
-        return sum((gpus // gpu) * self._count(nodes) for gpus, nodes in nodes_by_gpus if gpus >= gpu or gpus < 0)
+        slots = self._gpu_slots.get(gpu)
+        if slots is None:
+            if self.allowed is None:
+                slots = sum(nodes * (gpus // gpu) for gpus, nodes in self.cluster.gpu_histogram.items())
+            else:
+                nodes_by_gpus = self.cluster.gpu_nodes.items()
+                slots = sum(
+                    (gpus // gpu) * self._count(nodes) for gpus, nodes in nodes_by_gpus if gpus >= gpu or gpus < 0
+                )
+            self._gpu_slots[gpu] = slots
+        return slots
 
     @functools.cached_property
     def most_gpu(self) -> int:
@@ -167,8 +175,6 @@ class FreeView:
 
 def free_view(state: CycleState, profile: GangProfile, allowed: Acceptance | None) -> FreeView:
     """The gang's ``FreeView``, kept per node filter while the cluster stays the same."""
-    if allowed is None:
-        return FreeView(state.cluster, None)
     cached = state.allowed_views.get(profile.filter_key)
     if cached is None or cached[0] != state.version:
         cached = state.allowed_views[profile.filter_key] = (state.version, FreeView(state.cluster, allowed))
