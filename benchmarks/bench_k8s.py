@@ -255,6 +255,13 @@ def add_nodes(plane: ControlPlane, prefix: str, count: int, pool: str) -> list[s
     return names
 
 
+def load_line(before: tuple[float, ...], after: tuple[float, ...]) -> str:
+    """The machine's load averages around a run: the numbers are only comparable at similar load."""
+    return f"load average (1/5/15 min) before: {' '.join(f'{v:.2f}' for v in before)}; after: " + " ".join(
+        f"{v:.2f}" for v in after
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pods", type=int, default=1000)
@@ -302,10 +309,7 @@ def main() -> int:
     print(f"| every pod bound by railforge | {bound:.2f} |")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\nbenchmark process peak RSS (adapter, watches and clients together): {peak:.0f} MiB")
-    print(
-        f"load average (1/5/15 min) before: {' '.join(f'{v:.2f}' for v in load_before)}; "
-        f"after: {' '.join(f'{v:.2f}' for v in load_after)}"
-    )
+    print(load_line(load_before, load_after))
     return 0
 
 

@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench_k8s import BindWatch, add_nodes, apply_crds, create_pods, pod_body, settings_for
+from bench_k8s import BindWatch, add_nodes, apply_crds, create_pods, load_line, pod_body, settings_for
 
 from railforge.k8s import rest
 from railforge.k8s.adapter import Adapter
@@ -122,10 +122,7 @@ def main() -> int:
         f"\n{len(decision_to_bind)} of {args.events} deletions led to a bind; {quiet} to none within {QUIET_SECONDS} s"
     )
     print(f"\nprocess memory (adapter + the benchmark's watch and clients): RSS {rss:.0f} MiB, peak {peak:.0f} MiB")
-    print(
-        f"load average (1/5/15 min) before: {' '.join(f'{v:.2f}' for v in load_before)}; "
-        f"after: {' '.join(f'{v:.2f}' for v in load_after)}"
-    )
+    print(load_line(load_before, load_after))
     return 0
 
 
