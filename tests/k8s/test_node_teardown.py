@@ -19,6 +19,9 @@ from railforge.testbed.node import (
 from railforge.testbed.procs import processes_matching, wait_for
 
 SYSCTLS = (*KUBELET_SYSCTLS, "net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding")
+# Podman's overlay driver mounts its graph root while any podman process runs (e.g. conmon's clean-up of the
+# containers test_node_reboot.py removed); the node never uses Podman, so those mounts are not the node's.
+PODMAN_GRAPH_ROOT = "/var/lib/containers/storage"
 
 
 def host_state() -> dict:
@@ -27,7 +30,9 @@ def host_state() -> dict:
         "sysctls": {key: (Path("/proc/sys") / key).read_text() for key in SYSCTLS},
         "firewall": firewall_rules(),
         "links": sorted(link["ifname"] for link in links),
-        "mounts": sorted(Path("/proc/self/mounts").read_text().splitlines()),
+        "mounts": sorted(
+            line for line in Path("/proc/self/mounts").read_text().splitlines() if PODMAN_GRAPH_ROOT not in line
+        ),
         "cgroups": sorted(str(p) for hierarchy in cgroup_hierarchies() for p in hierarchy.iterdir() if p.is_dir()),
         "paths": {str(path): path.exists() for path in (*SHARED_HOST_PATHS, NODE_LOCK)},
         "processes": sorted(processes_matching(f"{cache_root()}/testbed/") + processes_matching("containerd-shim")),

@@ -64,15 +64,15 @@ def test_metrics_follow_the_gangs_submitted(cluster, served):
         assert code, "no reason code on the PodGroup yet"
         return code
 
-    code = eventually(huge_told)
+    eventually(huge_told)
     elapsed = time.time() - submitted
 
-    def scraped() -> dict:
-        samples = scrape(url)
+    def scraped() -> tuple[dict, str]:
+        samples, code = scrape(url), huge_told()  # the reason shown on the PodGroup is the one the metric counts
         assert value(samples, "railforge_pending_gangs", queue=owner, reason=code) == 1
-        return samples
+        return samples, code
 
-    samples = eventually(scraped)
+    samples, code = eventually(scraped)
     # quota and what the bound gangs hold: the claim's 8 GPUs, the borrower that was left (2 x 4 GPUs)
     assert value(samples, "railforge_queue_quota", queue=owner, resource=GPU) == 8
     assert value(samples, "railforge_queue_allocated", queue=owner, resource=GPU) == 8
@@ -96,7 +96,9 @@ def test_metrics_follow_the_gangs_submitted(cluster, served):
         assert 0 <= total <= gangs * (elapsed + 1)
     decided = value(samples, "railforge_decide_duration_seconds_count")
     assert decided >= 3  # at least one pass per submission
-    assert decided == adapter.state.view().counters["decide_calls"]
+    # passes go on while the huge gang waits: the adapter's own count lies between two scrapes
+    counted = adapter.state.view().counters["decide_calls"]
+    assert decided <= counted <= value(scrape(url), "railforge_decide_duration_seconds_count")
     assert value(samples, "railforge_leader") == 1
 
 
