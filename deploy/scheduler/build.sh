@@ -32,7 +32,11 @@ PY
 "${pip[@]}" install --target "$context/site" --no-deps "$context"/wheels/railforge-*.whl
 rm -rf "$context/site/bin"  # the console script: the image runs python3 -m railforge.cli
 "${pip[@]}" install --target "$context/site" --only-binary=:all: --constraint "$context/constraints.txt" "${needs[@]}"
+previous=$(podman image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)
 podman build --quiet --build-arg "BASE=$base" --file deploy/scheduler/Containerfile --tag "$image" "$context" >/dev/null
+if [[ -n $previous && $previous != $(podman image inspect --format '{{.Id}}' "$image") ]]; then
+    podman rmi "$previous" >/dev/null 2>&1 || true  # the last build, now untagged; kept only while a container uses it
+fi
 if [[ -n ${RAILFORGE_SCHEDULER_ARCHIVE:-} ]]; then
     podman save --quiet --format docker-archive --output "$RAILFORGE_SCHEDULER_ARCHIVE" "$image"
 fi
