@@ -1,18 +1,21 @@
 """Inventory validation: every variable of every role and of the inventory, checked before anything changes.
 
 Types, choices, list elements and nested options come from each role's meta/argument_specs.yml (and from
-INVENTORY_VARIABLES, written in the same shape); what an argument spec cannot say lives in RULES (ranges,
+playbooks/site.meta.yml, written in the same shape); what an argument spec cannot say lives in RULES (ranges,
 formats, unique items) and CROSS_RULES (rules between variables). Every problem is returned at once, one line
 each, naming hosts, variable, value (secrets masked) and what was expected.
 
 Used by the railforge_inventory_check action (plugins/action), which playbooks/inventory_check.yml runs first.
-Pure Python on purpose: the unit tests and scripts/role_docs.py import it too.
+No Ansible import on purpose: the unit tests and scripts/role_docs.py import it too.
 """
 
 import difflib
 import ipaddress
 import re
 from collections import defaultdict
+from pathlib import Path
+
+import yaml
 
 CONTROL_PLANE = "kube_control_plane"
 NODES = "kube_node"
@@ -28,64 +31,10 @@ KNOWN_GROUPS = {
 }
 REQUIRED_GROUPS = (CONTROL_PLANE, NODES)
 
-# Inventory-level variables, declared like a role's argument_specs options; `required_for` names the group
-# whose hosts must set it. scripts/role_docs.py writes them into docs/variables.md.
-INVENTORY_VARIABLES = {
-    "railforge_cluster_name": {
-        "type": "str",
-        "required_for": "all",
-        "description": "Name of the cluster (a DNS label); reports and node labels carry it.",
-    },
-    "railforge_node_ip": {
-        "type": "str",
-        "description": "The node's cluster address, written to /etc/hosts; ansible_host when unset.",
-    },
-    "railforge_gpu_count": {
-        "type": "int",
-        "required_for": "gpu_nodes",
-        "description": "GPUs every GPU node must show (1-72); validation fails a node with fewer.",
-    },
-    "railforge_gpu_product": {
-        "type": "str",
-        "description": "GPU product name the nodes must show, as nvidia-smi prints it.",
-    },
-    "railforge_rdma_link_layer": {
-        "type": "str",
-        "required_for": "rdma_nodes",
-        "choices": ["infiniband", "ethernet"],
-        "description": "Link layer of the compute rails.",
-    },
-    "railforge_rdma_hcas": {
-        "type": "list",
-        "elements": "str",
-        "required_for": "rdma_nodes",
-        "description": "Compute-rail HCAs in GPU order (mlx5_0 ...), each listed once.",
-    },
-    "railforge_rdma_rate_gbps": {
-        "type": "int",
-        "description": "Rate every compute port must be up at, in Gb/s (1-1600).",
-    },
-    "railforge_topology": {
-        "type": "dict",
-        "description": "Where the node sits in the fabric, level to name (spine: spine-a, leaf: leaf-01).",
-    },
-    "railforge_extra_doca_profiles": {
-        "type": "list",
-        "elements": "str",
-        "default": [],
-        "description": "Package names accepted for doca_ofed_package besides the known DOCA and MLNX_OFED profiles.",
-    },
-    "railforge_serial": {
-        "type": "raw",
-        "default": "25%",
-        "description": "Nodes changed (and rebooted) at a time by playbooks/nodes.yml: a count or a percentage.",
-    },
-    "railforge_max_fail_percentage": {
-        "type": "int",
-        "default": 0,
-        "description": "Failed nodes of a batch, in percent, above which the rollout stops before the next batch.",
-    },
-}
+# Inventory-level variables: playbooks/site.meta.yml, written like a role's argument_specs; `required_for` names
+# the group whose hosts must set a variable. scripts/role_docs.py writes them into docs/variables.md.
+INVENTORY_SPEC = Path(__file__).resolve().parents[2] / "playbooks/site.meta.yml"
+INVENTORY_VARIABLES = yaml.safe_load(INVENTORY_SPEC.read_text())["argument_specs"]["main"]["options"]
 
 # DOCA-Host installation profiles (NVIDIA's DOCA Profiles page, 2.9 to 3.2) and MLNX_OFED meta packages.
 DOCA_PROFILES = ("doca-all", "doca-networking", "doca-ofed", "doca-roce", "doca-host-basic")
@@ -305,7 +254,7 @@ RULES = {
     "doca_ofed_repo_key_url": {"format": "repo_url"},
     "doca_ofed_package": {"format": "package"},
     "doca_ofed_extra_packages": {"format": "package"},
-    "doca_ofed_sysfs_root": {"format": "absolute_path"},
+    "doca_ofed_hw_root": {"format": "absolute_path"},
     "doca_ofed_repo_distro": {"format": "doca_distribution"},
     "gpudirect_gdrcopy_version": {"format": "debian_version"},
     "gpudirect_gdrcopy_packages": {"format": "package"},

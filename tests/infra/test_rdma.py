@@ -22,7 +22,7 @@ PEERMEM_FILES = ("/etc/modules-load.d/railforge-gpudirect.conf", "/etc/modprobe.
 
 @pytest.fixture(scope="module")
 def has_hca(host, hostvars) -> bool:
-    root = hostvars["doca_ofed_sysfs_root"]
+    root = hostvars["doca_ofed_hw_root"].rstrip("/") + "/sys"
     scan = host.run(
         f"for d in {root}/bus/pci/devices/*; do echo $(cat $d/vendor):$(cat $d/class); done 2>/dev/null;"
         f" ls {root}/class/infiniband 2>/dev/null"

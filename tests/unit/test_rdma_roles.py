@@ -31,7 +31,7 @@ def run_role(tmp_path: Path, role: str, variables: dict, group: str = "plain_nod
     inventory.write_text(json.dumps({"all": {"children": {group: {"hosts": {"localhost": LOCAL}}}}}))
     playbook = tmp_path / "play.yml"
     playbook.write_text(PLAY)
-    extra = {"role_under_test": role, "doca_ofed_sysfs_root": str(sysfs), **variables}
+    extra = {"role_under_test": role, "doca_ofed_hw_root": str(sysfs.parent), **variables}
     return check_run(str(inventory), playbook, extra)
 
 
@@ -78,7 +78,7 @@ def test_an_intel_nic_is_not_an_hca_but_a_connectx_is(tmp_path):
         device.mkdir(parents=True)
         (device / "vendor").write_text(vendor + "\n")
         (device / "class").write_text(cls + "\n")
-    rc, out = run_role(tmp_path, "doca_ofed", {"doca_ofed_require_hca": True, "doca_ofed_sysfs_root": "/nonexistent"})
+    rc, out = run_role(tmp_path, "doca_ofed", {"doca_ofed_require_hca": True, "doca_ofed_hw_root": "/nonexistent"})
     assert rc == 2, out
     trusted = {"doca_ofed_require_hca": True, "doca_ofed_repo_trusted": True}
     rc, out = run_role(tmp_path, "doca_ofed", trusted, sysfs=sysfs)
