@@ -28,6 +28,7 @@ __all__ = [
     "LINK_RANK",
     "NVIDIA_ARCH_RANGES",
     "ParseError",
+    "gather_device_facts",
     "gather_hw_facts",
     "gpu_architecture",
     "pci_link",
@@ -38,6 +39,8 @@ __all__ = [
 
 NVIDIA_VENDOR = 0x10DE
 MELLANOX_VENDOR = 0x15B3
+# PCI classes (class code >> 8) of an HCA's functions: Ethernet (RoCE) and InfiniBand controllers.
+HCA_CLASSES = {0x0200: "Ethernet", 0x0207: "InfiniBand"}
 
 # NVIDIA PCI device-id blocks per GPU die -> architecture.
 # Facts taken from NVIDIA's gpu-admin-tools, gpu/devid_chips.py (MIT): each die owns a 0x40/0x80-wide
@@ -272,12 +275,27 @@ def read_sysfs(root: str = "/") -> dict:
                 "numa_node": pinfo.get("numa_node"),
                 "vf": bool(pinfo.get("is_vf")),
                 "ports": ports,
+                "link_layers": sorted({p["link_layer"] for p in ports if p["link_layer"]}),
             }
         )
+    rdma_by_function = {h["pci_address"]: h["device"] for h in hcas if h["pci_address"]}
+    hca_functions = [
+        {
+            "pci_address": bdf,
+            "device_id": None if d["device"] is None else f"0x{d['device']:04x}",
+            "link_layer": HCA_CLASSES[d["class"] >> 8],
+            "vf": d["is_vf"],
+            "numa_node": d["numa_node"],
+            "rdma_device": rdma_by_function.get(bdf),
+        }
+        for bdf, d in sorted(pci.items())
+        if d["vendor"] == MELLANOX_VENDOR and d["class"] is not None and d["class"] >> 8 in HCA_CLASSES
+    ]
     return {
         "pci": pci,
         "gpus": gpus,
         "nvswitches": nvswitches,
+        "hca_functions": hca_functions,
         "hcas": hcas,
         "numa_nodes": _read_numa_nodes(root),
         "default_interface": _default_route_iface(root),
@@ -485,6 +503,33 @@ def summarize_fabric(entries: list[dict], warnings: list[str]) -> dict:
     }
 
 
+def _device_facts(raw: dict) -> dict:
+    gpus, hcas, nvswitches = raw["gpus"], raw["hcas"], raw["nvswitches"]
+    return {
+        "gpus": gpus,
+        "gpu_count": len(gpus),
+        "gpu_architectures": sorted({g["architecture"] for g in gpus}),
+        "hca_functions": raw["hca_functions"],
+        "hcas": hcas,
+        "hca_count": len(hcas),
+        "nvlink": {
+            "nvswitch_count": len(nvswitches),
+            "nvswitches": nvswitches,
+            "present": bool(nvswitches),
+            "source": "pci" if nvswitches else None,
+            "links_per_gpu_pair": None,
+        },
+        "warnings": [],
+    }
+
+
+def gather_device_facts(root: str = "/") -> dict:
+    """The devices sysfs lists, all readable before any driver is loaded: GPUs, NVSwitches (``nvlink``), the
+    Mellanox/NVIDIA Ethernet and InfiniBand functions found by PCI vendor id (``hca_functions``) and the RDMA
+    devices the kernel registered (``hcas``).  No affinity, rails or fabric, so none of their warnings."""
+    return _device_facts(read_sysfs(root))
+
+
 def gather_hw_facts(
     root: str = "/",
     topo_text: str | None = None,
@@ -494,7 +539,8 @@ def gather_hw_facts(
 ) -> dict:
     """All hardware facts for one node.  Raises ParseError when a given text is unusable."""
     raw = read_sysfs(root)
-    warnings: list[str] = []
+    devices = _device_facts(raw)
+    warnings: list[str] = devices["warnings"]
     gpus, hcas = raw["gpus"], raw["hcas"]
     hca_names = [h["device"] for h in hcas]
 
@@ -529,18 +575,10 @@ def gather_hw_facts(
                 hb = pci.get(h["pci_address"]) if h["pci_address"] else None
                 affinity[g["index"]][h["device"]] = pci_link(ga, hb, single_numa) if hb else "SYS"
 
-    for h in hcas:
-        h["link_layers"] = sorted({p["link_layer"] for p in h["ports"] if p.get("link_layer")})
     rails = select_rails(gpus, hcas, affinity, warnings, mix_link_layers)
 
-    nv_topo = bool(topo and topo["nvlink"])
-    nvlink = {
-        "nvswitch_count": len(raw["nvswitches"]),
-        "nvswitches": raw["nvswitches"],
-        "present": bool(raw["nvswitches"]) or nv_topo,
-        "source": "nvidia-smi topo" if nv_topo else ("pci" if raw["nvswitches"] else None),
-        "links_per_gpu_pair": topo["nvlink_max_links"] if nv_topo else None,
-    }
+    if topo and topo["nvlink"]:
+        devices["nvlink"].update(present=True, source="nvidia-smi topo", links_per_gpu_pair=topo["nvlink_max_links"])
     rail_layers = sorted({r["link_layer"] for r in rails["rails"] if r.get("link_layer")})
     roce_v2 = False
     for r in rails["rails"]:
@@ -550,14 +588,9 @@ def gather_hw_facts(
             roce_v2 = True
     if gpus and raw["default_interface"] is None:
         warnings.append("no IPv4 default route: NCCL_SOCKET_IFNAME falls back to excluding lo and docker bridges")
-    archs = sorted({g["architecture"] for g in gpus})
     fabric = summarize_fabric(parse_nvidia_smi_q_fabric(nvidia_smi_q_text), warnings) if nvidia_smi_q_text else None
     return {
-        "gpus": gpus,
-        "gpu_count": len(gpus),
-        "gpu_architectures": archs,
-        "hcas": hcas,
-        "hca_count": len(hcas),
+        **devices,
         "affinity": {str(k): v for k, v in affinity.items()},
         "affinity_source": source,
         "rails": rails["rails"],
@@ -566,9 +599,7 @@ def gather_hw_facts(
         "shared_hcas": {k: v for k, v in rails["shared_hcas"].items()},
         "rdma_link_layers": rail_layers,
         "roce_v2": roce_v2,
-        "nvlink": nvlink,
         "fabric": fabric,
         "numa_nodes": {str(k): v for k, v in raw["numa_nodes"].items()},
         "default_interface": raw["default_interface"],
-        "warnings": warnings,
     }

@@ -15,6 +15,9 @@ description:
     HCA) and NVLink/NVSwitch presence.
   - The affinity matrix uses C(nvidia-smi topo -m) classes (PIX, PXB, PHB, NODE, SYS).  It is computed
     from the PCI tree unless the text of C(nvidia-smi topo -m) is given (or run), which then wins.
+  - With O(scope=devices) only the devices are listed, which works before any driver is loaded: GPUs,
+    NVSwitches, Mellanox/NVIDIA Ethernet and InfiniBand functions (found by PCI vendor id) and the RDMA
+    devices the kernel registered; the node roles detect their hardware this way.
   - Never changes anything on the host; check mode returns the same facts.
 version_added: "0.1.0"
 author:
@@ -24,6 +27,14 @@ options:
     description: Directory that holds C(sys/) (and C(proc/net/route)); a test tree or C(/).
     type: path
     default: /
+  scope:
+    description:
+      - C(all) gathers every fact below. C(devices) returns only C(gpus), C(gpu_count), C(gpu_architectures),
+        C(hca_functions), C(hcas), C(hca_count), C(nvlink) (from the PCI tree) and C(warnings), and accepts none
+        of the C(*_text), O(run_commands) and O(mix_link_layers) options.
+    type: str
+    choices: [all, devices]
+    default: all
   topo_text:
     description: Output of C(nvidia-smi topo -m) or C(-mp). Overrides the sysfs-derived matrix.
     type: str
@@ -55,6 +66,11 @@ EXAMPLES = r"""
   railforge_hw_facts:
   register: hw
 
+- name: Find the HCAs by PCI vendor id before their driver is installed
+  railforge_hw_facts:
+    scope: devices
+  register: devices
+
 - name: Use nvidia-smi topo when the driver is installed
   railforge_hw_facts:
     run_commands: true
@@ -85,6 +101,12 @@ ansible_facts:
           description: Distinct architectures (Volta, Turing, Ampere, Ada, Hopper, Blackwell, unknown).
           type: list
           elements: str
+        hca_functions:
+          description: Mellanox/NVIDIA PCI functions of class Ethernet or InfiniBand, found with or without a
+            driver, with pci_address, device_id (null when sysfs has none), link_layer (from the PCI class), vf,
+            numa_node and rdma_device (the RDMA device the kernel registered for it, else null).
+          type: list
+          elements: dict
         hcas:
           description: RDMA devices with device, pci_address, numa_node, vf, ports (port, state, phys_state,
             rate, rate_gbps, link_layer, roce_versions, netdev).
@@ -141,7 +163,10 @@ ansible_facts:
 
 # Ansible convention: imports follow the documentation blocks.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
-from ansible.module_utils.railforge_hwfacts import ParseError, gather_hw_facts  # noqa: E402
+from ansible.module_utils.railforge_hwfacts import ParseError, gather_device_facts, gather_hw_facts  # noqa: E402
+
+# Options that refine the affinity and rails, which scope=devices does not compute.
+_ALL_SCOPE_OPTIONS = ("topo_text", "ibdev2netdev_text", "nvidia_smi_q_text", "run_commands", "mix_link_layers")
 
 
 def _run(module, argv, notes):
@@ -159,6 +184,7 @@ def main():
     module = AnsibleModule(
         argument_spec={
             "root": {"type": "path", "default": "/"},
+            "scope": {"type": "str", "choices": ["all", "devices"], "default": "all"},
             "topo_text": {"type": "str"},
             "ibdev2netdev_text": {"type": "str"},
             "nvidia_smi_q_text": {"type": "str"},
@@ -168,6 +194,12 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    if p["scope"] == "devices":
+        given = [name for name in _ALL_SCOPE_OPTIONS if p[name]]
+        if given:
+            dropped = ", ".join(given)
+            module.fail_json(msg=f"scope=devices gathers no affinity or rails: drop {dropped} or use scope=all")
+        module.exit_json(changed=False, ansible_facts={"railforge_hw": gather_device_facts(p["root"])})
     topo, i2n = p["topo_text"], p["ibdev2netdev_text"]
     ran = set()
     notes: list[str] = []  # fallbacks of this module, reported with those of the facts

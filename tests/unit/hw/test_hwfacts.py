@@ -7,6 +7,7 @@ import os
 import pytest
 from ansible.module_utils.railforge_hwfacts import (
     ParseError,
+    gather_device_facts,
     gather_hw_facts,
     gpu_architecture,
     pci_link,
@@ -397,3 +398,57 @@ def test_gpu_architecture(dev_id, arch, die):
 def test_empty_root(tmp_path):
     f = gather_hw_facts(str(tmp_path))
     assert (f["gpu_count"], f["hca_count"], f["rail_count"], f["nvlink"]["present"]) == (0, 0, 0, False)
+
+
+def test_hca_functions_found_by_vendor_id_before_any_driver(tmp_path):
+    """A ConnectX with no driver yet (no RDMA device) is an HCA function; an Intel NIC or a GPU is not."""
+    b = SysfsBuilder(tmp_path)
+    b.build(
+        [
+            (
+                "hb",
+                "0000:00",
+                0,
+                [
+                    ("rp", [("dev", "0000:17:00.0", 0x8086, 0x1593, 0x020000)]),  # Intel E810
+                    ("rp", [("dev", "0000:3b:00.0", 0x15B3, 0x1021, 0x020000)]),  # ConnectX-7, Ethernet
+                    ("rp", [("dev", "0000:5e:00.0", 0x15B3, 0x1023, 0x020700)]),  # ConnectX-8, InfiniBand
+                    ("rp", [("dev", "0000:5f:00.0", 0x15B3, 0xA2DC, 0x010802)]),  # BlueField storage function
+                    ("rp", [("gpu", "0000:19:00.0", 0x2330)]),
+                ],
+            )
+        ]
+    )
+    f = gather_device_facts(str(tmp_path))
+    assert [(h["pci_address"], h["device_id"], h["link_layer"], h["rdma_device"]) for h in f["hca_functions"]] == [
+        ("0000:3b:00.0", "0x1021", "Ethernet", None),
+        ("0000:5e:00.0", "0x1023", "InfiniBand", None),
+    ]
+    assert f["hcas"] == [] and f["hca_count"] == 0
+    assert f["gpu_count"] == 1 and f["gpu_architectures"] == ["Hopper"]
+
+
+def test_hca_function_without_device_file_and_with_its_rdma_device(tmp_path):
+    b = SysfsBuilder(tmp_path)
+    port = {"state": "DOWN", "layer": "InfiniBand"}
+    b.build([("hb", "0000:00", 0, [("rp", [("hca", "0000:4b:00.0", "mlx5_2", [port])])])])
+    (pf_dir,) = tmp_path.glob("sys/devices/pci0000:00/*/0000:4b:00.0")
+    b._node(pf_dir.parent, "0000", 0, ("vf", "0000:4b:00.1", "mlx5_12", "0000:4b:00.0", [port]))
+    (pf_dir / "device").unlink()
+    functions = gather_device_facts(str(tmp_path))["hca_functions"]
+    assert [(h["pci_address"], h["device_id"], h["vf"], h["rdma_device"]) for h in functions] == [
+        ("0000:4b:00.0", None, False, "mlx5_2"),
+        ("0000:4b:00.1", "0x101e", True, "mlx5_12"),
+    ]
+
+
+@pytest.mark.parametrize("shape", ["dgx_h100", "hgx_h100_12nic_sm_down", "no_rdma"])
+def test_device_facts_are_the_full_facts_devices_without_their_warnings(trees, shape):
+    devices = gather_device_facts(trees[shape])
+    full = gather_hw_facts(trees[shape])
+    assert devices["warnings"] == []
+    assert "rails" not in devices and "affinity" not in devices
+    for key in ("gpus", "gpu_count", "gpu_architectures", "hca_functions", "hcas", "hca_count", "nvlink"):
+        assert devices[key] == full[key], key
+    # every registered RDMA device of these shapes is one of the HCA functions
+    assert {h["pci_address"] for h in full["hcas"]} <= {h["pci_address"] for h in devices["hca_functions"]}

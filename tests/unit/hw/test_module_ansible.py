@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from ansible.module_utils.railforge_hwfacts import gather_hw_facts
+from ansible.module_utils.railforge_hwfacts import gather_device_facts, gather_hw_facts
 from shapes import SHAPES, realdata
 from sysfs_builder import build
 
@@ -138,3 +138,21 @@ def test_module_mixes_link_layers_only_when_asked(tmp_path, monkeypatch, capsys)
     mixed = _run_main(monkeypatch, capsys, {"root": str(tree), "mix_link_layers": True})
     assert apart["rdma_link_layers"] == ["InfiniBand"]
     assert mixed["ansible_facts"]["railforge_hw"]["rdma_link_layers"] == ["Ethernet", "InfiniBand"]
+
+
+def test_module_devices_scope_lists_hcas_without_rails_or_warnings(tmp_path, monkeypatch, capsys):
+    """scope=devices is the node roles' detector: the rails' warnings of an idle fabric are not its business."""
+    tree = build(tmp_path / "tree", SHAPES["hgx_h100_12nic_sm_down"]())
+    res = _run_main(monkeypatch, capsys, {"root": str(tree), "scope": "devices", "_ansible_check_mode": True})
+    assert res["changed"] is False
+    facts = res["ansible_facts"]["railforge_hw"]
+    assert facts == json.loads(json.dumps(gather_device_facts(str(tree))))
+    assert facts["warnings"] == []
+    assert facts["gpu_count"] == 8 and len(facts["hca_functions"]) == facts["hca_count"] == 12
+    assert "rails" not in facts
+
+
+def test_module_devices_scope_refuses_options_it_would_ignore(tmp_path, monkeypatch, capsys):
+    res = _run_main(monkeypatch, capsys, {"root": str(tmp_path), "scope": "devices", "run_commands": True})
+    assert res["failed"] is True
+    assert res["msg"] == "scope=devices gathers no affinity or rails: drop run_commands or use scope=all"
