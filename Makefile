@@ -8,7 +8,7 @@ export CONTAINERS_CONF := $(CURDIR)/molecule/containers.conf
 
 SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 
-.PHONY: setup test check lint unit testbed cluster-up test-slow molecule $(addprefix molecule-,$(SCENARIOS)) lab lab-down sim bench
+.PHONY: setup test check lint unit docs testbed cluster-up test-slow molecule $(addprefix molecule-,$(SCENARIOS)) lab lab-down sim bench
 
 setup:            ## host packages, test image, pinned .venv and collections (idempotent)
 	scripts/setup.sh
@@ -25,6 +25,9 @@ lint:
 
 unit:
 	pytest -n 2
+
+docs:             ## every role's README.md and docs/variables.md from the argument specs and README.prose.md
+	python scripts/role_docs.py
 
 testbed:          ## tests against real Kubernetes: control plane on loopback, a real node, the MPI operator (root)
 	pytest tests/k8s -p no:xdist

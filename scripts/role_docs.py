@@ -1,102 +1,143 @@
-"""Generate each role's variable table (README.md) and docs/variables.md from meta/argument_specs.yml.
+"""Render every role's README.md and docs/variables.md, each from one template (scripts/templates/).
 
-python scripts/role_docs.py          # rewrite the tables
-python scripts/role_docs.py --check  # exit 1 when a table is out of date (run by the unit tests)
+A role's README is its hand-written roles/<role>/README.prose.md (what the role does first, then the sections
+"Without the hardware", "Example" and "Tests", and any others the role needs) around the variable table rendered
+from its meta/argument_specs.yml. docs/variables.md lists the inventory's railforge_* variables
+(playbooks/site.meta.yml) and every role's, each role linked to its README.
+
+python scripts/role_docs.py          # make docs: rewrite what is out of date
+python scripts/role_docs.py --check  # name what is out of date and exit 1 (the unit tests run it)
 """
 
-import importlib.util
+import re
 import sys
 from pathlib import Path
 
+import jinja2
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-BEGIN, END = "<!-- BEGIN VARIABLES -->", "<!-- END VARIABLES -->"
-INVENTORY_SPEC = ROOT / "plugins/module_utils/railforge_inventory.py"
+FIX = "make docs"
+REQUIRED_SECTIONS = ("Without the hardware", "Example", "Tests")
+INVENTORY_SPEC = "playbooks/site.meta.yml"
+
+
+class ProseError(Exception):
+    """A README.prose.md that the template cannot use."""
+
+
+def main_entry(spec_file: Path) -> dict:
+    return yaml.safe_load(spec_file.read_text())["argument_specs"]["main"]
 
 
 def cell(value) -> str:
-    text = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
-    text = text.removesuffix("...").strip()
+    """A value as one Markdown table cell: YAML flow style, pipes escaped."""
+    text = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip().removesuffix("...").strip()
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def variable_table(options: dict) -> str:
-    rows = ["| Variable | Type | Default | Description |", "| --- | --- | --- | --- |"]
+def text_of(description) -> str:
+    """A description (a string or a list of them) as one table cell."""
+    text = " ".join(description) if isinstance(description, list) else (description or "")
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def rows(options: dict, parent: str = ""):
+    """One row per variable, then one per option of its items (`name[].option`) or of itself (`name.option`)."""
     for name, option in options.items():
-        kind = option.get("type", "str")
-        if option.get("elements"):
-            kind += f" of {option['elements']}"
-        description = (
-            " ".join(option.get("description", []))
-            if isinstance(option.get("description"), list)
-            else (option.get("description", ""))
-        )
-        if option.get("choices"):
-            description += " One of: " + ", ".join(f"`{c}`" for c in option["choices"]) + "."
-        if option.get("required_for"):
-            description += f" Required for hosts in `{option['required_for']}`."
+        full = f"{parent}{name}"
+        kind = option.get("type", "str") + (f" of {option['elements']}" if option.get("elements") else "")
         if option.get("required"):
             default = "(required)"
+        elif option.get("required_for"):
+            default = f"(required for {option['required_for']})"
         elif "default" in option:
             default = f"`{cell(option['default'])}`"
         else:
             default = "(unset)"
-        rows.append(f"| `{name}` | {kind} | {default} | {description.strip()} |")
-    return "\n".join(rows) + "\n"
+        choices = ", ".join(f"`{cell(choice)}`" for choice in option.get("choices", []))
+        yield f"| `{full}` | {kind} | {default} | {choices} | {text_of(option.get('description'))} |"
+        if option.get("options"):
+            yield from rows(option["options"], full + ("[]." if option.get("type") == "list" else "."))
 
 
-def render_readme(readme: Path, table: str) -> str:
-    text = readme.read_text()
-    if BEGIN not in text or END not in text:
-        raise SystemExit(f"{readme}: add {BEGIN} and {END} where the variable table goes")
-    head, rest = text.split(BEGIN, 1)
-    tail = rest.split(END, 1)[1]
-    return f"{head}{BEGIN}\n{table}{END}{tail}"
+def variable_table(options: dict) -> str:
+    head = ["| Variable | Type | Default | Choices | Description |", "| --- | --- | --- | --- | --- |"]
+    return "\n".join(head + list(rows(options))) + "\n"
 
 
-def role_options(role: Path) -> dict:
-    spec = yaml.safe_load((role / "meta/argument_specs.yml").read_text())["argument_specs"]["main"]
-    return spec.get("options", {})
+def shown(prose: Path) -> str:
+    """roles/<role>/README.prose.md"""
+    return str(prose.relative_to(prose.parents[2]))
 
 
-def inventory_section() -> str:
-    loader = importlib.util.spec_from_file_location("railforge_inventory", INVENTORY_SPEC)
-    module = importlib.util.module_from_spec(loader)
-    loader.loader.exec_module(module)
-    return (
-        "\n## Inventory (railforge_*)\n\n"
-        "Cluster-wide variables the roles and the validation read, set in the inventory. Declared in "
-        f"`{INVENTORY_SPEC.relative_to(ROOT)}` (`INVENTORY_VARIABLES`; ranges and formats in `RULES`, rules between "
-        "variables in `CROSS_RULES`), where `playbooks/inventory_check.yml` checks them with every role variable "
-        "before anything changes.\n\n" + variable_table(module.INVENTORY_VARIABLES)
+def read_prose(path: Path) -> dict:
+    """The hand-written part: the summary before the first `## ` heading, then the sections by title."""
+    if not path.exists():
+        raise ProseError(f"{shown(path)} is missing: write what the role does and the sections {REQUIRED_SECTIONS}")
+    summary, *parts = re.split(r"^## ", path.read_text(), flags=re.MULTILINE)
+    sections = {}
+    for part in parts:
+        title, _, body = part.partition("\n")
+        sections[title.strip()] = body.strip()
+    missing = [title for title in REQUIRED_SECTIONS if title not in sections]
+    if missing or not summary.strip():
+        wanted = ["a summary before the first heading"] * (not summary.strip()) + [f"## {t}" for t in missing]
+        raise ProseError(f"{shown(path)}: add {', '.join(wanted)}")
+    return {
+        "summary": summary.strip(),
+        "without_the_hardware": sections["Without the hardware"],
+        "example": sections["Example"],
+        "tests": sections["Tests"],
+        "other_sections": [(t, body) for t, body in sections.items() if t not in REQUIRED_SECTIONS],
+    }
+
+
+def wanted_files(root: Path = ROOT) -> dict[Path, str]:
+    """Every generated file under `root` with the text it should have."""
+    templates = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(Path(__file__).resolve().parent / "templates"),
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        undefined=jinja2.StrictUndefined,
     )
+    files, roles = {}, []
+    for spec_file in sorted(root.glob("roles/*/meta/argument_specs.yml")):
+        role = spec_file.parent.parent
+        entry = main_entry(spec_file)
+        table = variable_table(entry.get("options", {}))
+        short_description = entry["short_description"].rstrip(".")
+        files[role / "README.md"] = templates.get_template("role_readme.md.j2").render(
+            role=role.name, short_description=short_description, table=table, prose=read_prose(role / "README.prose.md")
+        )
+        roles.append({"name": role.name, "short_description": short_description, "table": table})
+    inventory = main_entry(root / INVENTORY_SPEC)
+    files[root / "docs/variables.md"] = templates.get_template("variables.md.j2").render(
+        inventory_table=variable_table(inventory["options"]), roles=roles
+    )
+    return files
 
 
-def main(check: bool) -> int:
-    stale = []
-    sections = ["# Role variables\n\nGenerated from each role's meta/argument_specs.yml by scripts/role_docs.py.\n"]
-    for role in sorted(p.parent.parent for p in ROOT.glob("roles/*/meta/argument_specs.yml")):
-        table = variable_table(role_options(role))
-        sections.append(f"\n## {role.name}\n\n{table}")
-        readme = role / "README.md"
-        wanted = render_readme(readme, table)
-        if readme.read_text() != wanted:
-            stale.append(readme)
-            if not check:
-                readme.write_text(wanted)
-    sections.append(inventory_section())
-    reference = ROOT / "docs/variables.md"
-    wanted = "".join(sections)
-    if not reference.exists() or reference.read_text() != wanted:
-        stale.append(reference)
-        if not check:
-            reference.write_text(wanted)
-    if check and stale:
-        print("out of date (run: python scripts/role_docs.py): " + ", ".join(str(p.relative_to(ROOT)) for p in stale))
+def stale_files(root: Path = ROOT) -> dict[Path, str]:
+    return {path: text for path, text in wanted_files(root).items() if not path.exists() or path.read_text() != text}
+
+
+def main(argv: list[str], root: Path = ROOT) -> int:
+    try:
+        stale = stale_files(root)
+    except ProseError as error:
+        print(error)
         return 1
+    if "--check" in argv:
+        if stale:
+            names = ", ".join(str(path.relative_to(root)) for path in stale)
+            print(f"out of date with the argument specs or README.prose.md: {names}; run `{FIX}`")
+        return 1 if stale else 0
+    for path, text in stale.items():
+        path.write_text(text)
+        print(f"wrote {path.relative_to(root)}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main("--check" in sys.argv[1:]))
+    sys.exit(main(sys.argv[1:]))
