@@ -264,7 +264,7 @@ RULES = {
     "gpudirect_gdrcopy_cuda": {"format": "cuda_version"},
     "gpudirect_gdrcopy_os": {"format": "gdrcopy_os"},
     "gpudirect_kernel_args": {"format": "kernel_arg"},
-    "gpudirect_nvidia_version_file": {"format": "absolute_path"},
+    "gpudirect_hw_root": {"format": "absolute_path"},
     "nvidia_container_toolkit_version": {"format": "debian_version"},
     "nvidia_container_toolkit_repo_url": {"format": "repo_url"},
     "nvidia_container_toolkit_repo_key_url": {"format": "repo_url"},
@@ -499,7 +499,12 @@ CROSS_RULES = (
 
 
 # Variables that name an inventory group: when set, the group must exist.
-GROUP_VARIABLES = ("common_etc_hosts_group", "nvidia_driver_gpu_group", "nvidia_fabricmanager_group")
+GROUP_VARIABLES = (
+    "common_etc_hosts_group",
+    "nvidia_driver_gpu_group",
+    "nvidia_fabricmanager_nvswitch_group",
+    "doca_ofed_hca_group",
+)
 
 
 # --- the inventory as a whole --------------------------------------------------------------------------------

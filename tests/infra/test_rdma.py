@@ -63,7 +63,7 @@ def real_hardware(in_container) -> None:
 def gpudirect_mode(host, hostvars) -> str:
     if hostvars["gpudirect_mode"] != "auto":
         return hostvars["gpudirect_mode"]
-    version = host.file(hostvars["gpudirect_nvidia_version_file"])
+    version = host.file(hostvars["gpudirect_hw_root"].rstrip("/") + "/proc/driver/nvidia/version")
     kernel = tuple(int(part) for part in re.findall(r"\d+", host.check_output("uname -r"))[:2])
     open_modules = version.exists and "Open Kernel Module" in version.content_string
     return "dmabuf" if kernel >= (5, 12) and open_modules else "peermem"

@@ -83,7 +83,7 @@ def test_every_role_default_set_explicitly_passes_every_rule():
     defaults = {name: spec["default"] for name, spec in specs.items() if "{{" not in str(spec.get("default"))}
     host = {**defaults, "railforge_cluster_name": "forge", "railforge_node_ip": "10.0.0.1", "railforge_gpu_count": 8}
     groups = {"all": ["gpu-01"], "kube_control_plane": ["gpu-01"], "kube_node": ["gpu-01"], "gpu_nodes": ["gpu-01"]}
-    groups["nvswitch_nodes"] = []  # the fabric manager's group, named explicitly here, must exist
+    groups["nvswitch_nodes"] = groups["rdma_nodes"] = []  # the groups the roles name, set explicitly, must exist
     assert checks.validate(groups, {"gpu-01": host}, specs) == []
 
 

@@ -55,6 +55,12 @@ def test_required_hca_absent_fails_naming_the_group(tmp_path):
     assert "has no Mellanox/NVIDIA HCA" in out and "it is in group rdma_nodes" in out, out
 
 
+def test_the_hca_group_is_a_variable(tmp_path):
+    rc, out = run_role(tmp_path, "doca_ofed", {"doca_ofed_hca_group": "site_rdma"}, group="site_rdma")
+    assert rc == 2, out
+    assert "it is in group site_rdma" in out and "take the host out of site_rdma" in out, out
+
+
 def test_required_hca_absent_fails_naming_the_variable(tmp_path):
     rc, out = run_role(tmp_path, "doca_ofed", {"doca_ofed_require_hca": True})
     assert rc == 2, out
