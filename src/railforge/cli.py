@@ -12,11 +12,17 @@ import sys
 from collections.abc import Sequence
 
 from railforge import __version__
+from railforge.bench import commands as bench_commands
 from railforge.k8s import commands as scheduler_commands
 from railforge.sim import commands as sim_commands
 from railforge.testbed import commands as testbed_commands
 
-COMMANDS = (sim_commands.register, testbed_commands.register, scheduler_commands.register)
+COMMANDS = (
+    sim_commands.register,
+    testbed_commands.register,
+    scheduler_commands.register,
+    bench_commands.register,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

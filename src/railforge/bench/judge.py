@@ -1,0 +1,220 @@
+"""Parsed results + the floors of a hardware class -> verdicts that name what failed.
+
+A verdict's subject is what an operator acts on: a run (``all_reduce 8x2``: GPUs per node x nodes), a node's
+rail (``node dgx-03 rail mlx5_4``) or a node (``node dgx-03 dcgmi diag``). Status: ``fail`` (a floor missed,
+wrong results, socket fallback, a failed DCGM test), ``warn`` (incomplete output, transport not shown,
+validation off), ``pass``, or ``info`` (a figure with no floor for this class).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+
+from railforge.bench.dcgm import DcgmDiag
+from railforge.bench.floors import KINDS, HardwareClass
+from railforge.bench.nccl import NcclRun
+from railforge.bench.perftest import PerftestRun
+from railforge.bench.resnet import ResnetRun
+
+FALLBACK = "NCCL fell back to sockets (NCCL_IB_DISABLE or no RDMA device in the pod)"
+STATUSES = ("fail", "warn", "pass", "info")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    subject: str
+    check: str  # a floor kind, or: complete, correctness, transport, dcgmi_diag, resnet50
+    status: str  # fail | warn | pass | info
+    message: str  # a sentence that starts with the subject
+    measured: float | None = None
+    limit: float | None = None
+    unit: str = ""
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Results:
+    nccl: tuple[NcclRun, ...] = ()
+    perftest: tuple[tuple[str, PerftestRun], ...] = ()  # (node, run): perftest output does not name the host
+    dcgm: tuple[tuple[str, DcgmDiag], ...] = ()
+    resnet: tuple[ResnetRun, ...] = ()
+
+
+def size_text(size: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale} {unit}"
+    return f"{size} B"
+
+
+def _pick(rows: Sequence, size_of: Callable[[object], int], message_bytes: int) -> tuple[object, str]:
+    """The row at the floor's message size (the nearest one above it); else the largest, with a note."""
+    above = [r for r in rows if size_of(r) >= message_bytes]
+    if above:
+        return min(above, key=size_of), ""
+    largest = max(rows, key=size_of)
+    return largest, f" (largest message {size_text(size_of(largest))} < {size_text(message_bytes)} of the floor)"
+
+
+def _figure(subject: str, kind: str, hw: HardwareClass, measured: float, what: str, note: str = "") -> Verdict:
+    """``measured`` against the class's floor (or ceiling) of ``kind``; ``info`` where the class sets none."""
+    spec, floor = KINDS[kind], hw.floors.get(kind)
+    if floor is None:
+        reason = hw.not_set.get(kind) or "none set"
+        message = f"{subject}: {measured:g} {spec.unit} {what} (no floor for {hw.name}: {reason})"
+        return Verdict(subject, kind, "info", message, measured, unit=spec.unit)
+    ok = measured <= floor.value if spec.ceiling else measured >= floor.value
+    relation = ("<=" if ok else ">") if spec.ceiling else (">=" if ok else "<")
+    bound = "ceiling" if spec.ceiling else "floor"
+    return Verdict(
+        subject=subject,
+        check=kind,
+        status="pass" if ok else "fail",
+        message=f"{subject}: {measured:g} {spec.unit} {what} {relation} {floor.value:g} {spec.unit} {bound}{note}",
+        measured=measured,
+        limit=floor.value,
+        unit=spec.unit,
+        source=floor.source,
+    )
+
+
+def _incomplete(subject: str, missing: Iterable[str]) -> list[Verdict]:
+    missing = tuple(missing)
+    if not missing:
+        return []
+    return [Verdict(subject, "complete", "warn", f"{subject}: output incomplete, missing {'; '.join(missing)}")]
+
+
+def judge_nccl(run: NcclRun, hw: HardwareClass) -> list[Verdict]:
+    subject = run.label
+    verdicts = _incomplete(subject, run.missing)
+    wrong = [(r, half) for r in run.rows for half in ("out_of_place", "in_place") if getattr(r, half).wrong]
+    if wrong:
+        row, half = wrong[0]
+        count = sum(getattr(r, h).wrong for r, h in wrong)
+        verdicts.append(
+            Verdict(
+                subject,
+                "correctness",
+                "fail",
+                f"{subject}: {count} wrong values, first at {size_text(row.size_bytes)} ({half.replace('_', '-')})",
+                count,
+            )
+        )
+    elif run.out_of_bounds:
+        verdicts.append(Verdict(subject, "correctness", "fail", f"{subject}: {run.out_of_bounds} out-of-bounds values"))
+    elif not run.validation:
+        verdicts.append(Verdict(subject, "correctness", "warn", f"{subject}: validation off (-c 0): results unchecked"))
+    if len(run.hosts) > 1:
+        verdicts.append(_transport(run, subject))
+    if run.collective == "all_reduce":
+        kind = "nccl_all_reduce_multinode" if len(run.hosts) > 1 else "nccl_all_reduce_1node"
+        floor = hw.floors.get(kind)
+        row, note = _pick(run.rows, lambda r: r.size_bytes, floor.message_bytes if floor else run.rows[-1].size_bytes)
+        busbw = row.out_of_place.busbw_gbps
+        what = f"bus bandwidth at {size_text(row.size_bytes)}"
+        verdicts.append(_figure(subject, kind, hw, busbw, what, note))
+    return verdicts
+
+
+def _transport(run: NcclRun, subject: str) -> Verdict:
+    if run.socket_fallback:
+        return Verdict(subject, "transport", "fail", f"{subject}: {FALLBACK}: {run.socket_fallback}")
+    if run.uses_rdma:
+        net = [c for c in run.channels if c.transport == "ib"]
+        if net and not any(c.gdrdma for c in net):
+            return Verdict(subject, "transport", "warn", f"{subject}: NET/IB without GPUDirect RDMA (no GDRDMA path)")
+        detail = "with GPUDirect RDMA" if net else "(channel paths not logged)"
+        return Verdict(subject, "transport", "pass", f"{subject}: inter-node traffic over NET/IB {detail}")
+    return Verdict(
+        subject,
+        "transport",
+        "warn",
+        f"{subject}: transport not shown; run with NCCL_DEBUG=INFO to see NET/IB or NET/Socket",
+    )
+
+
+def judge_perftest(node: str, run: PerftestRun, hw: HardwareClass) -> list[Verdict]:
+    subject = f"node {node} rail {run.device or '?'}"
+    verdicts = _incomplete(subject, run.missing)
+    floor = hw.floors.get(run.tool)
+    memory = "GPU memory" if run.gpu_memory else "host memory"
+    rows = run.bandwidth or run.latency
+    # without a floor: bandwidth at the largest message, latency at the smallest
+    default_size = rows[-1].size_bytes if run.bandwidth else rows[0].size_bytes
+    row, note = _pick(rows, lambda r: r.size_bytes, floor.message_bytes if floor else default_size)
+    if run.bandwidth:
+        measured, what = row.average_gbps, f"{run.tool} at {size_text(row.size_bytes)}, {memory}"
+    else:
+        measured = row.usec.get("t_typical", row.usec.get("t_avg"))
+        what = f"{run.tool} typical at {size_text(row.size_bytes)}"
+    verdicts.append(_figure(subject, run.tool, hw, measured, what, note))
+    return verdicts
+
+
+def judge_dcgm(node: str, diag: DcgmDiag) -> list[Verdict]:
+    subject = f"node {node} dcgmi diag"
+    verdicts = _incomplete(subject, diag.missing)
+    failed = diag.failed
+    if failed:
+        named = "; ".join(
+            f"{t.name} failed ({t.scope or 'no GPU named'})" + (f": {t.warnings[0][:160]}" if t.warnings else "")
+            for t in failed
+        )
+        verdicts.append(Verdict(subject, "dcgmi_diag", "fail", f"{subject}: {named}", len(failed)))
+    else:
+        counts = {s: sum(t.status == s for t in diag.tests) for s in ("Pass", "Skip", "Warn")}
+        summary = ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n)
+        verdicts.append(Verdict(subject, "dcgmi_diag", "pass", f"{subject}: no test failed ({summary})"))
+    return verdicts
+
+
+def judge_resnet(runs: Sequence[ResnetRun], hw: HardwareClass) -> list[Verdict]:
+    verdicts, finished = [], []
+    for run in runs:
+        if run.result is None:
+            verdicts.append(Verdict(run.label, "resnet50", "fail", f"{run.label}: missing {run.missing[0]}"))
+            continue
+        finished.append(run)
+        verdicts.append(_figure(run.label, "resnet50_per_gpu", hw, run.result.per_gpu, "throughput"))
+    if len(finished) > 1:
+        base = min(finished, key=lambda r: r.result.gpus)
+        for run in finished:
+            if run.result.gpus == base.result.gpus:
+                continue
+            efficiency = round(run.result.per_gpu / base.result.per_gpu, 4)
+            what = f"scaling efficiency vs {base.result.gpus} GPUs"
+            verdicts.append(_figure(run.label, "resnet50_scaling", hw, efficiency, what))
+    return verdicts
+
+
+def judge(results: Results, hw: HardwareClass) -> list[Verdict]:
+    verdicts = [v for run in results.nccl for v in judge_nccl(run, hw)]
+    verdicts += [v for node, run in results.perftest for v in judge_perftest(node, run, hw)]
+    verdicts += [v for node, diag in results.dcgm for v in judge_dcgm(node, diag)]
+    return verdicts + judge_resnet(results.resnet, hw)
+
+
+def table(verdicts: Sequence[Verdict]) -> str:
+    """Markdown: one line per verdict, failures first, then by subject (node / rail / run)."""
+    lines = ["| verdict | subject | check | measured | limit | detail |", "| --- | --- | --- | ---: | ---: | --- |"]
+    for v in sorted(verdicts, key=lambda v: (STATUSES.index(v.status), v.subject, v.check)):
+        measured = "-" if v.measured is None else f"{v.measured:g} {v.unit}".strip()
+        limit = "-" if v.limit is None else f"{v.limit:g} {v.unit}".strip()
+        detail = v.message.removeprefix(f"{v.subject}: ")
+        lines.append(f"| {v.status.upper()} | {v.subject} | {v.check} | {measured} | {limit} | {detail} |")
+    return "\n".join(lines)
+
+
+def to_json(results: Results, hw: HardwareClass, verdicts: Sequence[Verdict]) -> str:
+    return json.dumps(
+        {
+            "hardware_class": asdict(hw),
+            "results": asdict(results),
+            "verdicts": [asdict(v) for v in verdicts],
+            "failed": sum(v.status == "fail" for v in verdicts),
+        },
+        indent=2,
+    )

@@ -1,0 +1,57 @@
+"""The railforge-resnet50 line format (ours: no public output exists, so the lines are written here)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from railforge.bench.errors import ParseError
+from railforge.bench.resnet import parse_resnet
+
+LOG = """\
+[rank0] torch 2.5.1, NCCL 2.21.5
+railforge-resnet50: step=20 images_per_sec=5611.0 gpus=16 nodes=2 batch_per_gpu=32
+NCCL INFO some line that is not ours
+railforge-resnet50: step=40 images_per_sec=5702.5 gpus=16 nodes=2 batch_per_gpu=32
+railforge-resnet50: result images_per_sec=5688.0 gpus=16 nodes=2 batch_per_gpu=32 steps=100
+"""
+
+
+def test_steps_and_result():
+    run = parse_resnet(LOG, "rn50.log")
+    assert [(s.step, s.images_per_sec) for s in run.steps] == [(20, 5611.0), (40, 5702.5)]
+    assert (run.result.images_per_sec, run.result.gpus, run.result.nodes, run.result.steps) == (5688.0, 16, 2, 100)
+    assert run.result.per_gpu == 355.5
+    assert run.label == "resnet50 16 GPUs on 2 nodes" and run.missing == ()
+
+
+def test_pod_log_prefix_and_default_nodes():
+    run = parse_resnet("2026-11-24T02:00:00Z railforge-resnet50: result images_per_sec=2900 gpus=8\n")
+    assert (run.result.nodes, run.result.batch_per_gpu, run.label) == (1, None, "resnet50 8 GPUs on 1 node")
+
+
+def test_unfinished_run_says_what_is_missing():
+    run = parse_resnet(LOG.rsplit("railforge-resnet50: result", 1)[0])
+    assert run.result is None and len(run.steps) == 2
+    assert run.missing == ("the 'railforge-resnet50: result ...' line (the run did not finish)",)
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("railforge-resnet50: step=1 gpus=8", "expected railforge-resnet50: keys images_per_sec, gpus"),
+        ("railforge-resnet50: step=1 images_per_sec=fast gpus=8", "expected images_per_sec=<float>"),
+        ("railforge-resnet50: step=1 images_per_sec=10 gpus=0", "expected gpus=<at least 1>"),
+    ],
+)
+def test_malformed_line_names_file_line_and_key(line, expected):
+    with pytest.raises(ParseError, match=rf"^rn50\.log:2: {expected}"):
+        parse_resnet(f"starting\n{line}\n", "rn50.log")
+
+
+def test_no_lines_is_a_clear_error():
+    with pytest.raises(
+        ParseError, match=re.escape("expected 'railforge-resnet50: step=... images_per_sec=... gpus=...' lines")
+    ):
+        parse_resnet("Traceback (most recent call last):\n")
