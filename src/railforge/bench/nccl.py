@@ -38,6 +38,7 @@ CHANNEL = re.compile(
     r"(?: \[(?P<dir>send|receive)\])? via (?P<path>\S+)"
 )
 NVLS_CHANNELS = re.compile(r"NCCL INFO .*?(\d+) nvls channels")
+NO_IB_DEVICE = re.compile(r"NCCL INFO NET/IB ?: No device found")
 VERSION = re.compile(r"^NCCL version (\S+)")
 OUT_OF_BOUNDS = re.compile(r"^# Out of bounds values : (\d+) (\w+)")
 AVG_BUSBW = re.compile(r"^# Avg bus bandwidth\s*: ([\d.]+)")
@@ -122,6 +123,7 @@ class NcclRun:
     net_devices: tuple[NetDevice, ...]
     channels: tuple[ChannelPath, ...]
     nvls_channels: int | None
+    ib_device_missing: bool  # "NET/IB : No device found."
     env: dict[str, str] = field(default_factory=dict)  # NCCL_* from the command line / "set by environment"
     missing: tuple[str, ...] = ()
 
@@ -140,18 +142,19 @@ class NcclRun:
 
     @property
     def transports(self) -> tuple[str, ...]:
-        return tuple(sorted({c.transport for c in self.channels}))
+        """The channel paths' transports, with ``nvls`` where NCCL set up NVLink SHARP channels."""
+        return tuple(sorted({c.transport for c in self.channels} | ({"nvls"} if self.nvls_channels else set())))
 
     @property
     def socket_fallback(self) -> str:
         """Why this run's inter-node traffic went over sockets; "" when nothing says so."""
-        if self.network == "Socket":
-            return "NCCL chose network Socket"
-        if any(c.transport == "socket" for c in self.channels):
-            return "channels connect via NET/Socket"
-        if self.env.get("NCCL_IB_DISABLE") == "1":
-            return "NCCL_IB_DISABLE=1 is set"
-        return ""
+        reasons = (
+            ("NCCL chose network Socket", self.network == "Socket"),
+            ("channels connect via NET/Socket", any(c.transport == "socket" for c in self.channels)),
+            ("NCCL_IB_DISABLE=1 is set", self.env.get("NCCL_IB_DISABLE") == "1"),
+            ("NCCL found no RDMA device (NET/IB : No device found)", self.ib_device_missing and not self.uses_rdma),
+        )
+        return "; ".join(reason for reason, holds in reasons if holds)
 
     @property
     def uses_rdma(self) -> bool:
@@ -164,10 +167,7 @@ def _strip_prefix(lines: list[str]) -> list[str]:
         at = line.find("# nThread")
         if at > 0 and re.fullmatch(r"\s*\d+:\s*", line[:at]):
             prefix = line[:at]
-            bare = prefix.rstrip()
-            return [
-                ln[len(prefix) :] if ln.startswith(prefix) else ln[len(bare) :] if ln == bare else ln for ln in lines
-            ]
+            return ["" if ln == prefix.rstrip() else ln.removeprefix(prefix) for ln in lines]
     return lines
 
 
@@ -229,6 +229,7 @@ def parse_nccl_tests(text: str, source: str = "", collective: str | None = None)
     max_bytes = int(header["max"])
     ranks, rows, env, channels, devices = [], [], {}, [], []
     network = nccl_version = avg = out_of_bounds = nvls = None
+    ib_device_missing = False
     for line in lines[: header_line - 1]:
         env.update(ENV_SETTING.findall(line))
     for lineno, line in enumerate(lines[header_line:], header_line + 1):
@@ -263,6 +264,8 @@ def parse_nccl_tests(text: str, source: str = "", collective: str | None = None)
                 nvls = max(nvls or 0, int(match[1]))
             elif match := ENV_INFO.search(line):
                 env[match[1]] = match[2]
+            elif NO_IB_DEVICE.search(line):
+                ib_device_missing = True
     if not rows:
         raise ParseError(source, None, "result rows after the '#  size  count  type ...' column header")
     missing = [
@@ -291,6 +294,7 @@ def parse_nccl_tests(text: str, source: str = "", collective: str | None = None)
         net_devices=tuple(dict.fromkeys(devices)),
         channels=tuple(dict.fromkeys(channels)),
         nvls_channels=nvls,
+        ib_device_missing=ib_device_missing,
         env=env,
         missing=tuple(missing),
     )

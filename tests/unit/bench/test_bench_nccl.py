@@ -122,8 +122,22 @@ def test_socket_channels_in_a_debug_log_are_a_fallback():
         read_body(A100).replace("NET/IBext_v8/0/GDRDMA", "NET/Socket/0").replace("network IBext_v8", "network Socket")
     )
     run = parse_nccl_tests(text)
-    assert run.socket_fallback == "NCCL chose network Socket"
+    assert run.socket_fallback == "NCCL chose network Socket; channels connect via NET/Socket"
     assert run.transports == ("socket",)
+
+
+def test_no_rdma_device_in_the_pod_is_named():
+    ib_line = "NET/IB : Using [0]mlx5_0:1/IB/SHARP [RO]; OOB eno1:192.168.160.111<0>"
+    text = read_body(A100).replace(ib_line, "NET/IB : No device found.").replace("network IBext_v8", "network Socket")
+    run = parse_nccl_tests(text.replace("NET/IBext_v8/0/GDRDMA", "NET/Socket/0"))
+    assert "NCCL found no RDMA device (NET/IB : No device found)" in run.socket_fallback.split("; ")
+    # channels still over IB: the missing device on one node alone is not called a fallback
+    assert parse_nccl_tests(text).socket_fallback == "NCCL chose network Socket"
+
+
+def test_nvls_channels_count_as_a_transport():
+    run = parse_nccl_tests(read_body(A100).replace("0 nvls channels", "16 nvls channels"))
+    assert run.nvls_channels == 16 and run.transports == ("ib", "nvls")
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
