@@ -92,6 +92,14 @@ def test_an_intel_nic_is_not_an_hca_but_a_connectx_is(tmp_path):
     assert rc == 0 and "Add the pinned repository" in out, out
 
 
+def test_a_registered_rdma_device_of_no_mellanox_function_is_an_hca(tmp_path):
+    """As before the module did the detection: any RDMA device the kernel registered counts (here soft RoCE)."""
+    (tmp_path / "sys/class/infiniband/rxe0").mkdir(parents=True)
+    rc, out = run_role(tmp_path, "doca_ofed", {"doca_ofed_require_hca": True, "doca_ofed_repo_trusted": True})
+    assert "has no Mellanox/NVIDIA HCA" not in out, out
+    assert rc == 0 and "Add the pinned repository" in out, out
+
+
 MALFORMED = [
     ("doca_ofed", {"doca_ofed_flavour": "ofed"}, "doca_ofed_flavour"),
     ("doca_ofed", {"doca_ofed_version": "2.9 beta"}, "doca_ofed_version: expected a release like 2.9.1"),
