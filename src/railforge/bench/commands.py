@@ -27,7 +27,7 @@ def register(sub) -> None:
 def cmd_judge(args: argparse.Namespace) -> int:
     from railforge.bench.errors import ParseError
     from railforge.bench.floors import FloorsError, load_floors, read_overrides
-    from railforge.bench.judge import judge, table, to_json
+    from railforge.bench.judge import judge, node_table, table, to_json
     from railforge.bench.results import load_results
 
     if not args.results.is_dir():
@@ -43,6 +43,8 @@ def cmd_judge(args: argparse.Namespace) -> int:
     verdicts = judge(results, hw)
     print(f"hardware class {hw.name}: {hw.gpu} / {hw.nic} / {hw.link}")
     print(table(verdicts))
+    print()
+    print(node_table(verdicts))
     for path in skipped:
         print(f"skipped (not a recognised benchmark output): {path}")
     if args.json:

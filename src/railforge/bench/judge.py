@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from railforge.bench.dcgm import DcgmDiag
 from railforge.bench.floors import KINDS, HardwareClass
@@ -32,6 +32,8 @@ class Verdict:
     limit: float | None = None
     unit: str = ""
     source: str = ""
+    nodes: tuple[str, ...] = ()  # the nodes the verdict concerns (a run's hosts, a rail's node)
+    rail: str = ""
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,7 @@ def judge_nccl(run: NcclRun, hw: HardwareClass) -> list[Verdict]:
         busbw = row.out_of_place.busbw_gbps
         what = f"bus bandwidth at {size_text(row.size_bytes)}"
         verdicts.append(_figure(subject, kind, hw, busbw, what, note))
-    return verdicts
+    return [replace(v, nodes=run.hosts) for v in verdicts]
 
 
 def _transport(run: NcclRun, subject: str) -> Verdict:
@@ -151,7 +153,7 @@ def judge_perftest(node: str, run: PerftestRun, hw: HardwareClass) -> list[Verdi
         measured = row.usec.get("t_typical", row.usec.get("t_avg"))
         what = f"{run.tool} typical at {size_text(row.size_bytes)}"
     verdicts.append(_figure(subject, run.tool, hw, measured, what, note))
-    return verdicts
+    return [replace(v, nodes=(node,), rail=run.device) for v in verdicts]
 
 
 def judge_dcgm(node: str, diag: DcgmDiag) -> list[Verdict]:
@@ -168,7 +170,7 @@ def judge_dcgm(node: str, diag: DcgmDiag) -> list[Verdict]:
         counts = {s: sum(t.status == s for t in diag.tests) for s in ("Pass", "Skip", "Warn")}
         summary = ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n)
         verdicts.append(Verdict(subject, "dcgmi_diag", "pass", f"{subject}: no test failed ({summary})"))
-    return verdicts
+    return [replace(v, nodes=(node,)) for v in verdicts]
 
 
 def judge_resnet(runs: Sequence[ResnetRun], hw: HardwareClass) -> list[Verdict]:
@@ -205,6 +207,22 @@ def table(verdicts: Sequence[Verdict]) -> str:
         limit = "-" if v.limit is None else f"{v.limit:g} {v.unit}".strip()
         detail = v.message.removeprefix(f"{v.subject}: ")
         lines.append(f"| {v.status.upper()} | {v.subject} | {v.check} | {measured} | {limit} | {detail} |")
+    return "\n".join(lines)
+
+
+def node_table(verdicts: Sequence[Verdict]) -> str:
+    """Markdown: one line per node, its rails, its worst verdict and what failed there."""
+    nodes: dict[str, list[Verdict]] = {}
+    for verdict in verdicts:
+        for node in verdict.nodes:
+            nodes.setdefault(node, []).append(verdict)
+    lines = ["| node | rails | verdict | failed |", "| --- | --- | --- | --- |"]
+    for node, own in sorted(nodes.items()):
+        rails = ", ".join(sorted({v.rail for v in own if v.rail})) or "-"
+        worst = min((v.status for v in own), key=STATUSES.index)
+        where = [v.rail or ("" if v.subject.startswith(f"node {node} ") else v.subject) for v in own]
+        failures = [f"{w} {v.check}".strip() for w, v in zip(where, own, strict=True) if v.status == "fail"]
+        lines.append(f"| {node} | {rails} | {worst.upper()} | {'; '.join(dict.fromkeys(failures)) or '-'} |")
     return "\n".join(lines)
 
 

@@ -54,6 +54,7 @@ def test_failed_floor_exits_1_naming_node_and_rail(roce_results: Path, tmp_path:
     printed = capsys.readouterr().out
     assert code == 1
     assert "| FAIL | node pod-2 rail mlx5_0 | ib_write_bw | 196.07 Gb/s | 360 Gb/s |" in printed
+    assert "| pod-2 | mlx5_0 | FAIL | mlx5_0 ib_write_bw |" in printed  # the per-node table
     assert printed.rstrip().endswith("1 failed, 2 verdicts")
 
 

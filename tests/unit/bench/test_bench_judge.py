@@ -8,7 +8,7 @@ from benchdata import read_body
 
 from railforge.bench.dcgm import parse_dcgmi_diag
 from railforge.bench.floors import load_floors
-from railforge.bench.judge import Results, judge, table, to_json
+from railforge.bench.judge import Results, judge, node_table, table, to_json
 from railforge.bench.nccl import parse_nccl_tests
 from railforge.bench.perftest import parse_perftest
 from railforge.bench.resnet import parse_resnet
@@ -186,3 +186,19 @@ def test_table_and_json():
     assert data["results"]["nccl"][0]["env"]["NCCL_IB_DISABLE"] == "1"
     assert data["results"]["perftest"][0][1]["bandwidth"][-1]["average"] == 196.07
     assert [v["status"] for v in data["verdicts"]] == ["fail", "info", "fail"]
+    assert data["verdicts"][2]["nodes"] == ["dgx-03"] and data["verdicts"][2]["rail"] == "mlx5_0"
+    assert data["verdicts"][0]["nodes"] == ["nvidiatools-dgx-2d-workload", "nvidiatools-dgx-9d-workload"]
+
+
+def test_node_table_names_each_node_its_rails_and_what_failed_there():
+    results = Results(
+        nccl=(nccl(A100),),
+        perftest=(("test1", parse_perftest(read_body(BW200))), ("test1", parse_perftest(read_body(LAT)))),
+        dcgm=(("test2", parse_dcgmi_diag(read_body(DCGM_FAIL))),),
+    )
+    assert node_table(judge(results, load_floors("h200-sxm-cx7-ndr"))).splitlines() == [
+        "| node | rails | verdict | failed |",
+        "| --- | --- | --- | --- |",
+        "| test1 | mlx5_0 | FAIL | mlx5_0 ib_write_bw |",
+        "| test2 | - | FAIL | dcgmi_diag |",
+    ]
