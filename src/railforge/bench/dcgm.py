@@ -18,7 +18,8 @@ HEADER = re.compile(r"^\|\s*Diagnostic\s*\|\s*Result\s*\|")
 SECTION = re.compile(r"^[|+]-+\s+(?P<name>[A-Za-z][\w ]*?)\s+-+\+")
 BORDER = re.compile(r"^\+[-=+]+\+\s*$")
 RESULT = re.compile(r"^(?P<status>Pass|Fail|Skip|Warn)\b(?:\s*-\s*(?P<scope>.+))?$")
-NOTE_ROWS = ("Info", "Warning")
+NOTE_ROWS = {"Info": "info", "Warning": "warnings"}  # row name -> DiagTest field
+NOTES = tuple(NOTE_ROWS.values())
 METADATA = "Metadata"
 
 
@@ -83,14 +84,15 @@ def parse_dcgmi_diag(text: str, source: str = "") -> DcgmDiag:
         elif name in NOTE_ROWS:
             if not tests:
                 raise ParseError(source, lineno, f"a test row before its {name} row", line)
-            last_note = tests[-1]["info" if name == "Info" else "warnings"]
+            last_note = tests[-1][NOTE_ROWS[name]]
             last_note.append(value)
         else:
             result = RESULT.match(value.strip())
             if not result:
                 raise ParseError(source, lineno, "a result 'Pass', 'Fail - All', 'Skip - GPU: 0' ...", value.strip())
-            tests.append({"section": section, "name": name, "status": result["status"], "scope": result["scope"] or ""})
-            tests[-1].update(info=[], warnings=[])
+            scope = result["scope"] or ""
+            tests.append({"section": section, "name": name, "status": result["status"], "scope": scope})
+            tests[-1].update({key: [] for key in NOTES})
             last_note = None
     if not tests:
         raise ParseError(source, None, "at least one test row in the dcgmi diag table")
@@ -99,9 +101,8 @@ def parse_dcgmi_diag(text: str, source: str = "") -> DcgmDiag:
         metadata=metadata,
         tests=tuple(
             DiagTest(
-                **{k: v for k, v in t.items() if k not in ("info", "warnings")},
-                info=tuple(" ".join(n.split()) for n in t["info"]),
-                warnings=tuple(" ".join(n.split()) for n in t["warnings"]),
+                **{k: v for k, v in t.items() if k not in NOTES},
+                **{key: tuple(" ".join(note.split()) for note in t[key]) for key in NOTES},
             )
             for t in tests
         ),

@@ -11,7 +11,7 @@ An output without its closing dashes line parses; ``missing`` says so. A row cut
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from railforge.bench.errors import ParseError
 
@@ -64,7 +64,7 @@ class PerftestRun:
     cuda_device: int | None = None  # --use_cuda: the GPU the buffer lives on
     cuda_gpu: str | None = None
     dma_buf: bool = False
-    missing: tuple[str, ...] = field(default=())
+    missing: tuple[str, ...] = ()
 
     @property
     def device(self) -> str:
