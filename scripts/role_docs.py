@@ -27,7 +27,8 @@ class ProseError(Exception):
 
 
 def main_entry(spec_file: Path) -> dict:
-    return yaml.safe_load(spec_file.read_text())["argument_specs"]["main"]
+    with spec_file.open() as stream:  # a YAML error then names the file
+        return yaml.safe_load(stream)["argument_specs"]["main"]
 
 
 def cell(value) -> str:
