@@ -40,7 +40,7 @@ def cell(value) -> str:
 def text_of(description) -> str:
     """A description (a string or a list of them) as one table cell."""
     text = " ".join(description) if isinstance(description, list) else (description or "")
-    return " ".join(text.split()).replace("|", "\\|")
+    return " ".join(text.split()).replace("|", "\\|").replace("<", "\\<")  # no table break, no HTML tag
 
 
 def rows(options: dict, parent: str = ""):
