@@ -17,7 +17,6 @@ import jinja2
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-FIX = "make docs"
 REQUIRED_SECTIONS = ("Without the hardware", "Example", "Tests")
 INVENTORY_SPEC = "playbooks/site.meta.yml"
 
@@ -68,14 +67,16 @@ def variable_table(options: dict) -> str:
 
 
 def shown(prose: Path) -> str:
-    """roles/<role>/README.prose.md"""
+    """The prose file's path from the repository root: roles/<role>/README.prose.md."""
     return str(prose.relative_to(prose.parents[2]))
 
 
 def read_prose(path: Path) -> dict:
     """The hand-written part: the summary before the first `## ` heading, then the sections by title."""
     if not path.exists():
-        raise ProseError(f"{shown(path)} is missing: write what the role does and the sections {REQUIRED_SECTIONS}")
+        raise ProseError(
+            f"{shown(path)} is missing: write what the role does, then ## {', ## '.join(REQUIRED_SECTIONS)}"
+        )
     summary, *parts = re.split(r"^## ", path.read_text(), flags=re.MULTILINE)
     sections = {}
     for part in parts:
@@ -132,7 +133,7 @@ def main(argv: list[str], root: Path = ROOT) -> int:
     if "--check" in argv:
         if stale:
             names = ", ".join(str(path.relative_to(root)) for path in stale)
-            print(f"out of date with the argument specs or README.prose.md: {names}; run `{FIX}`")
+            print(f"out of date with the argument specs or README.prose.md: {names}; run `make docs`")
         return 1 if stale else 0
     for path, text in stale.items():
         path.write_text(text)
