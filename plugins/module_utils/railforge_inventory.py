@@ -212,9 +212,10 @@ FORMATS = {
     "go_toolchain": _regex(r"^go[0-9]+\.[0-9]+(\.[0-9]+)?$", "a Go toolchain name like go1.26.8"),
     "label_values": _label_values_problem,
     "command": _regex(r"^[A-Za-z0-9_.+/\-]+$", "a command name or path"),
-    "apt_options": _regex(
-        r"^([a-z][a-z-]*=\S+( [a-z][a-z-]*=\S+)*)?$", "apt source options like signed-by=/etc/apt/keyrings/x.asc"
+    "fingerprint_or_empty": _regex(
+        r"^([0-9A-Fa-f]{4} ?){10}$|^$", "an OpenPGP key fingerprint of 40 hex digits (gpg --show-keys prints it)"
     ),
+    "file_name": _regex(r"^[A-Za-z0-9._\-]+$", "a file name"),
     "cuda_repo_distribution": _regex(r"^[a-z]+[0-9]+$", "a CUDA repository distribution like ubuntu2404 or debian12"),
     "cuda_repo_arch": _regex(r"^(x86_64|sbsa)$", "a CUDA repository architecture, x86_64 or sbsa"),
     "doca_distribution": _regex(r"^[a-z]+[0-9][0-9.]*$", "a DOCA repository distribution like ubuntu24.04 or debian12"),
@@ -252,6 +253,7 @@ RULES = {
     "doca_ofed_mlnx_ofed_base_url": {"format": "repo_url"},
     "doca_ofed_repo_url": {"format": "repo_url"},
     "doca_ofed_repo_key_url": {"format": "repo_url"},
+    "doca_ofed_repo_key_fingerprint": {"format": "fingerprint_or_empty"},
     "doca_ofed_package": {"format": "package"},
     "doca_ofed_extra_packages": {"format": "package"},
     "doca_ofed_hw_root": {"format": "absolute_path"},
@@ -259,7 +261,8 @@ RULES = {
     "gpudirect_gdrcopy_version": {"format": "debian_version"},
     "gpudirect_gdrcopy_packages": {"format": "package"},
     "gpudirect_gdrcopy_repo_url": {"format": "repo_url_or_empty"},
-    "gpudirect_gdrcopy_repo_options": {"format": "apt_options"},
+    "gpudirect_gdrcopy_repo_key_url": {"format": "repo_url_or_empty"},
+    "gpudirect_gdrcopy_repo_key_fingerprint": {"format": "fingerprint_or_empty"},
     "gpudirect_gdrcopy_base_url": {"format": "repo_url"},
     "gpudirect_gdrcopy_cuda": {"format": "cuda_version"},
     "gpudirect_gdrcopy_os": {"format": "gdrcopy_os"},
@@ -268,6 +271,7 @@ RULES = {
     "nvidia_container_toolkit_version": {"format": "debian_version"},
     "nvidia_container_toolkit_repo_url": {"format": "repo_url"},
     "nvidia_container_toolkit_repo_key_url": {"format": "repo_url"},
+    "nvidia_container_toolkit_repo_key_fingerprint": {"format": "fingerprint_or_empty"},
     "nvidia_container_toolkit_cdi_spec": {"format": "absolute_path"},
     "nvidia_dcgm_version": {"format": "dcgm_version"},
     "nvidia_dcgm_exporter_version": {"format": "debian_version"},
@@ -280,6 +284,7 @@ RULES = {
     "nvidia_driver_branch": {"format": "driver_branch"},
     "nvidia_driver_repo_base_url": {"format": "repo_url"},
     "nvidia_driver_repo_key_url": {"format": "repo_url"},
+    "nvidia_driver_repo_key_fingerprint": {"format": "fingerprint_or_empty"},
     "nvidia_driver_repo_distribution": {"format": "cuda_repo_distribution"},
     "nvidia_driver_repo_arch": {"format": "cuda_repo_arch"},
     "nvidia_driver_reboot_timeout": {"min": 1, "max": 86400},
@@ -304,6 +309,26 @@ RULES = {
     "versions_mpi_operator": {"format": "semver"},
     "versions_pause_image": {"format": "image"},
     "versions_go_toolchain": {"format": "go_toolchain"},
+    "versions_nvidia_driver_branch": {"format": "driver_branch"},
+    "versions_cuda_toolkit": {"format": "cuda_version"},
+    "versions_nvidia_container_toolkit": {"format": "debian_version"},
+    "versions_nvidia_dcgm": {"format": "dcgm_version"},
+    "versions_nvidia_dcgm_exporter": {"format": "debian_version"},
+    "versions_doca": {"format": "release"},
+    "versions_mlnx_ofed": {"format": "release"},
+    "versions_gdrcopy": {"format": "debian_version"},
+    "versions_gdrcopy_cuda": {"format": "cuda_version"},
+    "versions_cuda_repo_url": {"format": "repo_url"},
+    "versions_cuda_repo_key_file": {"format": "file_name"},
+    "versions_cuda_repo_key_fingerprint": {"format": "fingerprint_or_empty"},
+    "versions_nvidia_container_toolkit_repo_url": {"format": "repo_url"},
+    "versions_nvidia_container_toolkit_repo_key_url": {"format": "repo_url"},
+    "versions_nvidia_container_toolkit_repo_key_fingerprint": {"format": "fingerprint_or_empty"},
+    "versions_doca_repo_url": {"format": "repo_url"},
+    "versions_mlnx_ofed_repo_url": {"format": "repo_url"},
+    "versions_doca_repo_key_url": {"format": "repo_url"},
+    "versions_doca_repo_key_fingerprint": {"format": "fingerprint_or_empty"},
+    "versions_gdrcopy_url": {"format": "repo_url"},
 }
 
 TYPE_HELP = {
@@ -613,14 +638,34 @@ def _unknown_variable(name: str, specs: dict[str, dict], prefixes: set[str]) -> 
     return []
 
 
+# A role default that only names a pin of roles/versions ("{{ versions_doca }}") stands for that pin.
+PIN_REFERENCE = re.compile(r"^\{\{\s*(versions_[a-z0-9_]+)\s*\}\}$")
+
+
+def _pins_read(name: str, specs: dict[str, dict]) -> list[str]:
+    """The versions_* pins the default of `name` stands for (in a string or in list items)."""
+    default = specs.get(name, {}).get("default")
+    items = default if isinstance(default, list) else [default]
+    return [match[1] for item in items if isinstance(item, str) and (match := PIN_REFERENCE.match(item))]
+
+
+def _resolved(value, variables: dict, specs: dict[str, dict]):
+    """A role default with each pin reference replaced by the pin's value (the host's, else the pin's default)."""
+    if isinstance(value, list):
+        return [_resolved(item, variables, specs) for item in value]
+    match = PIN_REFERENCE.match(value) if isinstance(value, str) else None
+    return _effective(match[1], variables, specs) if match else value
+
+
 def _effective(name: str, variables: dict, specs: dict[str, dict]):
-    return variables[name] if name in variables else specs.get(name, {}).get("default")
+    """The host's value of `name`, else its role default with pins resolved."""
+    return variables[name] if name in variables else _resolved(specs.get(name, {}).get("default"), variables, specs)
 
 
 def _check_cross_rules(variables: dict, specs: dict[str, dict]) -> list[str]:
     problems = []
     for names, rule in CROSS_RULES:
-        if not any(name in variables for name in names):
+        if not any(read in variables for name in names for read in (name, *_pins_read(name, specs))):
             continue
         values = {name: _effective(name, variables, specs) for name in names}
         usable = all(

@@ -158,10 +158,11 @@ def test_malformed_input_fails_before_any_change_naming_the_variable(tmp_path, r
     ],
 )
 def test_repo_distribution_default_names_a_cuda_repository(distribution, version, major, segment):
-    """The default segment is one the role accepts: Debian's from the major version only (no point release)."""
-    defaults = yaml.safe_load((ROOT / "roles/nvidia_driver/defaults/main.yml").read_text())
+    """The default segment, from the OS's vars file, is one the role accepts: Debian's from the major version only."""
+    os_vars = yaml.safe_load((ROOT / f"roles/nvidia_driver/vars/{distribution}.yml").read_text())
     facts = {"distribution": distribution, "distribution_version": version, "distribution_major_version": major}
-    rendered = jinja2.Environment().from_string(defaults["nvidia_driver_repo_distribution"]).render(ansible_facts=facts)
+    template = os_vars["nvidia_driver_os_repo_distribution"]
+    rendered = jinja2.Environment().from_string(template).render(ansible_facts=facts)
     assert rendered == segment
     assert (
         rendered

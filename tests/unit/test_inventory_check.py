@@ -117,3 +117,39 @@ def test_url_passwords_are_masked_and_nothing_else():
     assert mask("got 'http://ops:pa:ss@proxy:3128/'") == "got 'http://ops:********@proxy:3128/'"
     assert mask("http://proxy.example.internal:3128") == "http://proxy.example.internal:3128"
     assert mask("http://user@proxy:3128") == "http://user@proxy:3128"
+
+
+def test_a_pin_changed_in_versions_is_checked_against_the_role_variables_that_default_to_it():
+    """Role defaults name their roles/versions pin; the rules between variables read the pin's value."""
+    checks = load_inventory_checks()
+    specs = role_specs()
+    groups = {"all": ["gpu-01"], "kube_control_plane": ["gpu-01"], "kube_node": ["gpu-01"]}
+    base = {"railforge_cluster_name": "forge", "railforge_node_ip": "10.0.0.1"}
+    older_branch = {**base, "versions_nvidia_driver_branch": "570", "nvidia_dcgm_cuda_major": 13}
+    assert any(
+        "nvidia_dcgm_cuda_major 13 needs nvidia_driver_branch 580 or newer, got branch 570" in problem
+        for problem in checks.validate(groups, {"gpu-01": older_branch}, specs)
+    )
+    other_toolkit = {**base, "versions_cuda_toolkit": "12.9", "cuda_toolkit_default_version": "12.8"}
+    assert any(
+        "cuda_toolkit_default_version must be one of cuda_toolkit_versions (12.9), got '12.8'" in problem
+        for problem in checks.validate(groups, {"gpu-01": other_toolkit}, specs)
+    )
+    assert checks.validate(groups, {"gpu-01": {**base, "versions_cuda_toolkit": "12.9"}}, specs) == []
+
+
+def test_key_fingerprints_are_forty_hex_digits():
+    checks = load_inventory_checks()
+    specs = role_specs()
+    groups = {"all": ["n-01"], "kube_control_plane": ["n-01"], "kube_node": ["n-01"]}
+    base = {"railforge_cluster_name": "forge", "railforge_node_ip": "10.0.0.1"}
+    spaced = "EB69 3B30 35CD 5710 E231  E123 A4B4 6996 3BF8 63CC".replace("  ", " ")
+    for good in ("C95B321B61E88C1809C4F759DDCAE044F796ECB0", spaced.lower()):
+        assert checks.validate(groups, {"n-01": {**base, "doca_ofed_repo_key_fingerprint": good}}, specs) == []
+    problems = checks.validate(
+        groups, {"n-01": {**base, "versions_doca_repo_key_fingerprint": "A024F6F0E6D6A281"}}, specs
+    )
+    assert problems == [
+        "n-01: versions_doca_repo_key_fingerprint must be an OpenPGP key fingerprint of 40 hex digits "
+        "(gpg --show-keys prints it), got 'A024F6F0E6D6A281' (str)"
+    ]

@@ -28,10 +28,11 @@ def list_tasks(*args: str) -> str:
 
 
 def roles_of_tasks(listing: str) -> list[str]:
-    """The roles whose own tasks (not their argument checks) are listed, in order, each once."""
+    """The roles whose own tasks (not their argument checks) are listed, in order, each once; versions, the pins
+    the node roles depend on, aside."""
     roles = []
     for role, task in re.findall(r"^\s+(\w+) : (.*?)\tTAGS", listing, re.MULTILINE):
-        if not task.startswith("Validating arguments") and role not in roles:
+        if not task.startswith("Validating arguments") and role not in roles and role != "versions":
             roles.append(role)
     return roles
 

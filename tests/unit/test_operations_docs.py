@@ -1,5 +1,6 @@
-"""docs/operations stays true to the roles: the offline-mirror list names every URL, repository and registry
-variable of every role's defaults, every variable the pages name exists, and every page the index links exists."""
+"""docs/operations stays true to the roles: the offline-mirror list names every URL, repository, signing-key and
+registry variable of every role's defaults (the versions file's included), every variable the pages name exists,
+and every page the index links exists."""
 
 import re
 from pathlib import Path
@@ -8,7 +9,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs/operations"
-MIRROR_VARIABLE = re.compile(r"_url$|_repo|_mirror|_registry|_image$")
+MIRROR_VARIABLE = re.compile(r"_url$|_repo|_mirror|_registry|_image$|_fingerprint$|_key_file$")
 
 
 def role_variables() -> dict[str, str]:

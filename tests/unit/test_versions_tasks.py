@@ -1,0 +1,176 @@
+"""The versions role's shared tasks, run as a node role runs them, in check mode against localhost.
+
+apt_source.yml: a signing key is trusted only when one of its primary keys has the pinned fingerprint, and a
+mismatch stops the run naming the variable; nothing is written in check mode. os_vars.yml: the first per-OS vars
+file is loaded, and an unsupported OS stops the run naming it and the supported ones. The OS is presented to
+Ansible by a stand-in facts module, so every distribution runs here.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+# A module that presents the node as another OS (its ansible_facts replace the gathered ones).
+FACTS_MODULE = """#!/usr/bin/python
+# WANT_JSON
+import json, sys
+args = json.load(open(sys.argv[1]))
+print(json.dumps({"changed": False, "ansible_facts": args["facts"]}))
+"""
+
+
+def run(tmp_path: Path, tasks: list, extra: dict | None = None) -> tuple[int, str]:
+    """ansible-playbook --check of a probe role holding `tasks`: its exit code and output."""
+    role = tmp_path / "roles/probe"
+    (role / "tasks").mkdir(parents=True, exist_ok=True)
+    (role / "vars").mkdir(exist_ok=True)
+    (role / "tasks/main.yml").write_text(yaml.safe_dump(tasks))
+    for name in ("Debian", "Ubuntu", "Ubuntu-24"):
+        (role / f"vars/{name}.yml").write_text(yaml.safe_dump({"probe_os_file": name}))
+    (tmp_path / "library").mkdir(exist_ok=True)
+    (tmp_path / "library/fake_os.py").write_text(FACTS_MODULE)
+    (tmp_path / "hosts.yml").write_text(json.dumps({"all": {"hosts": {"localhost": LOCAL}}}))
+    (tmp_path / "play.yml").write_text(
+        yaml.safe_dump([{"name": "Probe", "hosts": "all", "gather_facts": True, "roles": ["probe"]}])
+    )
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "ANSIBLE_ROLES_PATH": f"{tmp_path / 'roles'}:{ROOT / 'roles'}",
+        "ANSIBLE_LIBRARY": f"{tmp_path / 'library'}:{ROOT / 'plugins/modules'}",
+        "ANSIBLE_NOCOLOR": "1",
+    }
+    command = ["ansible-playbook", "--check", "-i", str(tmp_path / "hosts.yml"), str(tmp_path / "play.yml")]
+    result = subprocess.run(
+        [*command, "-e", json.dumps(extra or {})], capture_output=True, text=True, env=env, cwd=ROOT, check=False
+    )
+    return result.returncode, result.stdout + result.stderr
+
+
+# --- apt_source.yml -------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def signing_key(tmp_path_factory) -> tuple[Path, str]:
+    """An ASCII-armoured test signing key and its primary key's fingerprint."""
+    home = tmp_path_factory.mktemp("gnupg")
+    home.chmod(0o700)
+    env = {**os.environ, "GNUPGHOME": str(home)}
+    subprocess.run(
+        ["gpg", "--batch", "--passphrase", "", "--quick-gen-key", "Railforge test <t@example.invalid>", "ed25519"],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    key = home / "key.asc"
+    key.write_bytes(subprocess.run(["gpg", "--armor", "--export"], env=env, check=True, capture_output=True).stdout)
+    colons = subprocess.run(["gpg", "--with-colons", "--fingerprint"], env=env, check=True, capture_output=True)
+    fingerprint = next(line.split(":")[9] for line in colons.stdout.decode().splitlines() if line.startswith("fpr:"))
+    return key, fingerprint
+
+
+def apt_source(key_url: str, fingerprint: str, trusted: bool = False) -> list:
+    return [
+        {
+            "name": "Add the site source",
+            "ansible.builtin.include_role": {"name": "versions", "tasks_from": "apt_source.yml"},
+            "vars": {
+                "versions_apt_source_name": "railforge-unit-test",
+                "versions_apt_source_url": "file:///nonexistent/repo/",
+                "versions_apt_source_suite": "./",
+                "versions_apt_source_trusted": trusted,
+                "versions_apt_source_key_url": key_url,
+                "versions_apt_source_key_fingerprint": fingerprint,
+                "versions_apt_source_fingerprint_variable": "site_repo_key_fingerprint",
+            },
+        }
+    ]
+
+
+def test_a_key_with_the_pinned_fingerprint_is_accepted_and_nothing_written(tmp_path, signing_key):
+    key, fingerprint = signing_key
+    spaced = " ".join(fingerprint[i : i + 4] for i in range(0, 40, 4)).lower()  # as gpg --fingerprint shows it
+    rc, out = run(tmp_path, apt_source(f"file://{key}", spaced))
+    assert rc == 0, out
+    assert "TASK [versions : Install the checked key where apt reads it" in out
+    assert not Path("/etc/apt/sources.list.d/railforge-unit-test.list").exists()
+    assert not Path("/etc/apt/keyrings/railforge-unit-test.asc").exists()
+
+
+def test_a_key_with_another_fingerprint_stops_the_run_naming_the_variable(tmp_path, signing_key):
+    key, fingerprint = signing_key
+    other = "EB693B3035CD5710E231E123A4B469963BF863CC"
+    rc, out = run(tmp_path, apt_source(f"file://{key}", other))
+    assert rc == 2, out
+    assert f"site_repo_key_fingerprint: the key at file://{key} is {fingerprint}, not the pinned {other}" in out
+    assert "apt was not told to trust it" in out
+    assert "Install the checked key" not in out
+
+
+def test_a_missing_fingerprint_stops_the_run_before_any_download(tmp_path, signing_key):
+    key, _ = signing_key
+    rc, out = run(tmp_path, apt_source(f"file://{key}", ""))
+    assert rc == 2, out
+    assert "site_repo_key_fingerprint must be the 40-hex-digit fingerprint of the key at" in out
+    assert "Download the signing key" not in out
+
+
+def test_a_file_that_is_no_key_is_refused(tmp_path):
+    junk = tmp_path / "gpgkey"
+    junk.write_text("<html>not found</html>\n")
+    rc, out = run(tmp_path, apt_source(f"file://{junk}", "EB693B3035CD5710E231E123A4B469963BF863CC"))
+    assert rc == 2, out
+    assert "is no OpenPGP key gpg can read" in out
+
+
+def test_a_trusted_source_downloads_no_key(tmp_path):
+    rc, out = run(tmp_path, apt_source("", "", trusted=True))
+    assert rc == 0, out
+    assert re.search(r"Download the signing key\] \**\nskipping", out), out
+    assert re.search(r"Write the apt source \(a list replaced is backed up\)\] \**\nchanged", out), out
+
+
+# --- os_vars.yml ----------------------------------------------------------------------------------------------
+
+
+def os_probe(distribution: str, version: str) -> list:
+    facts = {
+        "distribution": distribution,
+        "distribution_version": version,
+        "distribution_major_version": version.split(".")[0],
+        "os_family": "Debian",
+    }
+    return [
+        {"name": "Present the node as another OS", "fake_os": {"facts": facts}},
+        {
+            "name": "Load the OS constants",
+            "ansible.builtin.include_role": {"name": "versions", "tasks_from": "os_vars.yml"},
+        },
+        {"name": "Show which file was loaded", "ansible.builtin.debug": {"msg": "loaded {{ probe_os_file }}"}},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("distribution", "version", "loaded"),
+    [("Debian", "12.11", "Debian"), ("Ubuntu", "22.04", "Ubuntu"), ("Ubuntu", "24.04", "Ubuntu-24")],
+)
+def test_the_most_specific_vars_file_is_loaded(tmp_path, distribution, version, loaded):
+    rc, out = run(tmp_path, os_probe(distribution, version))
+    assert rc == 0, out
+    assert f"msg: loaded {loaded}\n" in out, out
+
+
+@pytest.mark.parametrize(("distribution", "version"), [("Debian", "13.1"), ("Ubuntu", "24.10"), ("Rocky", "9.4")])
+def test_an_unsupported_os_stops_the_run_naming_it(tmp_path, distribution, version):
+    rc, out = run(tmp_path, os_probe(distribution, version))
+    assert rc == 2, out
+    assert f"probe: localhost runs {distribution} {version}, which is not supported" in out, out
+    assert "supported: Debian 12, Ubuntu 22.04, Ubuntu 24.04; nothing was changed" in out, out
