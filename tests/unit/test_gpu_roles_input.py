@@ -26,7 +26,7 @@ PLAYBOOK = """
 """
 
 
-def run_role(tmp_path: Path, role: str, extra: dict) -> subprocess.CompletedProcess:
+def run_role(tmp_path: Path, role: str, extra: dict, env: dict | None = None) -> subprocess.CompletedProcess:
     (tmp_path / "sys/bus/pci/devices").mkdir(parents=True)
     playbook = tmp_path / "play.yml"
     playbook.write_text(PLAYBOOK.format(role=role))
@@ -41,6 +41,7 @@ def run_role(tmp_path: Path, role: str, extra: dict) -> subprocess.CompletedProc
         "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
+        **(env or {}),
     }
     return subprocess.run(
         ["ansible-playbook", "--check", "-i", "localhost,", "-e", json.dumps(variables), str(playbook)],
@@ -168,3 +169,36 @@ def test_repo_distribution_default_names_a_cuda_repository(distribution, version
         rendered
         in yaml.safe_load((ROOT / "roles/nvidia_driver/vars/main.yml").read_text())["nvidia_driver_distributions"]
     )
+
+
+def fake_dpkg(tmp_path: Path, packages: str) -> dict:
+    """PATH with a dpkg-query that lists only ``packages`` (lines of status|name|version): the machine's own are
+    none of the test's business (a desktop's libxnvctrl0 would read as a driver)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "packages").write_text(packages)
+    script = bindir / "dpkg-query"
+    script.write_text(f"#!/bin/sh\ncat '{bindir / 'packages'}'\n")
+    script.chmod(0o755)
+    return {"PATH": f"{bindir}:{os.environ['PATH']}"}
+
+
+@pytest.mark.parametrize(
+    ("packages", "rc", "message"),
+    [
+        ("", 0, "check mode and no NVIDIA driver installed yet; the fabric manager's install"),
+        (
+            "ii |nvidia-open|570.195.03-1\nii |nvidia-kernel-open-dkms|580.95.05-1\n",
+            2,
+            "NVIDIA driver packages of several versions (570.195.03, 580.95.05) installed",
+        ),
+    ],
+    ids=["no-driver-yet", "two-driver-versions"],
+)
+def test_fabric_manager_check_run_previews_a_node_without_driver_but_not_a_broken_one(tmp_path, packages, rc, message):
+    result = run_role(
+        tmp_path, "nvidia_fabricmanager", {"nvidia_fabricmanager_enabled": "always"}, fake_dpkg(tmp_path, packages)
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == rc, output
+    assert message in output, output
