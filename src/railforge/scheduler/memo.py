@@ -73,6 +73,12 @@ class Memo:
         if held is not None:
             return held[1]
         gang = running.gang  # no GangProfile: a running gang is not placed, only counted
+        if len(gang.members) == 1 and len(running.placement) == 1:  # most gangs: its one member's (read-only) requests
+            (node,) = running.placement.values()
+            requests = gang.members[0].requests
+            result: PerNode = ((node,), [(node, requests)], requests)
+            self._placed[id(running)] = (running, result)
+            return result
         requests = {member.name: member.requests for member in gang.members}
         per_node: dict[str, dict[str, int]] = {}
         for member, node in running.placement.items():

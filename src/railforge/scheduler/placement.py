@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, compress
+from typing import NamedTuple
 
 from railforge.scheduler.model import (
     GPU,
@@ -28,9 +28,9 @@ from railforge.scheduler.model import (
 Assignment = list[tuple[str, int]]  # (member name, node index)
 
 
-@dataclass(frozen=True, slots=True)
-class Shape:
-    """Members with identical requests, placed together."""
+class Shape(NamedTuple):
+    """Members with identical requests, placed together (a named tuple: one is made per gang, and
+    a tuple is made several times faster than a frozen dataclass)."""
 
     gpu: int
     others: tuple[tuple[str, int], ...]  # non-GPU requests, sorted by resource name
@@ -41,11 +41,10 @@ class Shape:
         return (self.gpu, self.others, len(self.member_names))
 
 
-@dataclass(frozen=True, slots=True)
-class GangProfile:
-    """Everything decide() needs about a gang that depends only on the gang itself."""
+class GangProfile(NamedTuple):
+    """Everything decide() needs about a gang that depends only on the gang itself (a named tuple,
+    as ``Shape``)."""
 
-    charge: dict[str, int]  # resources of all members: what the gang holds when fully placed
     # what admission checks against quotas and limits: the required members' requests, raised to
     # min_resources where that asks for more
     admission: dict[str, int]
@@ -56,19 +55,15 @@ class GangProfile:
     optional_shapes: tuple[Shape, ...]
     filter_key: int  # node-filter signature (``key_id``): equal keys accept the same nodes
     failure_key: int  # placement-needs signature (``key_id``): equal keys fail to place in the same state
-    admission_key: tuple = ()  # the admission charge as sorted (resource, amount) pairs
 
 
-def _alike(members: Sequence[Member]) -> bool:
-    """Whether every member requests the same (most gangs: one pod shape)."""
-    first = members[0].requests
-    return all(member.requests == first for member in members)
+def _others(requests: Resources) -> tuple[tuple[str, int], ...]:
+    """A pod's non-GPU requests, sorted by resource name (``Shape.others``)."""
+    return tuple(sorted((k, v) for k, v in requests.items() if k != GPU and v > 0))
 
 
 def _summed(members: Sequence[Member]) -> dict[str, int]:
-    """The members' summed requests; one multiplication when they are ``_alike``."""
-    if members and _alike(members):
-        return {name: amount * len(members) for name, amount in members[0].requests.items()}
+    """The members' requests added up."""
     total: dict[str, int] = {}
     for member in members:
         add_resources(total, member.requests)
@@ -78,50 +73,63 @@ def _summed(members: Sequence[Member]) -> dict[str, int]:
 def _shapes(members: Sequence[Member]) -> tuple[Shape, ...]:
     if not members:
         return ()
-    if _alike(members):
-        requests = members[0].requests
-        others = tuple(sorted((k, v) for k, v in requests.items() if k != GPU and v > 0))
-        return (Shape(requests.get(GPU, 0), others, tuple(member.name for member in members)),)
     groups: dict[tuple, list[str]] = {}
     for member in members:
-        gpu = member.requests.get(GPU, 0)
-        others = tuple(sorted((k, v) for k, v in member.requests.items() if k != GPU and v > 0))
-        groups.setdefault((gpu, others), []).append(member.name)
+        groups.setdefault((member.requests.get(GPU, 0), _others(member.requests)), []).append(member.name)
     shapes = [Shape(gpu, others, tuple(names)) for (gpu, others), names in groups.items()]
     shapes.sort(key=lambda s: (-s.gpu, [(-v, k) for k, v in s.others], s.member_names))
     return tuple(shapes)
 
 
+NO_NODE_RULES = ((), (), ())
+
+
 def gang_profile(gang: Gang, key_id: Callable[[tuple], int]) -> GangProfile:
     """Derived gang facts (``Memo.profile`` keeps them per Gang object); ``key_id`` turns the
-    structural filter and failure keys into small ints."""
-    required = gang.members[: gang.required_members]
-    required_shapes = _shapes(required)
-    optional_shapes = _shapes(gang.members[gang.required_members :])
-    charge = _summed(gang.members)
-    admission = dict(charge) if len(required) == len(gang.members) else _summed(required)
+    structural filter and failure keys into small ints. When every member requests the same (most
+    gangs: one pod shape), the shapes and sums are read off the first member."""
+    members = gang.members
+    count = len(members)
+    required = gang.required_members
+    first = members[0].requests
+    if count == 1 or all(member.requests == first for member in members):
+        names = tuple(member.name for member in members)
+        pod_gpu = first.get(GPU, 0)
+        others = _others(first)
+        if required == count:
+            required_shapes: tuple[Shape, ...] = (Shape(pod_gpu, others, names),)
+            optional_shapes: tuple[Shape, ...] = ()
+        else:
+            required_shapes = (Shape(pod_gpu, others, names[:required]),)
+            optional_shapes = (Shape(pod_gpu, others, names[required:]),)
+        admission = {name: amount * required for name, amount in first.items()}
+        gpu = pod_gpu * count
+    else:
+        required_shapes = _shapes(members[:required])
+        optional_shapes = _shapes(members[required:])
+        admission = _summed(members[:required])
+        gpu = _summed(members).get(GPU, 0)
     for name, amount in (gang.min_resources or {}).items():
         admission[name] = max(admission.get(name, 0), amount)
     required_gpu = admission.get(GPU, 0)
-    filter_key = key_id(
-        (
+    rules = NO_NODE_RULES
+    if gang.node_selector or gang.affinity or gang.tolerations:
+        rules = (
             tuple(sorted(gang.node_selector.items())),
             tuple(sorted(gang.affinity, key=repr)),
             tuple(sorted(gang.tolerations, key=repr)),
         )
-    )
+    filter_key = key_id(rules)
     failure_key = key_id((filter_key, gang.topology, tuple(s.signature for s in required_shapes), required_gpu))
     return GangProfile(
-        charge=charge,
-        admission=admission,
-        member_requests={m.name: m.requests for m in gang.members},
-        gpu=charge.get(GPU, 0),
-        required_gpu=required_gpu,
-        required_shapes=required_shapes,
-        optional_shapes=optional_shapes,
-        filter_key=filter_key,
-        failure_key=failure_key,
-        admission_key=tuple(sorted(admission.items())),
+        admission,
+        {member.name: member.requests for member in members},
+        gpu,
+        required_gpu,
+        required_shapes,
+        optional_shapes,
+        filter_key,
+        failure_key,
     )
 
 
@@ -146,10 +154,11 @@ class Acceptance(list):
         self.rejects = REJECTS in self
 
 
-def node_acceptance(node: Node, gang: Gang) -> int:
-    """Node selector, required node affinity and taints: a NoSchedule or NoExecute taint the gang
-    does not tolerate rejects it; a PreferNoSchedule one makes the node one to avoid."""
-    if broken_rules(node, gang):
+def node_acceptance(node: Node, gang: Gang, broken: list[str]) -> int:
+    """Node selector, required node affinity and taints (``broken``: the node's ``broken_rules``
+    for the gang): a NoSchedule or NoExecute taint the gang does not tolerate rejects it; a
+    PreferNoSchedule one makes the node one to avoid."""
+    if broken:
         return REJECTS
     avoided = any(taint.effect == "PreferNoSchedule" and not gang.tolerates(taint) for taint in node.taints)
     return AVOIDED if avoided else ACCEPTS
@@ -160,6 +169,8 @@ NODE_RULES = ("node selector", "node affinity", "taints")
 
 def broken_rules(node: Node, gang: Gang) -> list[str]:
     """The gang's ``NODE_RULES`` that keep it off the node."""
+    if not (node.taints or gang.node_selector or gang.affinity):
+        return []
     labels = node.labels
     broken = []
     if any(labels.get(key) != value for key, value in gang.node_selector.items()):
@@ -252,6 +263,7 @@ class Static:
         "broken_counts",
         "empty",
         "empty_fits",
+        "empty_types",
         "filters",
         "free",
         "grouping",
@@ -284,6 +296,8 @@ class Static:
         self.filters: dict[tuple, Acceptance | None] = {}
         self.broken_counts: dict[int, dict[str, int]] = {}  # filter key -> nodes each NODE_RULES rule keeps off
         self.empty_fits: dict[int, bool] = {}  # failure key -> fits with nothing running or reserved
+        # filter key -> [(allocatable, how many such nodes)] of the nodes the filter lets a gang use
+        self.empty_types: dict[int, list[tuple[Resources, int]]] = {}
         self.empty: Cluster | None = None  # the view with nothing running or reserved (Cluster.empty_view)
         # per node: (use version, free resources, free GPUs) of the last view built; the free
         # dicts are shared by views and never changed in place (see Cluster.adjust)
@@ -291,7 +305,7 @@ class Static:
 
     def size(self) -> int:
         """Entries its per-gang caches hold."""
-        return len(self.filters) + len(self.empty_fits) + len(self.broken_counts)
+        return len(self.filters) + len(self.empty_fits) + len(self.broken_counts) + len(self.empty_types)
 
 
 def _domain_key(node_name: str, path: tuple[str, ...], depth: int) -> tuple:
@@ -315,16 +329,23 @@ def gpu_counts_suffice(profile: GangProfile, total_free_gpu: int, gpu_histogram:
 class Cluster:
     """Free capacity of the schedulable, ready nodes during one decide() call."""
 
-    def __init__(self, static: Static, used: Mapping[str, dict[str, int]], use_version: Mapping[str, int]):
+    def __init__(
+        self,
+        static: Static,
+        used: Mapping[str, dict[str, int]],
+        use_version: Mapping[str, int],
+        shared: bool = True,
+    ):
         """``static``: the node list's view (``Memo.static``); ``used``: resources in use per node
         name; ``use_version``: per node name, a number that changes whenever its ``used`` entry does
         (absent while nothing ever ran there), so the free resources of nodes unchanged since the
-        previous view are reused."""
+        previous view are reused. ``shared=False``: a view apart (the empty view), which neither
+        reuses those nor leaves its own for the views to come."""
         eligible = self.nodes = static.nodes
         self.index = static.index
         self.free: list[dict[str, int]] = []
         self.free_gpu: list[int] = []
-        cache = static.free
+        cache = static.free if shared else [None] * len(eligible)
         for index, node in enumerate(eligible):
             version = use_version.get(node.name)
             cached = cache[index]
@@ -406,19 +427,22 @@ class Cluster:
         without reserve."""
         key = profile.filter_key
         if key not in self._filters:
-            accepted = Acceptance(node_acceptance(node, gang) for node in self.nodes)
+            counts = dict.fromkeys(NODE_RULES, 0)
+            values = []
+            for node in self.nodes:
+                broken = broken_rules(node, gang)
+                for rule in broken:
+                    counts[rule] += 1
+                values.append(node_acceptance(node, gang, broken))
+            accepted = Acceptance(values)
             self._filters[key] = None if all(a == ACCEPTS for a in accepted) else accepted
+            self._static.broken_counts[key] = counts
         return self._filters[key]
 
     def broken_rule_counts(self, gang: Gang, profile: GangProfile) -> dict[str, int]:
-        """How many nodes each of ``NODE_RULES`` keeps the gang off (cached per filter key)."""
-        counts = self._static.broken_counts.get(profile.filter_key)
-        if counts is None:
-            counts = self._static.broken_counts[profile.filter_key] = dict.fromkeys(NODE_RULES, 0)
-            for node in self.nodes:
-                for rule in broken_rules(node, gang):
-                    counts[rule] += 1
-        return counts
+        """How many nodes each of ``NODE_RULES`` keeps the gang off (counted with ``allowed_nodes``)."""
+        self.allowed_nodes(gang, profile)
+        return self._static.broken_counts[profile.filter_key]
 
     def adjust(self, node_index: int, requests: Resources, sign: int) -> None:
         """Take (sign=-1) or give back (sign=+1) ``requests`` on one node."""
@@ -473,6 +497,8 @@ class Cluster:
         when that is proved (an exact search that ran out of its budget proves nothing); worked out
         once per placement class while the node list stays the same."""
         fits = self._empty_fits.get(profile.failure_key)
+        if fits is None and widest_level < 0 and len(profile.required_shapes) == 1:
+            fits = self._empty_fits[profile.failure_key] = self._one_shape_fits_empty(profile, allowed)
         if fits is None:
             empty = self.empty_view()
             window = (0.0, 0.0)
@@ -519,17 +545,38 @@ class Cluster:
                         return True
         return False
 
+    def _one_shape_fits_empty(self, profile: GangProfile, allowed: Acceptance | None) -> bool:
+        """``fits`` in the empty view, for a gang whose required pods have one shape and which may
+        spread over the whole cluster: the nodes it may use, counted once per allocatable, hold as
+        many such pods."""
+        if profile.required_gpu > self.total_gpu:
+            return False
+        types = self._static.empty_types.get(profile.filter_key)
+        if types is None:
+            alike: dict[tuple, list] = {}
+            for node in self.nodes if allowed is None else compress(self.nodes, allowed):
+                held = alike.setdefault(tuple(node.allocatable.items()), [node.allocatable, 0])
+                held[1] += 1
+            types = self._static.empty_types[profile.filter_key] = [(free, nodes) for free, nodes in alike.values()]
+        shape = profile.required_shapes[0]
+        count = len(shape.member_names)
+        slots = 0
+        for free, nodes in types:
+            fits = free.get(GPU, 0) // shape.gpu if shape.gpu else count
+            for name, amount in shape.others:
+                fits = min(fits, free.get(name, 0) // amount)
+            if fits > 0:
+                slots += nodes * fits
+                if slots >= count:
+                    return True
+        return False
+
     def empty_view(self) -> Cluster:
         """A view of the nodes with nothing running or reserved, built once per node list (only
         ``place``, which changes nothing, is asked of it)."""
         empty = self._static.empty
         if empty is None:
-            empty = self._static.empty = self.copy()
-            empty.windows = {}
-            empty.reserved_start = [math.inf] * len(self.nodes)
-            for index, node in enumerate(self.nodes):
-                free = empty.free[index]
-                empty.adjust(index, {name: total - free.get(name, 0) for name, total in node.allocatable.items()}, +1)
+            empty = self._static.empty = Cluster(self._static, {}, {}, shared=False)
         return empty
 
     def could_fit(self, profile: GangProfile) -> bool:
@@ -720,7 +767,8 @@ class Cluster:
         gpu, others, names = shape.gpu, shape.others, shape.member_names
         free_gpu, free, reserved_start, now_free = self.free_gpu, self.free, self.reserved_start, self.now_free_gpu
         start, end = window
-        candidates = []
+        found = []  # (node index, pods it holds, its free GPUs for the window, whether the gang is not on it yet)
+        holds = 0
         for index in node_indexes:
             if allowed is not None and not allowed[index]:
                 continue
@@ -740,15 +788,19 @@ class Cluster:
                 if fits <= 0:
                     break
             if fits > 0:
-                grouped = (
-                    [part for lv in inner for part in (-lv.domain_free[lv.node_domain[index]], lv.node_domain[index])]
-                    if inner
-                    else ()
-                )
-                avoided = allowed is not None and allowed[index] == AVOIDED
-                candidates.append(
-                    (already is None, *grouped, avoided, room_gpu, now_free[index] if now_free else 0, index, fits)
-                )
+                found.append((index, fits, room_gpu, already is None))
+                holds += fits
+        if required and holds < len(names):
+            return False  # the nodes hold too few: nothing to order
+        candidates = []
+        for index, fits, room_gpu, fresh in found:
+            grouped = (
+                [part for lv in inner for part in (-lv.domain_free[lv.node_domain[index]], lv.node_domain[index])]
+                if inner
+                else ()
+            )
+            avoided = allowed is not None and allowed[index] == AVOIDED
+            candidates.append((fresh, *grouped, avoided, room_gpu, now_free[index] if now_free else 0, index, fits))
         candidates.sort()
         remaining = len(names)
         position = 0

@@ -22,7 +22,7 @@ from railforge.scheduler import (
     topology_from_labels,
 )
 from railforge.scheduler.reasons import UNFIT, duration
-from railforge.scheduler.stages import admit, order, recover
+from railforge.scheduler.stages import admit, explain, order, recover
 from railforge.scheduler.state import CycleState
 
 DAY = 86400.0
@@ -883,3 +883,18 @@ def test_a_gang_name_used_twice_is_refused_and_the_next_snapshot_decides_as_a_co
     warm = scheduler.decide(fixed)
     assert warm == decide(fixed)
     assert set(bound(warm)) == {"x", "y"}
+
+
+@pytest.mark.parametrize("used", [[], [8] * 40, [8] * 63, [8] * 64, [5] + [8] * 63, [8, 5] + [8] * 62])
+def test_free_gpus_on_the_nodes_a_gang_may_use(used):
+    """The free GPUs a reason counts on the nodes a gang's selector allows are those nodes' free
+    GPUs, whether few nodes have GPUs free (counted node by node) or many (summed at once)."""
+    node_list = [replace(n, labels={"pool": "ab"[i % 2]}) for i, n in enumerate(nodes(64))]
+    run = [running(gang(f"r{i}", 1, gpus), [node_list[i].name]) for i, gpus in enumerate(used)]
+    wanting = gang("g", 1, 8, node_selector={"pool": "b"})
+    snapshot = snap(node_list, [wanting], run)
+    state = CycleState(snapshot, *Scheduler().indexes_for(snapshot))
+    cluster = recover.run(state)
+    allowed = cluster.allowed_nodes(wanting, state.memo.profile(wanting))
+    in_pool_b = [8 - (used[i] if i < len(used) else 0) for i in range(1, 64, 2)]
+    assert explain.FreeView(cluster, allowed).total_gpu == sum(in_pool_b)

@@ -32,6 +32,7 @@ from railforge.scheduler import (
 )
 from railforge.scheduler.core import run_cycle
 from railforge.scheduler.fairshare import QueueTree
+from railforge.scheduler.stages import recover
 from railforge.scheduler.state import CycleState
 
 QUEUES = ("org", "a", "b", "c", "undeclared")  # gangs may name a queue the snapshot does not declare
@@ -345,6 +346,20 @@ def check_every_reason_has_a_code(snap: Snapshot) -> None:
     assert all(isinstance(reasons_given.code(name), ReasonCode) for name in reasons_given)
 
 
+def check_empty_cluster_counts_agree(snap: Snapshot) -> None:
+    """Whether a gang of one required pod shape, free to spread over the cluster, fits the empty
+    cluster is counted per node allocatable; that count agrees with placing the gang in the view
+    of the nodes with nothing running (the general check, which gangs of several shapes take)."""
+    state = CycleState(snap, *Scheduler().indexes_for(snap))
+    cluster = recover.run(state)
+    for gang in snap.pending:
+        profile = state.memo.profile(gang)
+        if len(profile.required_shapes) == 1:
+            allowed = cluster.allowed_nodes(gang, profile)
+            placed = cluster.empty_view().fits(profile, allowed, (0.0, 0.0), -1, -1)
+            assert cluster.fits_when_empty(profile, allowed, -1, -1) == placed, gang
+
+
 PROPERTIES = (
     check_capacity_and_whole_gangs,
     check_evictions_have_a_cause,
@@ -354,6 +369,7 @@ PROPERTIES = (
     check_early_stop_changes_nothing,
     check_warm_index_changes_nothing,
     check_every_reason_has_a_code,
+    check_empty_cluster_counts_agree,
 )
 
 

@@ -111,7 +111,7 @@ def try_start(state: CycleState, gang: Gang) -> bool:
 def borrows(state: CycleState, queue: str, profile: GangProfile) -> bool:
     """``usage.borrows`` for the gang's admission charge, cached per queue and charge while the
     cluster version (which every change of usage bumps) stays the same."""
-    key = (queue, profile.admission_key)
+    key = (queue, tuple(sorted(profile.admission.items())))
     cached = state.borrow_cache.get(key)
     if cached is not None and cached[0] == state.version:
         return cached[1]

@@ -121,8 +121,11 @@ class FreeView:
         self._gpu_slots: dict[int, int] = {}
         if allowed is None:
             self.total_gpu = cluster.total_free_gpu
-        else:
+        elif len(cluster.free_gpu) - cluster.gpu_histogram.get(0, 0) < len(cluster.free_gpu) // 32:
+            # few nodes have GPUs free (a full cluster): count those alone
             self.total_gpu = sum(gpus * self._count(nodes) for gpus, nodes in cluster.gpu_nodes.items() if gpus)
+        else:
+            self.total_gpu = sum(compress(cluster.free_gpu, allowed))
 
     def _count(self, nodes: Iterable[int]) -> int:
         """How many of the nodes the gang may use."""
@@ -136,12 +139,12 @@ class FreeView:
             return self.cluster.free_gpu
         return [gpus if ok else 0 for gpus, ok in zip(self.cluster.free_gpu, self.allowed, strict=True)]
 
-    @functools.cached_property
-    def free(self) -> list[dict[str, int]]:
-        """Free resources of the nodes the gang may use."""
+    def free(self) -> Iterable[dict[str, int]]:
+        """Free resources of the nodes the gang may use, read afresh on each call (a reason
+        often needs only the first few)."""
         if self.allowed is None:
             return self.cluster.free
-        return list(compress(self.cluster.free, self.allowed))
+        return compress(self.cluster.free, self.allowed)
 
     def gpu_slots(self, gpu: int) -> int:
         """How many pods of ``gpu`` GPUs the nodes it may use hold by free GPUs, node by node."""
@@ -184,22 +187,21 @@ def free_view(state: CycleState, profile: GangProfile, allowed: Acceptance | Non
 def requests_reason(profile: GangProfile, view: FreeView) -> str:
     """The gang's GPUs are free in number but it does not fit: name the request it finds too
     little of (in all, then node by node for one shape of pod), else fragmentation."""
-    free = view.free
     needed: dict[str, int] = {}
     for shape in profile.required_shapes:
         for name, amount in shape.others:
             needed[name] = needed.get(name, 0) + amount * len(shape.member_names)
     for name, amount in sorted(needed.items()):
-        if not reaches((node_free.get(name, 0) for node_free in free), amount):
-            return reasons.cluster_short(name, amount, sum(node_free.get(name, 0) for node_free in free))
+        if not reaches((node_free.get(name, 0) for node_free in view.free()), amount):
+            return reasons.cluster_short(name, amount, sum(node_free.get(name, 0) for node_free in view.free()))
     for shape in profile.required_shapes:
         count = len(shape.member_names)
         if shape.gpu and view.gpu_slots(shape.gpu) < count:
             return reasons.fragmented(profile.required_gpu, shape.gpu, view.most_gpu)
         for name, amount in shape.others:
-            if not reaches((node_free.get(name, 0) // amount for node_free in free), count):
-                room = sum(node_free.get(name, 0) // amount for node_free in free)
-                most = max((node_free.get(name, 0) for node_free in free), default=0)
+            if not reaches((node_free.get(name, 0) // amount for node_free in view.free()), count):
+                room = sum(node_free.get(name, 0) // amount for node_free in view.free())
+                most = max((node_free.get(name, 0) for node_free in view.free()), default=0)
                 return reasons.pods_short(count, name, amount, room, most)
     largest = profile.required_shapes[0].gpu if profile.required_shapes else 0
     return reasons.requests_apart(profile.required_gpu, largest)
