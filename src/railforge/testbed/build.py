@@ -152,6 +152,16 @@ COMPONENTS = (
             ),
         },
     ),
+    # Nothing built: the release's thin-plugin manifest, whose first document is the NetworkAttachmentDefinition
+    # CRD the rail_networks test installs (tests/k8s/test_rail_networks.py picks it out).
+    Component(
+        "multus",
+        "multus",
+        "versions_multus",
+        "gopkg.in/k8snetworkplumbingwg/multus-cni.v4",
+        {},
+        extra={"multus-daemonset.yml": "gopkg.in/k8snetworkplumbingwg/multus-cni.v4:deployments/multus-daemonset.yml"},
+    ),
 )
 
 
