@@ -163,6 +163,14 @@ def _label_values_problem(value: dict) -> str | None:
     return f"level: name pairs whose names are DNS labels (leaf: leaf-01), not {', '.join(bad)}" if bad else None
 
 
+def _cidr_problem(value: str) -> str | None:
+    try:
+        ipaddress.ip_network(value, strict=True)
+    except ValueError:
+        return "a network address with prefix and no host bits, like 10.100.0.0/16"
+    return None
+
+
 def _collectors_help_problem(value: str) -> str | None:
     if re.search(r"[,\n]", value):
         return "help text without commas or line breaks (the collectors CSV has none)"
@@ -221,6 +229,7 @@ FORMATS = {
     "doca_distribution": _regex(r"^[a-z]+[0-9][0-9.]*$", "a DOCA repository distribution like ubuntu24.04 or debian12"),
     "gdrcopy_os": _regex(r"^[a-z]+[0-9][0-9_]*$", "a GDRCopy download directory like ubuntu24_04"),
     "no_comma": _collectors_help_problem,
+    "cidr": _cidr_problem,
     "batch_size": _regex(r"^([1-9][0-9]*|([1-9][0-9]?|100)%)$", "a count of nodes or a percentage like 25%"),
 }
 
@@ -329,6 +338,17 @@ RULES = {
     "versions_doca_repo_key_url": {"format": "repo_url"},
     "versions_doca_repo_key_fingerprint": {"format": "fingerprint_or_empty"},
     "versions_gdrcopy_url": {"format": "repo_url"},
+    "versions_multus": {"format": "semver"},
+    "versions_whereabouts": {"format": "semver"},
+    "versions_rdma_shared_device_plugin": {"format": "semver"},
+    "rail_networks_cidrs": {"format": "cidr", "unique": True},
+    "rail_networks_namespace": {"format": "dns_label"},
+    "rail_networks_system_namespace": {"format": "dns_label"},
+    "rail_networks_rdma_hca_max": {"min": 1, "max": 10000},
+    "rail_networks_nccl_gid_index": {"min": 0, "max": 255},
+    "rail_networks_multus_image": {"format": "image"},
+    "rail_networks_whereabouts_image": {"format": "image"},
+    "rail_networks_rdma_device_plugin_image": {"format": "image"},
 }
 
 TYPE_HELP = {

@@ -1,0 +1,148 @@
+"""The rail_networks role (playbooks/network.yml) against the real API server, with two fake nodes carrying the
+DGX H100 fixture's facts: check mode changes nothing, the first run applies a NetworkAttachmentDefinition per rail,
+the RDMA device plugin's ConfigMap, the NCCL ConfigMaps and the nodes' labels (leaving other managers' labels), a
+second run and a check run change nothing, and a bad CIDR stops the run before anything changes."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import apply_crds
+from kubernetes import client
+from test_scheduler_role import changed  # the objects a run changed, as 'Kind name'
+
+from railforge.testbed.build import component
+from railforge.testbed.controlplane import add_api_node, create_namespace
+
+ROOT = Path(__file__).resolve().parents[2]
+NAMESPACE = "rf-rails-test"
+SYSTEM_NAMESPACE = "rf-rails-system"
+NODES = ("rf-rails-a", "rf-rails-b")
+CIDRS = [f"10.{100 + i}.0.0/16" for i in range(8)]
+NAD = ("k8s.cni.cncf.io", "v1", "network-attachment-definitions")
+
+
+def dgx_h100_facts() -> dict:
+    spec = importlib.util.spec_from_file_location("networks_example", ROOT / "scripts/networks_example.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    return example.shape_facts("dgx_h100")
+
+
+@pytest.fixture(scope="module")
+def rail_cluster(control_plane, tmp_path_factory):
+    """The pinned Multus release's NetworkAttachmentDefinition CRD, the system namespace, and two Nodes with a label
+    of their own; the inventory gives the second node another bootstrap interface, so another NCCL class."""
+    manifest = component("multus").out_dir / "multus-daemonset.yml"
+    crd = next(d for d in yaml.safe_load_all(manifest.read_text()) if d and d["kind"] == "CustomResourceDefinition")
+    crd_file = tmp_path_factory.mktemp("multus") / "nad-crd.yaml"
+    crd_file.write_text(yaml.safe_dump(crd))
+    apply_crds(control_plane, crd_file)
+    core = client.CoreV1Api(control_plane.api)
+    if not core.list_namespace(field_selector=f"metadata.name={SYSTEM_NAMESPACE}").items:
+        create_namespace(control_plane, SYSTEM_NAMESPACE)
+    for node in NODES:
+        if not core.list_node(field_selector=f"metadata.name={node}").items:
+            add_api_node(control_plane, node, {"cpu": "64"}, labels={"example.com/owned-by-someone": "else"})
+    facts = dgx_h100_facts()
+    hosts = {NODES[0]: {"railforge_hw": facts}, NODES[1]: {"railforge_hw": {**facts, "default_interface": "bond0"}}}
+    inventory = tmp_path_factory.mktemp("inventory") / "hosts.yml"
+    inventory.write_text(json.dumps({"all": {"children": {"rdma_nodes": {"hosts": hosts}}}}))
+    return inventory
+
+
+def play(plane, inventory: Path, tmp_path: Path, *args: str, **overrides) -> subprocess.CompletedProcess:
+    variables = {
+        "rail_networks_kubeconfig": str(plane.admin_kubeconfig),
+        "rail_networks_namespace": NAMESPACE,
+        "rail_networks_system_namespace": SYSTEM_NAMESPACE,
+        "rail_networks_cidrs": CIDRS,
+        **overrides,
+    }
+    extra = tmp_path / "vars.json"
+    extra.write_text(json.dumps(variables))
+    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    env["ANSIBLE_SSH_ARGS"] = "-o ProxyCommand=false"  # nothing here uses SSH; if anything tried, it fails locally
+    ansible = str(Path(sys.executable).parent / "ansible-playbook")
+    command = [ansible, "-i", "localhost,", "-i", str(inventory), "playbooks/network.yml", f"--extra-vars=@{extra}"]
+    return subprocess.run([*command, *args], capture_output=True, text=True, cwd=ROOT, env=env)
+
+
+def test_the_role_applies_a_network_per_rail_idempotently(control_plane, rail_cluster, tmp_path):
+    core = client.CoreV1Api(control_plane.api)
+    apps = client.AppsV1Api(control_plane.api)
+    custom = client.CustomObjectsApi(control_plane.api)
+    nodes = {f"Node {node}" for node in NODES}
+    daemonsets = {"DaemonSet multus", "DaemonSet whereabouts", "DaemonSet rdma-shared-device-plugin"}
+
+    # check mode: cluster-wide objects and the system namespace's dry-run; nothing is created or labelled
+    assert changed(play(control_plane, rail_cluster, tmp_path, "--check")) >= nodes | daemonsets
+    assert not core.list_namespace(field_selector=f"metadata.name={NAMESPACE}").items
+    assert "railforge.io/rails" not in core.read_node(NODES[0]).metadata.labels
+    assert not apps.list_namespaced_daemon_set(SYSTEM_NAMESPACE).items
+
+    first = changed(play(control_plane, rail_cluster, tmp_path))
+    rails = {f"NetworkAttachmentDefinition rail{i}" for i in range(8)}
+    assert first >= {f"Namespace {NAMESPACE}", "ConfigMap rdma-shared-device-plugin", *rails, *nodes, *daemonsets}
+    assert len({item for item in first if item.startswith("ConfigMap nccl-")}) == 2  # two node classes
+    assert changed(play(control_plane, rail_cluster, tmp_path)) == set()  # server-side apply again: nothing changes
+    assert changed(play(control_plane, rail_cluster, tmp_path, "--check")) == set()
+
+    nads = custom.list_namespaced_custom_object(*NAD[:2], NAMESPACE, NAD[2])["items"]
+    assert sorted(n["metadata"]["name"] for n in nads) == sorted(f"rail{i}" for i in range(8))
+    rail5 = next(n for n in nads if n["metadata"]["name"] == "rail5")
+    assert rail5["metadata"]["annotations"]["k8s.v1.cni.cncf.io/resourceName"] == "rdma/rail5"
+    assert json.loads(rail5["spec"]["config"]) == {
+        "cniVersion": "0.3.1",
+        "name": "rail5",
+        "type": "ipoib",
+        "master": "ibp192s0",
+        "ipam": {"type": "whereabouts", "range": "10.105.0.0/16"},
+    }
+
+    config = json.loads(
+        core.read_namespaced_config_map("rdma-shared-device-plugin", SYSTEM_NAMESPACE).data["config.json"]
+    )
+    assert [r["resourceName"] for r in config["configList"]] == [f"rail{i}" for i in range(8)]
+    assert config["configList"][0]["selectors"] == {"ifNames": ["ibp24s0"]}
+    assert {r["resourcePrefix"] for r in config["configList"]} == {"rdma"}
+
+    labels = {node: core.read_node(node).metadata.labels for node in NODES}
+    for node in NODES:
+        assert labels[node]["railforge.io/rails"] == "8" and labels[node]["railforge.io/gpu-arch"] == "hopper"
+        assert labels[node]["railforge.io/rdma-link-layer"] == "infiniband"
+        assert labels[node]["example.com/owned-by-someone"] == "else"  # another manager's label stays
+        nccl_class = labels[node]["railforge.io/nccl-class"]
+        env = core.read_namespaced_config_map(f"nccl-{nccl_class}", NAMESPACE).data
+        assert env["NCCL_IB_HCA"] == "=mlx5_0:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_8:1,mlx5_9:1,mlx5_10:1"
+    assert labels[NODES[0]]["railforge.io/nccl-class"] != labels[NODES[1]]["railforge.io/nccl-class"]
+    second_class = labels[NODES[1]]["railforge.io/nccl-class"]
+    assert core.read_namespaced_config_map(f"nccl-{second_class}", NAMESPACE).data["NCCL_SOCKET_IFNAME"] == "=bond0"
+    managed = {e.manager for e in core.read_node(NODES[0]).metadata.managed_fields}
+    assert "railforge-rail-networks" in managed
+
+    # the DaemonSets are applied and read back; nothing runs them here (no CNI plugins, no RDMA devices)
+    images = {
+        ds.metadata.name: ds.spec.template.spec.containers[0].image
+        for ds in apps.list_namespaced_daemon_set(SYSTEM_NAMESPACE).items
+    }
+    assert images == {
+        "multus": "ghcr.io/k8snetworkplumbingwg/multus-cni:v4.2.4",
+        "whereabouts": "ghcr.io/k8snetworkplumbingwg/whereabouts:v0.9.2",
+        "rdma-shared-device-plugin": "ghcr.io/mellanox/k8s-rdma-shared-dev-plugin:v1.5.3",
+    }
+
+
+def test_a_bad_cidr_stops_the_role_before_anything_changes(control_plane, rail_cluster, tmp_path):
+    bad = {"rail_networks_cidrs": [*CIDRS[:7], "10.100.128.0/17"], "rail_networks_namespace": "rf-rails-bad"}
+    result = play(control_plane, rail_cluster, tmp_path, **bad)
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert "rail_networks_cidrs[0] 10.100.0.0/16 and rail_networks_cidrs[7] 10.100.128.0/17 overlap" in output
+    assert "changed=0" in output
+    assert not client.CoreV1Api(control_plane.api).list_namespace(field_selector="metadata.name=rf-rails-bad").items
