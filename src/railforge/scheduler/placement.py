@@ -59,7 +59,7 @@ class GangProfile(NamedTuple):
 
 def _others(requests: Resources) -> tuple[tuple[str, int], ...]:
     """A pod's non-GPU requests, sorted by resource name (``Shape.others``)."""
-    return tuple(sorted((k, v) for k, v in requests.items() if k != GPU and v > 0))
+    return tuple(sorted([item for item in requests.items() if item[1] > 0 and item[0] != GPU]))
 
 
 def _summed(members: Sequence[Member]) -> dict[str, int]:
@@ -92,8 +92,13 @@ def gang_profile(gang: Gang, key_id: Callable[[tuple], int]) -> GangProfile:
     count = len(members)
     required = gang.required_members
     first = members[0].requests
+    if count == 1:
+        names: tuple[str, ...] = (members[0].name,)
+        member_requests = {names[0]: first}
+    else:
+        names = tuple([member.name for member in members])
+        member_requests = {member.name: member.requests for member in members}
     if count == 1 or all(member.requests == first for member in members):
-        names = tuple(member.name for member in members)
         pod_gpu = first.get(GPU, 0)
         others = _others(first)
         if required == count:
@@ -102,15 +107,18 @@ def gang_profile(gang: Gang, key_id: Callable[[tuple], int]) -> GangProfile:
         else:
             required_shapes = (Shape(pod_gpu, others, names[:required]),)
             optional_shapes = (Shape(pod_gpu, others, names[required:]),)
-        admission = {name: amount * required for name, amount in first.items()}
+        admission = dict(first) if required == 1 else {name: amount * required for name, amount in first.items()}
         gpu = pod_gpu * count
+        signatures: tuple = ((pod_gpu, others, required),)
     else:
         required_shapes = _shapes(members[:required])
         optional_shapes = _shapes(members[required:])
         admission = _summed(members[:required])
         gpu = _summed(members).get(GPU, 0)
-    for name, amount in (gang.min_resources or {}).items():
-        admission[name] = max(admission.get(name, 0), amount)
+        signatures = tuple([shape.signature for shape in required_shapes])
+    if gang.min_resources:
+        for name, amount in gang.min_resources.items():
+            admission[name] = max(admission.get(name, 0), amount)
     required_gpu = admission.get(GPU, 0)
     rules = NO_NODE_RULES
     if gang.node_selector or gang.affinity or gang.tolerations:
@@ -120,10 +128,10 @@ def gang_profile(gang: Gang, key_id: Callable[[tuple], int]) -> GangProfile:
             tuple(sorted(gang.tolerations, key=repr)),
         )
     filter_key = key_id(rules)
-    failure_key = key_id((filter_key, gang.topology, tuple(s.signature for s in required_shapes), required_gpu))
+    failure_key = key_id((filter_key, gang.topology, signatures, required_gpu))
     return GangProfile(
         admission,
-        {member.name: member.requests for member in members},
+        member_requests,
         gpu,
         required_gpu,
         required_shapes,

@@ -32,6 +32,7 @@ from railforge.scheduler import (
 )
 from railforge.scheduler.core import run_cycle
 from railforge.scheduler.fairshare import QueueTree
+from railforge.scheduler.placement import _shapes, _summed, gang_profile
 from railforge.scheduler.stages import recover
 from railforge.scheduler.state import CycleState
 
@@ -473,3 +474,31 @@ def test_property_placed_whenever_a_placement_exists(snap):
 @given(snap=one_gang_on_a_small_cluster())
 def test_property_placed_whenever_a_placement_exists_many_cases(snap):
     check_placed_whenever_a_placement_exists(snap)
+
+
+@FAST
+@given(
+    requests=st.dictionaries(st.sampled_from([GPU, "cpu", "memory"]), st.integers(0, 8), min_size=1),
+    count=st.integers(1, 4),
+    data=st.data(),
+)
+def test_profile_of_alike_members_matches_member_by_member(requests, count, data):
+    """A gang whose members all request the same takes a shortcut to its profile; it gives what
+    grouping and summing member by member gives (shapes, charges, GPUs, the failure key)."""
+    min_member = data.draw(st.none() | st.integers(1, count))
+    min_resources = data.draw(st.none() | st.dictionaries(st.sampled_from([GPU, "cpu"]), st.integers(0, 40)))
+    members = tuple(Member(f"m{i}", requests) for i in range(count))
+    gang = Gang("g", "a", members, min_member=min_member, min_resources=min_resources)
+    keys: dict[tuple, int] = {}
+    profile = gang_profile(gang, lambda key: keys.setdefault(key, len(keys)))
+    required = members[: gang.required_members]
+    admission = _summed(required)
+    for name, amount in (min_resources or {}).items():
+        admission[name] = max(admission.get(name, 0), amount)
+    assert profile.required_shapes == _shapes(required)
+    assert profile.optional_shapes == _shapes(members[gang.required_members :])
+    assert profile.admission == admission
+    assert profile.gpu == _summed(members).get(GPU, 0)
+    assert profile.member_requests == {member.name: requests for member in members}
+    signatures = tuple(shape.signature for shape in _shapes(required))
+    assert keys[(profile.filter_key, None, signatures, admission.get(GPU, 0))] == profile.failure_key
