@@ -669,17 +669,19 @@ def _pins_read(name: str, specs: dict[str, dict]) -> list[str]:
     return [match[1] for item in items if isinstance(item, str) and (match := PIN_REFERENCE.match(item))]
 
 
-def _resolved(value, variables: dict, specs: dict[str, dict]):
-    """A role default with each pin reference replaced by the pin's value (the host's, else the pin's default)."""
+def resolve_pins(value, lookup):
+    """`value` with each pin reference ("{{ versions_doca }}", alone or as a list item) replaced by lookup(pin)."""
     if isinstance(value, list):
-        return [_resolved(item, variables, specs) for item in value]
+        return [resolve_pins(item, lookup) for item in value]
     match = PIN_REFERENCE.match(value) if isinstance(value, str) else None
-    return _effective(match[1], variables, specs) if match else value
+    return lookup(match[1]) if match else value
 
 
 def _effective(name: str, variables: dict, specs: dict[str, dict]):
-    """The host's value of `name`, else its role default with pins resolved."""
-    return variables[name] if name in variables else _resolved(specs.get(name, {}).get("default"), variables, specs)
+    """The host's value of `name`, else its role default with pins resolved (the host's pin, else the pin's default)."""
+    if name in variables:
+        return variables[name]
+    return resolve_pins(specs.get(name, {}).get("default"), lambda pin: _effective(pin, variables, specs))
 
 
 def _check_cross_rules(variables: dict, specs: dict[str, dict]) -> list[str]:

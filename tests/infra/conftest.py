@@ -6,6 +6,7 @@ inventory's own Ansible connection. Expected values come from the inventory, ove
 the same check judges a container and a real node.
 """
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from testinfra.utils.ansible_runner import AnsibleRunner
 
 ROOT = Path(__file__).resolve().parents[2]
 PODMAN_CONNECTIONS = ("podman", "containers.podman.podman")
+PURE_MODULE = "plugins/module_utils/railforge_inventory.py"
 
 
 def _runner() -> AnsibleRunner | None:
@@ -44,6 +46,14 @@ def _role_defaults() -> dict:
     return merged
 
 
+def _inventory_checks():
+    """plugins/module_utils/railforge_inventory.py (pure Python), for its reading of pinned defaults."""
+    spec = importlib.util.spec_from_file_location("railforge_inventory", ROOT / PURE_MODULE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture(scope="module")
 def inventory_name(host) -> str:
     return getattr(host.backend, "name", None) or host.backend.host
@@ -53,7 +63,10 @@ def inventory_name(host) -> str:
 def hostvars(inventory_name) -> dict:
     """The host's expected settings: role defaults overlaid with its inventory variables."""
     runner = _runner()
-    return {**_role_defaults(), **(runner.get_variables(inventory_name) if runner else {})}
+    merged = {**_role_defaults(), **(runner.get_variables(inventory_name) if runner else {})}
+    # A role default that names a pin of roles/versions ("{{ versions_doca }}") expects the pin's value.
+    resolve_pins = _inventory_checks().resolve_pins
+    return {name: resolve_pins(value, merged.__getitem__) for name, value in merged.items()}
 
 
 @pytest.fixture(scope="module")
