@@ -9,7 +9,9 @@ failure or an interrupt; if pytest is killed, the control plane, containerd and 
 
 import json
 import os
+import re
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from railforge.testbed.controlplane import ControlPlane, add_api_node, create_na
 from railforge.testbed.node import Node
 from railforge.testbed.procs import Process, wait_for
 
+ROOT = Path(__file__).resolve().parents[2]
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 POOL_LABEL = "railforge.test/pool"
 
@@ -281,3 +284,23 @@ def eventually(check, timeout: float = 20):
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
+
+
+def run_playbook(playbook: str, variables: dict, tmp_path: Path, *args: str, inventory: Path | None = None):
+    """ansible-playbook PLAYBOOK on localhost (plus ``inventory``) with ``variables`` as extra vars, from the
+    repository root with its ansible.cfg."""
+    extra = tmp_path / "vars.json"
+    extra.write_text(json.dumps(variables))
+    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    env["ANSIBLE_SSH_ARGS"] = "-o ProxyCommand=false"  # nothing here uses SSH; if anything tried, it fails locally
+    command = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,"]
+    command += ["-i", str(inventory)] if inventory else []
+    command += [playbook, f"--extra-vars=@{extra}", *args]
+    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env)
+
+
+def changed(result: subprocess.CompletedProcess) -> set[str]:
+    """The objects a successful run changed (or, in check mode, would change), as 'Kind name'."""
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    return set(re.findall(r"^changed: \[localhost\] => \(item=(.*)\)$", output, re.MULTILINE))

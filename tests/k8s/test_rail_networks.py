@@ -5,21 +5,17 @@ second run and a check run change nothing, and a bad CIDR stops the run before a
 
 import importlib.util
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import apply_crds
+from conftest import ROOT, apply_crds, changed, run_playbook
 from kubernetes import client
-from test_scheduler_role import changed  # the objects a run changed, as 'Kind name'
 
 from railforge.testbed.build import component
 from railforge.testbed.controlplane import add_api_node, create_namespace
 
-ROOT = Path(__file__).resolve().parents[2]
 NAMESPACE = "rf-rails-test"
 SYSTEM_NAMESPACE = "rf-rails-system"
 NODES = ("rf-rails-a", "rf-rails-b")
@@ -64,13 +60,7 @@ def play(plane, inventory: Path, tmp_path: Path, *args: str, **overrides) -> sub
         "rail_networks_cidrs": CIDRS,
         **overrides,
     }
-    extra = tmp_path / "vars.json"
-    extra.write_text(json.dumps(variables))
-    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
-    env["ANSIBLE_SSH_ARGS"] = "-o ProxyCommand=false"  # nothing here uses SSH; if anything tried, it fails locally
-    ansible = str(Path(sys.executable).parent / "ansible-playbook")
-    command = [ansible, "-i", "localhost,", "-i", str(inventory), "playbooks/network.yml", f"--extra-vars=@{extra}"]
-    return subprocess.run([*command, *args], capture_output=True, text=True, cwd=ROOT, env=env)
+    return run_playbook("playbooks/network.yml", variables, tmp_path, *args, inventory=inventory)
 
 
 def test_the_role_applies_a_network_per_rail_idempotently(control_plane, rail_cluster, tmp_path):

@@ -3,19 +3,16 @@ the first run applies every object with server-side apply, a second run and a ch
 ServiceAccount can do what the scheduler needs and no more, and bad settings stop the run before anything changes."""
 
 import json
-import os
-import re
 import subprocess
-import sys
 from pathlib import Path
 
 import yaml
+from conftest import changed, run_playbook
 from kubernetes import client
 
 from railforge.k8s.settings import settings_from_mapping
 from railforge.testbed.build import binary
 
-ROOT = Path(__file__).resolve().parents[2]
 NAMESPACE = "rf-role-test"
 SETTINGS = {"scheduler_name": "role-test", "node_selector": "railforge.test/pool=role-test", "bind_workers": 8}
 
@@ -27,20 +24,7 @@ def play(plane, tmp_path: Path, *args: str, **overrides) -> subprocess.Completed
         "railforge_scheduler_settings": SETTINGS,
         **overrides,
     }
-    extra = tmp_path / "vars.json"
-    extra.write_text(json.dumps(variables))
-    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
-    env["ANSIBLE_SSH_ARGS"] = "-o ProxyCommand=false"  # nothing here uses SSH; if anything tried, it fails locally
-    playbook = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "playbooks/scheduler.yml"]
-    command = [*playbook, f"--extra-vars=@{extra}", *args]
-    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env)
-
-
-def changed(result: subprocess.CompletedProcess) -> set[str]:
-    """The objects a successful run changed (or, in check mode, would change), as 'Kind name'."""
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output
-    return set(re.findall(r"^changed: \[localhost\] => \(item=(.*)\)$", output, re.MULTILINE))
+    return run_playbook("playbooks/scheduler.yml", variables, tmp_path, *args)
 
 
 def can(plane, verb: str, resource: str, namespace: str = "default") -> bool:

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import POOL_LABEL, Cluster, eventually
+from conftest import POOL_LABEL, ROOT, Cluster, eventually
 from kubernetes import client
 from test_scheduler_metrics import scrape, value
-from test_scheduler_role import ROOT, play
+from test_scheduler_role import play
 
 from railforge.testbed.node import NODE_LOCK, Node
 from railforge.testbed.procs import free_port
