@@ -173,7 +173,7 @@ def test_repo_distribution_default_names_a_cuda_repository(distribution, version
 
 def fake_dpkg(tmp_path: Path, packages: str) -> dict:
     """PATH with a dpkg-query that lists only ``packages`` (lines of status|name|version): the machine's own are
-    none of the test's business (a desktop's libxnvctrl0 would read as a driver)."""
+    none of the test's business."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
     (bindir / "packages").write_text(packages)
@@ -192,8 +192,13 @@ def fake_dpkg(tmp_path: Path, packages: str) -> dict:
             2,
             "NVIDIA driver packages of several versions (570.195.03, 580.95.05) installed",
         ),
+        (
+            "ii |nvidia-open|570.195.03-1\nii |nvidia-kernel-open-dkms|580.95.05-1\nii |libxnvctrl0|525.85.05-3~deb12u1\n",
+            2,
+            "NVIDIA driver packages of several versions (570.195.03, 580.95.05) installed",
+        ),
     ],
-    ids=["no-driver-yet", "two-driver-versions"],
+    ids=["no-driver-yet", "two-driver-versions", "debian-libxnvctrl-is-no-driver"],
 )
 def test_fabric_manager_check_run_previews_a_node_without_driver_but_not_a_broken_one(tmp_path, packages, rc, message):
     result = run_role(
