@@ -193,7 +193,8 @@ def fake_dpkg(tmp_path: Path, packages: str) -> dict:
             "NVIDIA driver packages of several versions (570.195.03, 580.95.05) installed",
         ),
         (
-            "ii |nvidia-open|570.195.03-1\nii |nvidia-kernel-open-dkms|580.95.05-1\nii |libxnvctrl0|525.85.05-3~deb12u1\n",
+            "ii |nvidia-open|570.195.03-1\nii |nvidia-kernel-open-dkms|580.95.05-1\n"
+            "ii |libxnvctrl0|525.85.05-3~deb12u1\n",
             2,
             "NVIDIA driver packages of several versions (570.195.03, 580.95.05) installed",
         ),
