@@ -17,18 +17,33 @@ import yaml
 ROOT = Path(__file__).resolve().parents[3]
 
 
+def os_vars(role: str, facts: dict) -> dict:
+    """The role's vars/<distribution>.yml for these facts (Debian when they name none), as os_vars.yml loads it."""
+    path = ROOT / f"roles/{role}/vars/{facts.get('distribution', 'Debian')}.yml"
+    return yaml.safe_load(path.read_text()) if path.exists() else {}
+
+
 def render(tmp_path: Path, role: str, expression: str, cases: list[dict]) -> list:
-    """The value of `expression` for every case (task vars, ansible_facts included), via the role's variables."""
+    """The value of `expression` for every case (task vars, ansible_facts included), via the role's variables, its
+    OS vars and the versions pins its defaults name."""
     tasks = [
-        {"name": f"case {n}", "ansible.builtin.debug": {"msg": "{{ " + expression + " }}"}, "vars": case}
+        {
+            "name": f"case {n}",
+            "ansible.builtin.debug": {"msg": "{{ " + expression + " }}"},
+            "vars": {**os_vars(role, case.get("ansible_facts", {})), **case},
+        }
         for n, case in enumerate(cases)
+    ]
+    files = [
+        ROOT / "roles/versions/defaults/main.yml",
+        *(ROOT / f"roles/{role}/{p}/main.yml" for p in ("defaults", "vars")),
     ]
     play = [
         {
             "hosts": "localhost",
             "connection": "local",
             "gather_facts": False,
-            "vars_files": [str(ROOT / f"roles/{role}/{part}/main.yml") for part in ("defaults", "vars")],
+            "vars_files": [str(path) for path in files],
             "tasks": tasks,
         }
     ]
@@ -49,6 +64,8 @@ def render(tmp_path: Path, role: str, expression: str, cases: list[dict]) -> lis
 
 
 X86, ARM = {"architecture": "x86_64"}, {"architecture": "aarch64"}
+DEBIAN_12 = {"distribution": "Debian", "distribution_version": "12.12", "distribution_major_version": "12"}
+UBUNTU_2404 = {"distribution": "Ubuntu", "distribution_version": "24.04", "distribution_major_version": "24"}
 
 FABRIC_MANAGER = [
     # (driver version, GPU architectures, node facts) -> packages, as NVIDIA's listings and scripts name them
@@ -131,8 +148,8 @@ def test_fabric_manager_reads_one_version_from_driver_and_fm_revisions_that_diff
 
 def test_driver_is_pinned_to_the_version_or_the_installed_one_or_the_branch(tmp_path):
     node = {"nvidia_driver_branch": "580", "nvidia_driver_flavour_effective": "open"}
-    debian = {**node, "nvidia_driver_repo_distribution": "debian12"}
-    ubuntu = {**node, "nvidia_driver_repo_distribution": "ubuntu2404"}
+    debian = {**node, "ansible_facts": DEBIAN_12}
+    ubuntu = {**node, "ansible_facts": UBUNTU_2404}
     cases = [
         {**debian, "nvidia_driver_version": "580.105.08", "nvidia_driver_installed": {"nvidia-open": "580.95.05-1"}},
         {**debian, "nvidia_driver_version": "", "nvidia_driver_installed": {}},  # first install: the branch
@@ -149,8 +166,6 @@ def test_driver_is_pinned_to_the_version_or_the_installed_one_or_the_branch(tmp_
     ]
 
 
-DEBIAN_12 = {"distribution": "Debian", "distribution_version": "12.12", "distribution_major_version": "12"}
-UBUNTU_2404 = {"distribution": "Ubuntu", "distribution_version": "24.04", "distribution_major_version": "24"}
 DOCA_REPOSITORY = [
     # DOCA builds per major OS release from 3.2 (DKMS); earlier releases per point release NVIDIA built.
     ({**DEBIAN_12, **X86}, "doca", "3.2.1", "https://linux.mellanox.com/public/repo/doca/3.2.1/debian12/x86_64/"),
@@ -215,6 +230,6 @@ def test_gdrcopy_downloads_are_nvidia_published_file_names(tmp_path):
     ]
 
 
-def test_gdrcopy_default_is_a_published_version():
-    defaults = yaml.safe_load((ROOT / "roles/gpudirect/defaults/main.yml").read_text())
-    assert defaults["gpudirect_gdrcopy_version"] in {"2.4-1", "2.5-1", "2.5.1-1", "2.6-1"}
+def test_gdrcopy_default_is_a_published_version(tmp_path):
+    (version,) = render(tmp_path, "gpudirect", "gpudirect_gdrcopy_version", [{}])
+    assert version in {"2.4-1", "2.5-1", "2.5.1-1", "2.6-1"}
