@@ -16,6 +16,7 @@ VERSION_COMMANDS = {
     "runc": (["--version"], "versions_runc", "runc version {}"),
     "crictl": (["--version"], "versions_crictl", "crictl version v{}"),
     "mpi-operator": (["--version"], "versions_mpi_operator", "v{}"),
+    "coredns": (["-version"], "versions_coredns", "CoreDNS-{}"),
 }
 
 

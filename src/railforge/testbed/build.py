@@ -152,6 +152,22 @@ COMPONENTS = (
             ),
         },
     ),
+    # The cluster images' entry point (upstream's /go-runner): runs a component, optionally logging to a file.
+    Component(
+        "kube-log-runner",
+        "k8s",
+        "versions_kubernetes",
+        "k8s.io/kubernetes",
+        {"kube-log-runner": "k8s.io/component-base/logs/kube-log-runner"},
+    ),
+    # CoreDNS keeps its version in a constant (coremain.CoreVersion): nothing to stamp.
+    Component(
+        "coredns",
+        "coredns",
+        "versions_coredns",
+        "github.com/coredns/coredns",
+        {"coredns": "github.com/coredns/coredns"},
+    ),
     # Nothing built: the release's thin-plugin manifest, whose first document is the NetworkAttachmentDefinition
     # CRD the rail_networks test installs (tests/k8s/test_rail_networks.py picks it out).
     Component(
@@ -270,13 +286,16 @@ def build_component(comp: Component, env: dict[str, str]) -> Path:
 PAUSE = Component("pause", "pause", None, "railforge.invalid/tools/pause", {"pause": "."})
 
 
-def _import_image(rootfs: Path, ref: str, entrypoint: list[str], archive: Path, storage: Path) -> None:
+def _import_image(
+    rootfs: Path, ref: str, entrypoint: list[str], archive: Path, storage: Path, changes: list[str] | None = None
+) -> None:
     """rootfs -> a Podman image -> a docker-archive (keeps the full name) that `ctr images import` loads. The image
-    lives in a throw-away Podman store, never the host's (which may hold a real image of the same name)."""
+    lives in a throw-away Podman store, never the host's (which may hold a real image of the same name). changes:
+    further Dockerfile instructions for the image's configuration (ENV, USER, WORKDIR, CMD)."""
     podman = ["podman", f"--root={storage}/root", f"--runroot={storage}/run", "--storage-driver=vfs"]
     tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
-    change = f"ENTRYPOINT {json.dumps(entrypoint)}"
-    subprocess.run([*podman, "import", "--change", change, "-", ref], stdin=tar.stdout, check=True, capture_output=True)
+    options = [f"--change={change}" for change in [f"ENTRYPOINT {json.dumps(entrypoint)}", *(changes or [])]]
+    subprocess.run([*podman, "import", *options, "-", ref], stdin=tar.stdout, check=True, capture_output=True)
     if tar.wait():
         raise SystemExit(f"tar of {rootfs} failed")
     subprocess.run([*podman, "save", "--quiet", "--format", "docker-archive", "-o", str(archive), ref], check=True)
@@ -331,6 +350,8 @@ def build_images(env: dict[str, str]) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from railforge.testbed.images import build_cluster_images  # it builds on this module
+
     problems = check_wrappers()
     if problems:
         print("testbed: the wrapper modules disagree with the versions file:", *problems, sep="\n  ", file=sys.stderr)
@@ -348,5 +369,6 @@ def main(argv: list[str] | None = None) -> int:
     for comp in COMPONENTS:
         build_component(comp, env)
     build_images(env)
+    build_cluster_images(env)
     print(f"testbed: components ready in {time.monotonic() - started:.1f} s ({cache_root() / 'testbed'})")
     return 0

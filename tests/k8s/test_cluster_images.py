@@ -1,0 +1,139 @@
+"""The lab cluster's images (railforge.testbed.images): named exactly as our kubeadm names what it pulls, and each
+loads and runs its pinned binary under its own entry point, in a throw-away Podman store (never the host's)."""
+
+import json
+import os
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ROOT
+
+from railforge.testbed.build import binary, pinned_versions
+from railforge.testbed.images import cluster_image_specs, cluster_images
+
+PINS = pinned_versions()
+SPECS = {image.archive.removesuffix(".tar"): image for image in cluster_image_specs()}
+KUBERNETES = f"Kubernetes v{PINS['versions_kubernetes']}"
+# image -> (arguments after the entry point, what the output must contain)
+VERSION_RUNS = {
+    "kube-apiserver": (["kube-apiserver", "--version"], KUBERNETES),
+    "kube-controller-manager": (["kube-controller-manager", "--version"], KUBERNETES),
+    "kube-scheduler": (["kube-scheduler", "--version"], KUBERNETES),
+    "kube-proxy": (["/usr/local/bin/kube-proxy", "--version"], KUBERNETES),  # kubeadm's DaemonSet runs this path
+    "etcd": (["etcd", "--version"], f"etcd Version: {PINS['versions_etcd']}"),
+    "coredns": (["-version"], f"CoreDNS-{PINS['versions_coredns']}"),
+    "mpi-operator": (["--version"], f"Version: v{PINS['versions_mpi_operator']}"),
+}
+
+
+class Store:
+    """A Podman store of its own (vfs, runc through the repository's containers.conf), removed afterwards."""
+
+    def __init__(self, directory: str):
+        self.command = ["podman", f"--root={directory}/root", f"--runroot={directory}/run", "--storage-driver=vfs"]
+        self.env = {**os.environ, "CONTAINERS_CONF": str(ROOT / "molecule/containers.conf")}
+
+    def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        result = subprocess.run([*self.command, *args], capture_output=True, text=True, env=self.env, timeout=120)
+        assert not check or result.returncode == 0, result.stdout + result.stderr
+        return result
+
+    def run(self, ref: str, *args: str, options: tuple[str, ...] = ("--network=none",)) -> str:
+        result = self("run", "--rm", *options, ref, *args)
+        return result.stdout + result.stderr
+
+
+@pytest.fixture(scope="module")
+def images() -> Path:
+    return cluster_images()
+
+
+@pytest.fixture(scope="module")
+def store(images):
+    # Podman refuses a runroot path of 50 characters or more: a short temporary directory.
+    with tempfile.TemporaryDirectory(prefix="rf-podman-") as directory:
+        podman = Store(directory)
+        for archive in json.loads((images / "manifest.json").read_text()).values():
+            podman("load", "--quiet", f"--input={images / archive}")
+        yield podman
+        podman("system", "reset", "--force", check=False)
+
+
+def test_the_manifest_names_what_our_kubeadm_pulls_and_the_mpi_operator(images, tmp_path):
+    configuration = {
+        "apiVersion": "kubeadm.k8s.io/v1beta4",
+        "kind": "ClusterConfiguration",
+        "kubernetesVersion": f"v{PINS['versions_kubernetes']}",  # set: kubeadm then asks no server for a version
+        "imageRepository": PINS["versions_kubernetes_registry"],
+        "etcd": {"local": {"imageTag": PINS["versions_etcd_image_tag"]}},
+    }
+    config = tmp_path / "cluster.yaml"
+    config.write_text(yaml.safe_dump(configuration))
+    listed = subprocess.run(
+        [binary("kubeadm"), "config", "images", "list", f"--config={config}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.split()
+    mpi_operator = f"{PINS['versions_mpi_operator_registry']}/mpi-operator:{PINS['versions_mpi_operator']}"
+    manifest = json.loads((images / "manifest.json").read_text())
+    assert sorted(manifest) == sorted([*listed, mpi_operator])
+    assert all((images / archive).stat().st_size > 0 for archive in manifest.values())
+
+
+@pytest.mark.parametrize("name", sorted(VERSION_RUNS))
+def test_each_image_runs_its_pinned_binary(store, name):
+    args, expected = VERSION_RUNS[name]
+    assert expected in store.run(SPECS[name].ref, *args)
+
+
+def test_images_carry_upstreams_user_entry_point_and_path(store):
+    for image in SPECS.values():
+        config = json.loads(store("image", "inspect", "--format={{json .Config}}", image.ref).stdout)
+        assert config["User"] == f"{image.user}:{image.user}", image.ref
+        assert (config.get("Entrypoint") or []) == list(image.entrypoint), image.ref
+        assert (config.get("Cmd") or []) == list(image.cmd), image.ref
+        assert "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" in config["Env"], image.ref
+    assert SPECS["coredns"].user == 65532  # distroless `nonroot`, as upstream's CoreDNS image runs
+
+
+def debian_version(images: Path, package: str) -> str:
+    """The upstream version of a Debian package the kube-proxy image was built from (name_[epoch%3a]version-rev)."""
+    debs = json.loads((images / "debian-packages.json").read_text())[SPECS["kube-proxy"].ref]
+    deb = next(deb for deb in debs if deb.startswith(f"{package}_"))
+    return re.match(rf"{package}_(?:\d+%3a)?([^-+]+)", deb).group(1)
+
+
+def test_kube_proxy_image_has_the_nft_iptables_and_conntrack_userland(store, images):
+    ref = SPECS["kube-proxy"].ref
+    iptables = debian_version(images, "iptables")
+    for command in (
+        "iptables",
+        "iptables-save",
+        "iptables-restore",
+        "ip6tables",
+        "ip6tables-save",
+        "ip6tables-restore",
+    ):
+        assert f"{command} v{iptables} (nf_tables)" in store.run(ref, command, "--version")
+    assert f"conntrack v{debian_version(images, 'conntrack')}" in store.run(ref, "conntrack", "--version")
+    assert f"nftables v{debian_version(images, 'nftables')}" in store.run(ref, "nft", "--version")
+
+
+def test_kube_proxy_image_writes_and_reads_rules_in_a_pod_network_namespace(store):
+    """As in a pod: the sandbox (our pause image) holds a network namespace of its own; kube-proxy's image, joined
+    to it with NET_ADMIN, adds a chain through the nft backend and reads it back, and lists conntrack entries."""
+    sandbox = store("run", "--detach", "--network=none", PINS["versions_pause_image"]).stdout.strip()
+    try:
+        joined = (f"--network=container:{sandbox}", "--cap-add=NET_ADMIN")
+        ref = SPECS["kube-proxy"].ref
+        store.run(ref, "iptables", "--table=nat", "--new-chain=RAILFORGE-TEST", options=joined)
+        assert ":RAILFORGE-TEST - [0:0]" in store.run(ref, "iptables-save", "--table=nat", options=joined)
+        assert "flow entries have been shown" in store.run(ref, "conntrack", "--dump", options=joined)
+    finally:
+        store("rm", "--force", "--time=0", sandbox)
