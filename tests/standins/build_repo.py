@@ -24,8 +24,6 @@ Spec (YAML):
 Usage: python build_repo.py OUT_DIR SPEC.yml [SPEC.yml ...]
 """
 
-import gzip
-import hashlib
 import shutil
 import subprocess
 import sys
@@ -33,6 +31,8 @@ import tempfile
 from pathlib import Path
 
 import yaml
+
+from railforge.testbed.aptrepo import write_index
 
 CONTROL_FIELDS = (("depends", "Depends"), ("provides", "Provides"), ("conflicts", "Conflicts"))
 
@@ -94,23 +94,6 @@ def build_package(package: dict, pool: Path, spec_dir: Path) -> Path:
     return deb
 
 
-def write_index(out: Path) -> None:
-    packages = subprocess.run(
-        ["dpkg-scanpackages", "--multiversion", ".", "/dev/null"], cwd=out, check=True, capture_output=True
-    ).stdout
-    (out / "Packages").write_bytes(packages)
-    (out / "Packages.gz").write_bytes(gzip.compress(packages, mtime=0))
-    sums = []
-    for name in ("Packages", "Packages.gz"):
-        data = (out / name).read_bytes()
-        sums.append(f" {hashlib.sha256(data).hexdigest()} {len(data)} {name}")
-    (out / "Release").write_text(
-        "Origin: railforge-standins\nLabel: railforge-standins\nDate: Thu, 01 Jan 2026 00:00:00 UTC\nSHA256:\n"
-        + "\n".join(sums)
-        + "\n"
-    )
-
-
 def main(argv: list[str]) -> int:
     out = Path(argv[0])
     shutil.rmtree(out / "pool", ignore_errors=True)  # a full rebuild: no package of an earlier spec stays indexed
@@ -119,7 +102,7 @@ def main(argv: list[str]) -> int:
         for entry in yaml.safe_load(Path(spec).read_text())["packages"]:
             for package in expand_versions(entry):
                 build_package(package, out / "pool", Path(spec).parent)
-    write_index(out)
+    write_index(out, "railforge-standins")
     print(f"stand-in repository: {len(list((out / 'pool').glob('*.deb')))} packages in {out}")
     return 0
 

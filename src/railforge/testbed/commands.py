@@ -12,6 +12,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     build = actions.add_parser("build", help="build the pinned components into the cache (make setup runs this)")
     build.set_defaults(func=_build)
+    apt_repo = actions.add_parser(
+        "apt-repo", help="build (or find in the cache) the lab's signed apt repository and print its directory"
+    )
+    apt_repo.set_defaults(func=_apt_repo)
     up = actions.add_parser(
         "up", help="start a control plane and a real node with fake GPUs/RDMA devices; Ctrl-C stops and cleans up"
     )
@@ -22,9 +26,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _build(args: argparse.Namespace) -> int:
+    from railforge.testbed.aptrepo import build_repo
     from railforge.testbed.build import main
 
-    return main()
+    status = main()
+    if status == 0:
+        build_repo()  # the lab's package source, from the binaries just built
+    return status
+
+
+def _apt_repo(args: argparse.Namespace) -> int:
+    from railforge.testbed.aptrepo import build_repo
+
+    print(build_repo())
+    return 0
 
 
 def _up(args: argparse.Namespace) -> int:

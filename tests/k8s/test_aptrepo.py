@@ -1,0 +1,181 @@
+"""The lab's apt repository (railforge testbed apt-repo): our packages carry upstream's names, versions, paths and
+dependencies and the test bed's binaries, and a node of the test image with no network and no other source installs
+them from it, signature checked; a tampered Release is refused."""
+
+import hashlib
+import os
+import shutil
+import subprocess
+import uuid
+
+import pytest
+
+from railforge.testbed.aptrepo import CONTAINERS_CONF, build_repo, node_image
+from railforge.testbed.build import binary, pinned_versions
+
+PINS = pinned_versions()
+KUBERNETES = f"{PINS['versions_kubernetes']}-{PINS['versions_kubernetes_package_revision']}"
+CRI_TOOLS = f"{PINS['versions_crictl']}-{PINS['versions_kubernetes_package_revision']}"
+UNITS = "./usr/lib/systemd/system"
+EXPECTED = {
+    "kubelet": (
+        KUBERNETES,
+        {"./usr/bin/kubelet", f"{UNITS}/kubelet.service", "./etc/default/kubelet"},
+        "mount, util-linux",
+    ),
+    "kubeadm": (KUBERNETES, {"./usr/bin/kubeadm", f"{UNITS}/kubelet.service.d/10-kubeadm.conf"}, None),
+    "kubectl": (KUBERNETES, {"./usr/bin/kubectl"}, None),
+    "cri-tools": (
+        f"{PINS['versions_crictl']}-{PINS['versions_kubernetes_package_revision']}",
+        {"./usr/bin/crictl"},
+        None,
+    ),
+    "containerd.io": (
+        f"{PINS['versions_containerd']}-{PINS['versions_containerd_package_revision']}",
+        {
+            "./usr/bin/containerd",
+            "./usr/bin/containerd-shim-runc-v2",
+            "./usr/bin/ctr",
+            "./usr/bin/runc",
+            f"{UNITS}/containerd.service",
+            "./etc/containerd/config.toml",
+        },
+        "libc6 (>= 2.34), libseccomp2 (>= 2.5.0)",
+    ),
+}
+MOUNT = "/srv/railforge-lab"
+
+
+@pytest.fixture(scope="module")
+def repo():
+    return build_repo()
+
+
+def deb(repo, name):
+    return repo / f"{name}_{EXPECTED[name][0]}_amd64.deb"
+
+
+def dpkg_deb(*args) -> str:
+    return subprocess.run(["dpkg-deb", *map(str, args)], check=True, capture_output=True, text=True).stdout
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_package_has_upstreams_name_version_files_and_dependencies(repo, name):
+    version, files, depends = EXPECTED[name]
+    fields = dict(line.split(": ", 1) for line in dpkg_deb("-f", deb(repo, name)).splitlines() if ": " in line)
+    assert (fields["Package"], fields["Version"], fields["Architecture"]) == (name, version, "amd64")
+    assert fields["Maintainer"].startswith("Railforge ")
+    assert fields.get("Depends") == depends
+    listed = {line.split()[-1] for line in dpkg_deb("--contents", deb(repo, name)).splitlines()}
+    regular = {path for path in listed if not path.endswith("/")}
+    assert regular == files
+
+
+def test_kubelet_recommends_iptables_and_keeps_its_state_directories(repo):
+    assert dpkg_deb("-f", deb(repo, "kubelet"), "Recommends").strip() == "iptables (>= 1.8.4)"
+    listed = dpkg_deb("--contents", deb(repo, "kubelet"))
+    assert "./var/lib/kubelet/\n" in listed and "./etc/kubernetes/manifests/\n" in listed
+
+
+def test_containerd_io_replaces_debians_containerd_and_runc_and_keeps_its_config(repo):
+    fields = dpkg_deb("-f", deb(repo, "containerd.io"), "Provides", "Conflicts", "Replaces")
+    assert fields.count("containerd, runc") == 3
+    info = dpkg_deb("--info", deb(repo, "containerd.io"))
+    assert "conffiles" in info and "postinst" in info
+    conffiles = subprocess.run(
+        ["dpkg-deb", "--ctrl-tarfile", deb(repo, "containerd.io")], check=True, capture_output=True
+    ).stdout
+    assert b"/etc/containerd/config.toml" in conffiles
+
+
+@pytest.mark.parametrize(
+    ("name", "path"),
+    [("kubeadm", "kubeadm"), ("kubelet", "kubelet"), ("containerd.io", "runc"), ("cri-tools", "crictl")],
+)
+def test_packaged_binary_is_the_test_beds_build(repo, name, path):
+    tar = subprocess.run(["dpkg-deb", "--fsys-tarfile", deb(repo, name)], check=True, capture_output=True).stdout
+    packaged = subprocess.run(["tar", "-xO", f"./usr/bin/{path}"], input=tar, check=True, capture_output=True).stdout
+    with open(binary(path), "rb") as built:
+        assert hashlib.sha256(packaged).hexdigest() == hashlib.sha256(built.read()).hexdigest()
+
+
+def test_repository_is_indexed_and_signed_by_the_key_it_publishes(repo, tmp_path):
+    fingerprint = (repo / "fingerprint.txt").read_text().strip()
+    assert len(fingerprint) == 40
+    index = (repo / "Packages").read_text()
+    for name, (version, _, _) in EXPECTED.items():
+        assert f"Package: {name}\nVersion: {version}\n" in index
+    assert "Package: containernetworking-plugins\n" in index and "Package: gnupg\n" in index
+    keyring = tmp_path / "key.gpg"  # gpgv reads a binary keyring, not the armored key apt takes
+    subprocess.run(["gpg", "--batch", "--dearmor", "-o", keyring, repo / "key.asc"], check=True)
+    gpgv = ["gpgv", "--keyring", keyring, "--status-fd", "1"]
+    detached = subprocess.run([*gpgv, repo / "Release.gpg", repo / "Release"], capture_output=True, text=True)
+    clear = subprocess.run([*gpgv, repo / "InRelease"], capture_output=True, text=True)
+    for result in (detached, clear):
+        assert f"VALIDSIG {fingerprint}" in result.stdout, result.stderr
+
+
+def run_in_node(repo, script: str) -> subprocess.CompletedProcess:
+    """The script in a throw-away container of the node image: no network, the repository mounted read-only, every
+    other apt source moved away."""
+    only_our_source = (
+        "set -e; mkdir -p /root/apt-off; mv /etc/apt/sources.list /etc/apt/sources.list.d/* /root/apt-off/ "
+        f"2>/dev/null || true; echo 'deb [signed-by={MOUNT}/key.asc] file:{MOUNT}/ /' "
+        "> /etc/apt/sources.list.d/railforge-lab.list; "
+    )
+    return subprocess.run(
+        [
+            "podman",
+            "run",
+            "--rm",
+            f"--name=railforge-aptrepo-{uuid.uuid4().hex[:8]}",
+            "--network=none",
+            f"--volume={repo}:{MOUNT}:ro",
+            node_image(),
+            "sh",
+            "-c",
+            only_our_source + script,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "CONTAINERS_CONF": str(CONTAINERS_CONF)},
+    )
+
+
+def test_offline_node_installs_the_kubernetes_packages_from_the_signed_repository_alone(repo):
+    result = run_in_node(
+        repo,
+        "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "
+        "kubelet kubeadm kubectl cri-tools containerd.io containernetworking-plugins conntrack socat ebtables "
+        "ethtool iptables gnupg && kubeadm version -o short && runc --version && containerd --version "
+        "&& ls /etc/systemd/system/multi-user.target.wants/",
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert f"\nv{PINS['versions_kubernetes']}\n" in result.stdout
+    assert f"runc version {PINS['versions_runc']}" in result.stdout
+    assert f" v{PINS['versions_containerd']} " in result.stdout
+    assert "kubelet.service" in result.stdout and "containerd.service" in result.stdout
+    assert "signature" not in output.lower() and "unauthenticated" not in output.lower()
+
+
+@pytest.mark.parametrize("signed_by", ["InRelease", "Release.gpg"])
+def test_a_tampered_release_fails_the_signature_check(repo, tmp_path, signed_by):
+    copy = tmp_path / "repo"
+    copy.mkdir(mode=0o755)
+    tmp_path.chmod(0o755)
+    for name in ("Packages", "Packages.gz", "Release", "Release.gpg", "InRelease", "key.asc"):
+        shutil.copy(repo / name, copy / name)
+    for name in ("Release", "InRelease"):
+        text = (copy / name).read_text()
+        assert "Label: Railforge lab\n" in text
+        (copy / name).write_text(text.replace("Label: Railforge lab\n", "Label: tampered\n"))
+    if signed_by == "Release.gpg":
+        (copy / "InRelease").unlink()
+    result = run_in_node(copy, "apt-get update -q")
+    output = result.stdout + result.stderr
+    assert result.returncode == 100, output
+    assert "The following signatures were invalid: BADSIG" in output, output
+    checked = "InRelease" if signed_by == "InRelease" else "Release"
+    assert f"E: The repository 'file:{MOUNT}  {checked}' is not signed." in output, output
