@@ -286,6 +286,16 @@ def eventually(check, timeout: float = 20):
             time.sleep(0.1)
 
 
+def can_i(plane, account: str, verb: str, resource: str, namespace: str = "default") -> bool:
+    """kubectl auth can-i as ``account`` (a user or system:serviceaccount:NS:NAME); ``resource`` is TYPE,
+    TYPE/NAME or TYPE:SUBRESOURCE."""
+    resource, _, subresource = resource.partition(":")
+    command = [binary("kubectl"), f"--kubeconfig={plane.admin_kubeconfig}", "auth", "can-i", verb, resource]
+    command += [f"--subresource={subresource}"] if subresource else []
+    result = subprocess.run([*command, f"--as={account}", f"--namespace={namespace}"], capture_output=True, text=True)
+    return result.stdout.strip() == "yes"
+
+
 def run_playbook(playbook: str, variables: dict, tmp_path: Path, *args: str, inventory: Path | None = None):
     """ansible-playbook PLAYBOOK on localhost (plus ``inventory``) with ``variables`` as extra vars, from the
     repository root with its ansible.cfg."""

@@ -7,11 +7,10 @@ import subprocess
 from pathlib import Path
 
 import yaml
-from conftest import changed, run_playbook
+from conftest import can_i, changed, run_playbook
 from kubernetes import client
 
 from railforge.k8s.settings import settings_from_mapping
-from railforge.testbed.build import binary
 
 NAMESPACE = "rf-role-test"
 SETTINGS = {"scheduler_name": "role-test", "node_selector": "railforge.test/pool=role-test", "bind_workers": 8}
@@ -24,17 +23,12 @@ def play(plane, tmp_path: Path, *args: str, **overrides) -> subprocess.Completed
         "railforge_scheduler_settings": SETTINGS,
         **overrides,
     }
-    return run_playbook("playbooks/scheduler.yml", variables, tmp_path, *args)
+    return run_playbook("playbooks/scheduler.yml", variables, tmp_path, "--tags=railforge_scheduler", *args)
 
 
 def can(plane, verb: str, resource: str, namespace: str = "default") -> bool:
-    """kubectl auth can-i as the scheduler's ServiceAccount; ``resource`` is TYPE, TYPE/NAME or TYPE:SUBRESOURCE."""
-    account = f"system:serviceaccount:{NAMESPACE}:railforge-scheduler"
-    resource, _, subresource = resource.partition(":")
-    command = [binary("kubectl"), f"--kubeconfig={plane.admin_kubeconfig}", "auth", "can-i", verb, resource]
-    command += [f"--subresource={subresource}"] if subresource else []
-    result = subprocess.run([*command, f"--as={account}", f"--namespace={namespace}"], capture_output=True, text=True)
-    return result.stdout.strip() == "yes"
+    """kubectl auth can-i as the scheduler's ServiceAccount."""
+    return can_i(plane, f"system:serviceaccount:{NAMESPACE}:railforge-scheduler", verb, resource, namespace)
 
 
 def test_the_role_applies_the_scheduler_idempotently_with_least_privilege(control_plane, scheduler_crds, tmp_path):

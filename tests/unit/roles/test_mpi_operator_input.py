@@ -1,0 +1,58 @@
+"""Malformed input to role mpi_operator fails before it downloads or applies anything, naming the variable."""
+
+import pytest
+
+CASES = {
+    "namespace not a DNS label": (
+        {"mpi_operator_namespace": "MPI_Operator"},
+        "mpi_operator_namespace: expected a DNS label (lowercase letters, digits, '-', at most 63), got 'MPI_Operator'",
+    ),
+    "scheduler name with a space": (
+        {"mpi_operator_gang_scheduler": "rail forge"},
+        "mpi_operator_gang_scheduler: expected a scheduler name (a DNS subdomain) or '' for no gang scheduling,"
+        " got 'rail forge'",
+    ),
+    "image without a tag": (
+        {"mpi_operator_image": "docker.io/mpioperator/mpi-operator"},
+        "mpi_operator_image: expected REGISTRY/NAME:TAG or NAME@DIGEST, got 'docker.io/mpioperator/mpi-operator'",
+    ),
+    "CRD over ftp": (
+        {"mpi_operator_crd_url": "ftp://mirror.example/kubeflow.org_mpijobs.yaml"},
+        "mpi_operator_crd_url: expected an http://, https:// or file:/// URL of the MPIJob CRD,"
+        " got 'ftp://mirror.example/kubeflow.org_mpijobs.yaml'",
+    ),
+    "relative file URL": (
+        {"mpi_operator_crd_url": "file://crds/mpijobs.yaml"},
+        "mpi_operator_crd_url: expected an http://, https:// or file:/// URL",
+    ),
+    "md5 checksum": (
+        {"mpi_operator_crd_checksum": "md5:0123456789abcdef0123456789abcdef"},
+        "mpi_operator_crd_checksum: expected sha256: and 64 lowercase hex digits, got 'md5:0123",
+    ),
+    "resources without limits": (
+        {"mpi_operator_resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}},
+        'mpi_operator_resources: expected {requests: {cpu, memory}, limits: {cpu, memory}}, got {"requests"',
+    ),
+    "limits without memory": (
+        {"mpi_operator_resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1"}}},
+        "mpi_operator_resources: expected {requests: {cpu, memory}, limits: {cpu, memory}}",
+    ),
+    "unknown pull policy": ({"mpi_operator_image_pull_policy": "Sometimes"}, "mpi_operator_image_pull_policy"),
+}
+
+
+@pytest.mark.parametrize(("variables", "message"), CASES.values(), ids=CASES.keys())
+def test_malformed_input_fails_first(run_role, variables, message):
+    result = run_role("mpi_operator", variables)
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert message in output
+    assert "changed=0" in output
+    assert "Download the MPIJob CRD" not in output  # stopped before it fetched anything
+
+
+def test_all_value_problems_reported_at_once(run_role):
+    result = run_role("mpi_operator", {"mpi_operator_namespace": "-", "mpi_operator_crd_checksum": "sha256:00"})
+    output = result.stdout + result.stderr
+    assert "mpi_operator_namespace: expected a DNS label" in output
+    assert "mpi_operator_crd_checksum: expected sha256:" in output
