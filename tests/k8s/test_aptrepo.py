@@ -12,6 +12,7 @@ import pytest
 
 from railforge.testbed.aptrepo import CONTAINERS_CONF, build_repo, node_image
 from railforge.testbed.build import binary, pinned_versions
+from railforge.testbed.procs import wait_for
 
 PINS = pinned_versions()
 KUBERNETES = f"{PINS['versions_kubernetes']}-{PINS['versions_kubernetes_package_revision']}"
@@ -115,27 +116,21 @@ def test_repository_is_indexed_and_signed_by_the_key_it_publishes(repo, tmp_path
         assert f"VALIDSIG {fingerprint}" in result.stdout, result.stderr
 
 
-def run_in_node(repo, script: str) -> subprocess.CompletedProcess:
-    """The script in a throw-away container of the node image: no network, the repository mounted read-only, every
-    other apt source moved away."""
-    only_our_source = (
-        "set -e; mkdir -p /root/apt-off; mv /etc/apt/sources.list /etc/apt/sources.list.d/* /root/apt-off/ "
-        f"2>/dev/null || true; echo 'deb [signed-by={MOUNT}/key.asc] file:{MOUNT}/ /' "
-        "> /etc/apt/sources.list.d/railforge-lab.list; "
-    )
+# Run first in a node: apt's only source is the mounted repository, trusted through its own key.
+ONLY_OUR_SOURCE = (
+    "set -e; mkdir -p /root/apt-off; mv /etc/apt/sources.list /etc/apt/sources.list.d/* /root/apt-off/ "
+    f"2>/dev/null || true; echo 'deb [signed-by={MOUNT}/key.asc] file:{MOUNT}/ /' "
+    "> /etc/apt/sources.list.d/railforge-lab.list; "
+)
+INSTALL = (
+    "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "
+    "kubelet kubeadm kubectl cri-tools containerd.io"
+)
+
+
+def podman(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [
-            "podman",
-            "run",
-            "--rm",
-            f"--name=railforge-aptrepo-{uuid.uuid4().hex[:8]}",
-            "--network=none",
-            f"--volume={repo}:{MOUNT}:ro",
-            node_image(),
-            "sh",
-            "-c",
-            only_our_source + script,
-        ],
+        ["podman", *args],
         capture_output=True,
         text=True,
         timeout=300,
@@ -143,12 +138,19 @@ def run_in_node(repo, script: str) -> subprocess.CompletedProcess:
     )
 
 
+def run_in_node(repo, script: str) -> subprocess.CompletedProcess:
+    """The script in a throw-away container of the node image: no network, the repository mounted read-only, every
+    other apt source moved away."""
+    name = f"--name=railforge-aptrepo-{uuid.uuid4().hex[:8]}"
+    mount = f"--volume={repo}:{MOUNT}:ro"
+    return podman("run", "--rm", name, "--network=none", mount, node_image(), "sh", "-c", ONLY_OUR_SOURCE + script)
+
+
 def test_offline_node_installs_the_kubernetes_packages_from_the_signed_repository_alone(repo):
     result = run_in_node(
         repo,
-        "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "
-        "kubelet kubeadm kubectl cri-tools containerd.io containernetworking-plugins conntrack socat ebtables "
-        "ethtool iptables gnupg && kubeadm version -o short && runc --version && containerd --version "
+        f"{INSTALL} containernetworking-plugins conntrack socat ebtables ethtool iptables gnupg "
+        "&& kubeadm version -o short && runc --version && containerd --version "
         "&& ls /etc/systemd/system/multi-user.target.wants/",
     )
     output = result.stdout + result.stderr
@@ -179,3 +181,47 @@ def test_a_tampered_release_fails_the_signature_check(repo, tmp_path, signed_by)
     assert "The following signatures were invalid: BADSIG" in output, output
     checked = "InRelease" if signed_by == "InRelease" else "Release"
     assert f"E: The repository 'file:{MOUNT}  {checked}' is not signed." in output, output
+
+
+@pytest.fixture
+def systemd_node(repo):
+    """A node as the lab runs one (privileged, its own cgroup namespace, systemd as PID 1, containerd's data off the
+    overlay root), with no network and the repository mounted."""
+    name = f"railforge-aptrepo-{uuid.uuid4().hex[:8]}"
+    boot = (
+        "rm -f /etc/machine-id /var/lib/dbus/machine-id; systemd-machine-id-setup >/dev/null; exec /lib/systemd/systemd"
+    )
+    started = podman(
+        "run", "--detach", f"--name={name}", "--privileged", "--cgroupns=private", "--systemd=false",
+        "--stop-signal=SIGRTMIN+3", "--tmpfs=/tmp", "--tmpfs=/run", "--tmpfs=/run/lock", "--env=container=podman",
+        "--network=none", "--tmpfs=/var/lib/containerd", f"--volume={repo}:{MOUNT}:ro", node_image(), "sh", "-c", boot,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    try:
+
+        def booted() -> bool:
+            return podman("exec", name, "systemctl", "is-system-running").stdout.strip() in ("running", "degraded")
+
+        wait_for("the node's systemd", booted, 60)
+        yield name
+    finally:
+        podman("rm", "--force", "--time=2", name)
+
+
+def test_under_systemd_containerd_runs_and_kubelet_is_enabled_with_kubeadms_drop_in(systemd_node):
+    installed = podman("exec", systemd_node, "sh", "-c", ONLY_OUR_SOURCE + INSTALL)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+
+    def show(unit: str, prop: str) -> str:
+        return podman("exec", systemd_node, "systemctl", "show", unit, f"--property={prop}", "--value").stdout.strip()
+
+    wait_for("containerd.service", lambda: show("containerd", "ActiveState") == "active", 30)
+    version = podman("exec", systemd_node, "ctr", "version").stdout
+    assert f"Server:\n  Version:  v{PINS['versions_containerd']}" in version, version
+    assert (show("containerd", "Delegate"), show("containerd", "KillMode")) == ("yes", "process")
+    assert show("kubelet", "UnitFileState") == "enabled"
+    assert show("kubelet", "DropInPaths") == "/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf"
+    environment = show("kubelet", "Environment")
+    assert "KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf" in environment
+    assert "KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml" in environment
+    assert show("kubelet", "EnvironmentFiles").split("\n")[0].startswith("/var/lib/kubelet/kubeadm-flags.env")
