@@ -19,6 +19,7 @@ import json
 import shutil
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -172,6 +173,8 @@ def build_cluster_images(env: dict[str, str]) -> Path:
     for name in IMAGE_COMPONENTS:
         build_component(component(name), env)
     pause = build_images(env) / "pause.tar"
+    started = time.monotonic()
+    print(f"testbed: building the cluster's images (cold: about 20 s; cached afterwards in {out})", flush=True)
     pause_ref = pinned_versions()["versions_pause_image"]
     out.parent.mkdir(parents=True, exist_ok=True)
     # Podman refuses a runroot path of 50 characters or more: its store goes to a short temporary directory.
@@ -194,4 +197,5 @@ def build_cluster_images(env: dict[str, str]) -> Path:
         (staging / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
         (staging / "debian-packages.json").write_text(json.dumps(debian, indent=2) + "\n")
         staging.rename(out)
+    print(f"testbed: the cluster's images built in {time.monotonic() - started:.1f} s", flush=True)
     return out
