@@ -1,9 +1,10 @@
 """The lab's air-gapped package source: a signed, flat apt repository of our own Kubernetes packages.
 
-The packages carry the names, versions, installed paths and dependencies of the ones the kubernetes role installs
-from pkgs.k8s.io (kubelet, kubeadm, kubectl, cri-tools) and from Docker's repository (containerd.io), but hold the
-binaries the test bed built from the pinned Go modules (build.py). Beside them lie the Debian packages a node of the
-test image lacks for them, so a node with no network installs everything from this one directory.
+The packages carry the names, versions, installed paths and dependencies (one left out: see packages()) of those the
+kubernetes role installs from pkgs.k8s.io (kubelet, kubeadm, kubectl, cri-tools) and from Docker's repository
+(containerd.io), but hold the binaries the test bed built from the pinned Go modules (build.py). Beside them lie the
+Debian packages a node of the test image lacks for them, so a node with no network installs everything from this one
+directory.
 
 The repository lands in ``<cache>/testbed/aptrepo-<version>-<key>/repo/``, the key hashing the built components,
 the pins, the node image's tag, the unit files under debian/ and this recipe: a second build returns at once. It is
@@ -83,9 +84,10 @@ def _pin(name: str) -> str:
 
 
 def packages() -> tuple[Package, ...]:
-    """Our packages at the pinned versions. Dependencies follow the upstream 1.36 packages: kubeadm has none
-    (pkgs.k8s.io dropped them from 1.32 on), kubelet only recommends iptables; upstream's kubelet also depends on
-    kubernetes-cni, which the test bed does not build (Debian's containernetworking-plugins is in the repository)."""
+    """Our packages at the pinned versions. Dependencies follow pkgs.k8s.io's 1.36 packages: kubeadm has none (kubelet
+    and kubectl went at 1.30, cri-tools at 1.32), kubelet needs mount and util-linux and recommends iptables. One
+    left out: upstream's kubelet also depends on kubernetes-cni, which the test bed does not build (Debian's
+    containernetworking-plugins is in the repository instead)."""
     kubernetes = f"{_pin('versions_kubernetes')}-{_pin('versions_kubernetes_package_revision')}"
     unit_dir = "/usr/lib/systemd/system"
     return (
@@ -136,8 +138,10 @@ def packages() -> tuple[Package, ...]:
             "Container runtime with runc\n containerd, its runc shim, ctr and runc in one package, as Docker's "
             "repository bundles them (Railforge test-bed build).",
             {
-                **{f"/usr/bin/{name}": Path(binary(name)) for name in ("containerd", "containerd-shim-runc-v2", "ctr")},
-                "/usr/bin/runc": Path(binary("runc")),
+                **{
+                    f"/usr/bin/{name}": Path(binary(name))
+                    for name in ("containerd", "containerd-shim-runc-v2", "ctr", "runc")
+                },
                 f"{unit_dir}/containerd.service": TEMPLATES / "containerd.service",
                 "/etc/containerd/config.toml": TEMPLATES / "containerd.toml",
             },
