@@ -1,5 +1,6 @@
 """The lab cluster's images (railforge.testbed.images): named exactly as our kubeadm names what it pulls, and each
-loads and runs its pinned binary under its own entry point, in a throw-away Podman store (never the host's)."""
+loads and runs its pinned binary under its own entry point, in a throw-away Podman store (never the host's); on the
+real test-bed node, containerd imports them under their names and the kubelet runs them as kubeadm's pods do."""
 
 import json
 import os
@@ -11,9 +12,12 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import ROOT
+from kubernetes import client
 
 from railforge.testbed.build import binary, pinned_versions
+from railforge.testbed.controlplane import create_namespace
 from railforge.testbed.images import cluster_image_specs, cluster_images
+from railforge.testbed.procs import wait_for
 
 PINS = pinned_versions()
 SPECS = {image.archive.removesuffix(".tar"): image for image in cluster_image_specs()}
@@ -137,3 +141,62 @@ def test_kube_proxy_image_writes_and_reads_rules_in_a_pod_network_namespace(stor
         assert "flow entries have been shown" in store.run(ref, "conntrack", "--dump", options=joined)
     finally:
         store("rm", "--force", "--time=0", sandbox)
+
+
+@pytest.fixture(scope="module")
+def node_with_images(node, images):
+    for archive in json.loads((images / "manifest.json").read_text()).values():
+        node.ctr("images", "import", "--all-platforms", str(images / archive))
+    create_namespace(node.plane, "cluster-images")
+    return node
+
+
+def pod(name: str, node: str, ref: str, security: dict, **container) -> dict:
+    """A pod of a cluster image bound straight to the node, with what kubeadm's manifests set."""
+    main = {"name": "main", "image": ref, "imagePullPolicy": "Never", "securityContext": security, **container}
+    spec = {"nodeName": node, "restartPolicy": "Never", "automountServiceAccountToken": False, "containers": [main]}
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+def test_containerd_imports_every_archive_under_its_name(node_with_images, images):
+    listed = set(node_with_images.ctr("images", "list", "--quiet").split())
+    assert set(json.loads((images / "manifest.json").read_text())) <= listed
+
+
+def test_the_kubelet_runs_etcd_by_name_as_kubeadms_static_pod_does(node_with_images):
+    core = client.CoreV1Api(node_with_images.plane.api)
+    body = pod("etcd-version", node_with_images.name, SPECS["etcd"].ref, {}, command=["etcd", "--version"])
+    core.create_namespaced_pod("cluster-images", body)
+    wait_for("the etcd pod to end", lambda: pod_phase(core, "etcd-version") in ("Succeeded", "Failed"), 60)
+    assert pod_phase(core, "etcd-version") == "Succeeded"
+    assert f"etcd Version: {PINS['versions_etcd']}" in core.read_namespaced_pod_log("etcd-version", "cluster-images")
+
+
+def test_coredns_serves_port_53_as_nonroot_with_kubeadms_security_context(node_with_images):
+    """No file capability on /coredns, no privilege escalation: containerd 2 opens the low ports to the pod."""
+    core = client.CoreV1Api(node_with_images.plane.api)
+    security = {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"add": ["NET_BIND_SERVICE"], "drop": ["ALL"]},
+        "readOnlyRootFilesystem": True,
+    }
+    core.create_namespaced_pod("cluster-images", pod("coredns", node_with_images.name, SPECS["coredns"].ref, security))
+
+    def serving() -> bool:
+        return pod_phase(core, "coredns") != "Pending" and ".:53" in pod_log(core, "coredns")
+
+    wait_for("CoreDNS to serve", serving, 60)
+    assert pod_phase(core, "coredns") == "Running", pod_log(core, "coredns")
+    status = core.read_namespaced_pod("coredns", "cluster-images").status.container_statuses[0]
+    assert status.ready and status.restart_count == 0
+
+
+def pod_phase(core, name: str) -> str:
+    return core.read_namespaced_pod(name, "cluster-images").status.phase
+
+
+def pod_log(core, name: str) -> str:
+    try:
+        return core.read_namespaced_pod_log(name, "cluster-images")
+    except client.ApiException:  # the container has not started yet
+        return ""
