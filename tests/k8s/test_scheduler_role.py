@@ -1,19 +1,23 @@
 """The railforge_scheduler role (playbooks/scheduler.yml) against the real API server: check mode changes nothing,
 the first run applies every object with server-side apply, a second run and a check run change nothing, the
-ServiceAccount can do what the scheduler needs and no more, and bad settings stop the run before anything changes."""
+ServiceAccount can do what the scheduler needs and no more, the role itself serves the PodGroup CRD of the pinned
+scheduler-plugins release (the test bed's copy, by file:// URL, with the pinned checksum), and bad settings or a CRD
+file that is not the pinned one stop the run before anything changes."""
 
 import json
 import subprocess
 from pathlib import Path
 
 import yaml
-from conftest import can_i, changed, run_playbook
+from conftest import can_i, changed, mpi_release, run_playbook
 from kubernetes import client
+from test_mpi_operator_role import changed_count
 
 from railforge.k8s.settings import settings_from_mapping
 
 NAMESPACE = "rf-role-test"
 SETTINGS = {"scheduler_name": "role-test", "node_selector": "railforge.test/pool=role-test", "bind_workers": 8}
+PODGROUP_CRD = "podgroups.scheduling.x-k8s.io"
 
 
 def play(plane, tmp_path: Path, *args: str, **overrides) -> subprocess.CompletedProcess:
@@ -21,6 +25,7 @@ def play(plane, tmp_path: Path, *args: str, **overrides) -> subprocess.Completed
         "railforge_scheduler_kubeconfig": str(plane.admin_kubeconfig),
         "railforge_scheduler_namespace": NAMESPACE,
         "railforge_scheduler_settings": SETTINGS,
+        "railforge_scheduler_podgroup_crd_url": f"file://{mpi_release() / 'scheduling.x-k8s.io_podgroups.yaml'}",
         **overrides,
     }
     return run_playbook("playbooks/scheduler.yml", variables, tmp_path, "--tags=railforge_scheduler", *args)
@@ -31,9 +36,18 @@ def can(plane, verb: str, resource: str, namespace: str = "default") -> bool:
     return can_i(plane, f"system:serviceaccount:{NAMESPACE}:railforge-scheduler", verb, resource, namespace)
 
 
-def test_the_role_applies_the_scheduler_idempotently_with_least_privilege(control_plane, scheduler_crds, tmp_path):
+def podgroup_crd_served(plane) -> bool:
+    found = client.ApiextensionsV1Api(plane.api).list_custom_resource_definition(
+        field_selector=f"metadata.name={PODGROUP_CRD}"
+    )
+    return any(c.type == "Established" and c.status == "True" for crd in found.items for c in crd.status.conditions)
+
+
+# No scheduler_crds fixture: the role applies both CRDs itself (another module may have applied them before).
+def test_the_role_applies_the_scheduler_idempotently_with_least_privilege(control_plane, tmp_path):
     core = client.CoreV1Api(control_plane.api)
     apps = client.AppsV1Api(control_plane.api)
+    extensions = client.ApiextensionsV1Api(control_plane.api)
 
     name = "railforge-scheduler"
     cluster_wide = {f"ClusterRole {name}", f"ClusterRoleBinding {name}"}
@@ -41,13 +55,19 @@ def test_the_role_applies_the_scheduler_idempotently_with_least_privilege(contro
     in_namespace |= {f"ConfigMap {name}-settings", f"ConfigMap {name}-grafana-dashboard"}
     in_namespace |= {f"Deployment {name}", f"Service {name}"}
     # check mode: the cluster-wide objects previewed by a dry run; nothing is created
+    served_before = podgroup_crd_served(control_plane)
     assert changed(play(control_plane, tmp_path, "--check")) >= cluster_wide
     assert not core.list_namespace(field_selector=f"metadata.name={NAMESPACE}").items
+    assert podgroup_crd_served(control_plane) == served_before
 
     first = changed(play(control_plane, tmp_path))
     assert first >= {f"Namespace {NAMESPACE}", *cluster_wide, *in_namespace}, first
-    assert changed(play(control_plane, tmp_path)) == set()  # server-side apply again: nothing changes
-    assert changed(play(control_plane, tmp_path, "--check")) == set()
+    # the PodGroup CRD, served and applied under the role's field manager
+    assert podgroup_crd_served(control_plane)
+    podgroup_crd = extensions.read_custom_resource_definition(PODGROUP_CRD)
+    assert "railforge-scheduler-role" in {entry.manager for entry in podgroup_crd.metadata.managed_fields}
+    assert changed_count(play(control_plane, tmp_path)) == 0  # server-side apply again: nothing changes
+    assert changed_count(play(control_plane, tmp_path, "--check")) == 0
 
     deployment = apps.read_namespaced_deployment("railforge-scheduler", NAMESPACE)
     assert deployment.spec.replicas == 2
@@ -112,3 +132,20 @@ def test_bad_settings_stop_the_role_before_anything_changes(control_plane, sched
     assert "railforge_scheduler_settings: bind_workers is 0; expected a whole number from 1 to 256" in output
     assert "changed=0" in output
     assert not client.CoreV1Api(control_plane.api).list_namespace(field_selector="metadata.name=rf-role-bad").items
+
+
+def test_a_podgroup_crd_file_that_is_not_the_pinned_one_stops_the_role_before_anything_changes(control_plane, tmp_path):
+    tampered = tmp_path / "podgroups.yaml"
+    tampered.write_text((mpi_release() / "scheduling.x-k8s.io_podgroups.yaml").read_text() + "# edited\n")
+    result = play(
+        control_plane,
+        tmp_path,
+        railforge_scheduler_namespace="rf-role-tampered",
+        railforge_scheduler_podgroup_crd_url=f"file://{tampered}",
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert "Download the PodGroup CRD and check its checksum" in output
+    assert "did not match" in output
+    assert "changed=0" in output
+    assert not client.CoreV1Api(control_plane.api).list_namespace(field_selector="metadata.name=rf-role-tampered").items

@@ -27,3 +27,14 @@ def test_a_wrapper_behind_the_versions_file_is_named_with_the_fix(monkeypatch):
     assert len(problems) == 1
     assert "tools/etcd/go.mod requires go.etcd.io/etcd/server/v3 v3.6.16" in problems[0]
     assert "versions_etcd" in problems[0] and "v3.6.99" in problems[0]
+
+
+def test_the_podgroup_crd_pin_is_the_scheduler_plugins_release_the_mpi_operator_requires():
+    pins = pinned_versions()
+    wanted = "v" + pins["versions_scheduler_plugins"]
+    go_mod = (TOOLS / "mpi-operator" / "go.mod").read_text()
+    assert required_version(go_mod, "sigs.k8s.io/scheduler-plugins") == wanted, (
+        f"tools/mpi-operator/go.mod requires another sigs.k8s.io/scheduler-plugins than versions_scheduler_plugins"
+        f" ({wanted}): update versions_scheduler_plugins, versions_podgroup_crd_url and versions_podgroup_crd_checksum"
+    )
+    assert f"/scheduler-plugins/{wanted}/" in pins["versions_podgroup_crd_url"]

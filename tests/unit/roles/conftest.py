@@ -28,3 +28,18 @@ def run_role(tmp_path):
         )
 
     return run
+
+
+@pytest.fixture
+def refused(run_role):
+    def run(role: str, variables: dict, first_change: str, **options) -> str:
+        """Run the role with bad input: it must fail, change nothing and never reach the task named `first_change`.
+        Returns the run's output."""
+        result = run_role(role, variables, **options)
+        output = result.stdout + result.stderr
+        assert result.returncode == 2, output
+        assert "changed=0" in output
+        assert first_change not in output
+        return output
+
+    return run
