@@ -8,12 +8,12 @@ export CONTAINERS_CONF := $(CURDIR)/molecule/containers.conf
 
 SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 
-.PHONY: setup test check lint unit docs testbed cluster-up test-slow molecule $(addprefix molecule-,$(SCENARIOS)) lab lab-down sim bench
+.PHONY: setup test check lint unit docs testbed cluster-up test-slow molecule $(addprefix molecule-,$(SCENARIOS)) lab lab-down lab-test sim bench
 
 setup:            ## host packages, test image, pinned .venv and collections (idempotent)
 	scripts/setup.sh
 
-test: check testbed molecule   ## everything CI runs: lint, unit tests, the Kubernetes test bed, every Molecule scenario
+test: check testbed molecule lab-test   ## everything CI runs: lint, unit, the test bed, every Molecule scenario, the lab
 
 check: lint unit  ## the inner loop: lint and unit tests, no containers
 
@@ -43,11 +43,14 @@ molecule: $(addprefix molecule-,$(SCENARIOS))
 $(addprefix molecule-,$(SCENARIOS)): molecule-%:
 	molecule test -s $*
 
-lab:              ## local Podman containers as nodes, then playbooks/site.yml against them
+lab:              ## a kubeadm cluster in Podman node containers by playbooks/site.yml, then an MPIJob across two nodes
 	scripts/lab.sh up
 
 lab-down:
 	scripts/lab.sh down
+
+lab-test:         ## the lab end to end with its checks (tests/lab): up, job, second run, check run, down
+	pytest tests/lab -p no:xdist
 
 sim:              ## replay Philly and every ITP trace through all policies -> docs/simulation-results.md (long)
 	railforge simulate-report --all --period 60 --jobs 2 --cache reports/sim-cache

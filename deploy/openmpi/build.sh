@@ -29,6 +29,7 @@ if [[ $built_from != "$inputs" ]]; then
     fi
 fi
 if [[ -n ${RAILFORGE_OPENMPI_ARCHIVE:-} ]]; then
+    rm -f "$RAILFORGE_OPENMPI_ARCHIVE"  # podman save does not overwrite a docker archive
     podman save --quiet --format docker-archive --output "$RAILFORGE_OPENMPI_ARCHIVE" "$image"
 fi
 echo "$image"

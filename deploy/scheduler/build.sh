@@ -38,6 +38,7 @@ if [[ -n $previous && $previous != $(podman image inspect --format '{{.Id}}' "$i
     podman rmi "$previous" >/dev/null 2>&1 || true  # the last build, now untagged; kept only while a container uses it
 fi
 if [[ -n ${RAILFORGE_SCHEDULER_ARCHIVE:-} ]]; then
+    rm -f "$RAILFORGE_SCHEDULER_ARCHIVE"  # podman save does not overwrite a docker archive
     podman save --quiet --format docker-archive --output "$RAILFORGE_SCHEDULER_ARCHIVE" "$image"
 fi
 echo "$image"

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from railforge import __version__
+from railforge import lab as lab_commands
 from railforge.bench import commands as bench_commands
 from railforge.k8s import commands as scheduler_commands
 from railforge.sim import commands as sim_commands
@@ -22,6 +23,7 @@ COMMANDS = (
     testbed_commands.register,
     scheduler_commands.register,
     bench_commands.register,
+    lab_commands.register,
 )
 
 

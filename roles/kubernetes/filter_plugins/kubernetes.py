@@ -1,0 +1,95 @@
+"""Filters of the kubernetes role: network checks, the join command's parts, the pod routes between nodes."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+
+from ansible.errors import AnsibleFilterError
+
+DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# A /24 of the pod subnet per node (kube-controller-manager's default node CIDR size).
+NODE_PREFIX = 24
+JOIN_COMMAND = re.compile(
+    r"kubeadm join (\S+)[\s\\]+--token (\S+)[\s\\]+--discovery-token-ca-cert-hash (sha256:[0-9a-f]{64})"
+)
+REF_NAME = "org.opencontainers.image.ref.name"  # an OCI archive's image name annotation
+
+
+def kubernetes_network_problems(pod_subnet, service_subnet, dns_domain, node_ips) -> list[str]:
+    """What is wrong with the cluster's networks, one line per problem naming the variable; [] when all is well."""
+    problems, networks = [], {}
+    for name, value in (("kubernetes_pod_subnet", pod_subnet), ("kubernetes_service_subnet", service_subnet)):
+        try:
+            networks[name] = ipaddress.IPv4Network(str(value))
+        except ValueError as error:
+            problems.append(f"{name}: expected an IPv4 network like 10.244.0.0/16, got {value!r} ({error})")
+    pod, service = networks.get("kubernetes_pod_subnet"), networks.get("kubernetes_service_subnet")
+    if pod and pod.prefixlen > NODE_PREFIX - 2:
+        problems.append(
+            f"kubernetes_pod_subnet: {pod} holds fewer than 4 node ranges (/{NODE_PREFIX}); use /22 or larger"
+        )
+    if pod and service and pod.overlaps(service):
+        problems.append(f"kubernetes_pod_subnet {pod} and kubernetes_service_subnet {service} overlap")
+    if not DNS_NAME.match(str(dns_domain)):
+        problems.append(f"kubernetes_dns_domain: expected a DNS name like cluster.local, got {dns_domain!r}")
+    for host, address in sorted(node_ips.items()):
+        try:
+            ip = ipaddress.IPv4Address(str(address))
+        except ValueError:
+            problems.append(f"kubernetes_node_ip of {host}: expected an IPv4 address, got {address!r}")
+            continue
+        for name, network in networks.items():
+            if ip in network:
+                problems.append(f"kubernetes_node_ip of {host} ({ip}) lies inside {name} {network}")
+    return problems
+
+
+def kubernetes_join_parts(command: str) -> dict[str, str]:
+    """The endpoint, token and CA hash of `kubeadm token create --print-join-command`'s output."""
+    match = JOIN_COMMAND.search(str(command))
+    if not match:
+        raise AnsibleFilterError("kubeadm printed no join command with an endpoint, a token and a CA hash")
+    return {"endpoint": match.group(1), "token": match.group(2), "ca_cert_hash": match.group(3)}
+
+
+def kubernetes_pod_routes(node_list: dict, own_name: str) -> list[dict[str, str]]:
+    """Routes to the other nodes' pod ranges via their InternalIP, from `kubectl get nodes -o json`."""
+    routes = []
+    for node in node_list.get("items", []):
+        name, cidr = node["metadata"]["name"], node.get("spec", {}).get("podCIDR")
+        addresses = [a["address"] for a in node.get("status", {}).get("addresses", []) if a["type"] == "InternalIP"]
+        if name == own_name or not cidr or not addresses:
+            continue
+        routes.append({"cidr": cidr, "via": addresses[0], "node": name})
+    return sorted(routes, key=lambda route: ipaddress.IPv4Network(route["cidr"]))
+
+
+def kubernetes_archive_refs(metadata: str) -> list[str]:
+    """The image names an archive holds, from its manifest.json (docker archive: RepoTags) and/or index.json (OCI
+    archive: the ref.name annotation), as tar prints them one after the other."""
+    decoder, refs, position, text = json.JSONDecoder(), [], 0, str(metadata).strip()
+    while position < len(text):
+        document, end = decoder.raw_decode(text, position)
+        position = end + len(text[end:]) - len(text[end:].lstrip())
+        if isinstance(document, list):
+            refs += [tag for image in document for tag in image.get("RepoTags") or []]
+        else:
+            annotations = (manifest.get("annotations", {}) for manifest in document.get("manifests", []))
+            refs += [
+                a["org.opencontainers.image.ref.name"] for a in annotations if "org.opencontainers.image.ref.name" in a
+            ]
+    if not refs:
+        raise AnsibleFilterError("the image archive names no image (no RepoTags, no ref.name annotation)")
+    return refs
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "kubernetes_network_problems": kubernetes_network_problems,
+            "kubernetes_join_parts": kubernetes_join_parts,
+            "kubernetes_pod_routes": kubernetes_pod_routes,
+            "kubernetes_archive_refs": kubernetes_archive_refs,
+        }

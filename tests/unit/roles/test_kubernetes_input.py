@@ -1,0 +1,147 @@
+"""The kubernetes role's checks and filters: malformed input stops the run before any change, naming the variable;
+the join command, pod routes and image archive names are read as kubeadm, the API and the archives write them."""
+
+import importlib.util
+import json
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from tests.unit.roles.conftest import ROOT
+
+spec = importlib.util.spec_from_file_location(
+    "kubernetes_filters", ROOT / "roles/kubernetes/filter_plugins/kubernetes.py"
+)
+filters = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(filters)
+
+INVENTORY = """
+all:
+  vars: {{ansible_connection: local, ansible_python_interpreter: "{{{{ ansible_playbook_python }}}}"}}
+  children:
+    kube_control_plane:
+      hosts:
+{control_planes}
+    kube_node:
+      hosts:
+        worker-1: {{railforge_node_ip: 192.0.2.21}}
+"""
+
+
+def inventory(tmp_path, control_planes=("cp-1",)):
+    hosts = "\n".join(
+        f"        {name}: {{railforge_node_ip: 192.0.2.{11 + i}}}" for i, name in enumerate(control_planes)
+    )
+    path = tmp_path / "hosts.yml"
+    path.write_text(INVENTORY.format(control_planes=hosts))
+    return str(path)
+
+
+CASES = {
+    "unknown mode": ({"kubernetes_mode": "kubespray"}, "value of kubernetes_mode must be one of: kubeadm, existing"),
+    "overlapping networks": (
+        {"kubernetes_pod_subnet": "10.96.0.0/16"},
+        "kubernetes_pod_subnet 10.96.0.0/16 and kubernetes_service_subnet 10.96.0.0/12 overlap",
+    ),
+    "pod network too small": (
+        {"kubernetes_pod_subnet": "10.244.0.0/24"},
+        "kubernetes_pod_subnet: 10.244.0.0/24 holds fewer than 4 node ranges",
+    ),
+    "not a network": ({"kubernetes_service_subnet": "10.96.0.1/33"}, "kubernetes_service_subnet: expected an IPv4"),
+    "node inside the pod network": (
+        {"kubernetes_pod_subnet": "192.0.0.0/16"},
+        "kubernetes_node_ip of cp-1 (192.0.2.11) lies inside kubernetes_pod_subnet 192.0.0.0/16",
+    ),
+    "bad token lifetime": ({"kubernetes_join_token_ttl": "forever"}, "kubernetes_join_token_ttl a duration"),
+    "unknown CNI": ({"kubernetes_cni": "flannel"}, "value of kubernetes_cni must be one of: bridge, none"),
+    "mirror not a list": (
+        {"kubernetes_registry_mirrors": {"registry.k8s.io": "https://mirror.example"}},
+        "kubernetes_registry_mirrors {registry: [mirror URL, ...]}",
+    ),
+    "relative archive": ({"kubernetes_image_archives": ["images/pause.tar"]}, "a list of absolute paths"),
+    "repository over ftp": ({"kubernetes_apt_repo_url": "ftp://mirror.example/k8s"}, "kubernetes_apt_repo_url an"),
+}
+
+
+@pytest.mark.parametrize(("variables", "message"), CASES.values(), ids=CASES.keys())
+def test_malformed_input_fails_first(run_role, tmp_path, variables, message):
+    result = run_role("kubernetes", variables, inventory=inventory(tmp_path))
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert message in output
+    assert "changed=0" in output
+    assert "Add the Kubernetes package repository" not in output  # stopped before the first change
+
+
+def test_several_control_planes_need_an_endpoint(run_role, tmp_path):
+    result = run_role("kubernetes", {}, inventory=inventory(tmp_path, ("cp-1", "cp-2", "cp-3")))
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert "kubernetes_control_plane_endpoint HOST:PORT (got '')" in output
+    assert "Add the Kubernetes package repository" not in output
+
+
+def test_network_problems_are_all_named_at_once():
+    problems = filters.kubernetes_network_problems(
+        "10.0.0.0/8", "10.96.0.0/12", "Cluster.Local", {"a": "10.1.2.3", "b": "192.0.2.1", "c": "not-an-ip"}
+    )
+    assert problems == [
+        "kubernetes_pod_subnet 10.0.0.0/8 and kubernetes_service_subnet 10.96.0.0/12 overlap",
+        "kubernetes_dns_domain: expected a DNS name like cluster.local, got 'Cluster.Local'",
+        "kubernetes_node_ip of a (10.1.2.3) lies inside kubernetes_pod_subnet 10.0.0.0/8",
+        "kubernetes_node_ip of c: expected an IPv4 address, got 'not-an-ip'",
+    ]
+    assert (
+        filters.kubernetes_network_problems("10.244.0.0/16", "10.96.0.0/12", "cluster.local", {"a": "10.1.2.3"}) == []
+    )
+
+
+def test_join_command_parts():
+    printed = (
+        "kubeadm join 10.89.50.11:6443 --token abcdef.0123456789abcdef \\\n"
+        "\t--discovery-token-ca-cert-hash sha256:" + "ab" * 32 + " \n"
+    )
+    assert filters.kubernetes_join_parts(printed) == {
+        "endpoint": "10.89.50.11:6443",
+        "token": "abcdef.0123456789abcdef",
+        "ca_cert_hash": "sha256:" + "ab" * 32,
+    }
+    with pytest.raises(AnsibleFilterError, match="no join command"):
+        filters.kubernetes_join_parts("error: timed out")
+
+
+def test_pod_routes_go_to_the_other_nodes_only():
+    def node(name, cidr, address):
+        status = {"addresses": [{"type": "Hostname", "address": name}, {"type": "InternalIP", "address": address}]}
+        return {"metadata": {"name": name}, "spec": {"podCIDR": cidr} if cidr else {}, "status": status}
+
+    nodes = {
+        "items": [
+            node("w2", "10.244.10.0/24", "10.89.50.22"),
+            node("cp", "10.244.0.0/24", "10.89.50.11"),
+            node("w1", "10.244.2.0/24", "10.89.50.21"),
+            node("new", None, "10.89.50.23"),  # no range allocated yet: no route
+        ]
+    }
+    assert filters.kubernetes_pod_routes(nodes, "cp") == [
+        {"cidr": "10.244.2.0/24", "via": "10.89.50.21", "node": "w1"},
+        {"cidr": "10.244.10.0/24", "via": "10.89.50.22", "node": "w2"},
+    ]
+
+
+def test_archive_names_from_docker_and_oci_metadata():
+    docker = json.dumps([{"Config": "x.json", "RepoTags": ["registry.k8s.io/pause:3.10.2"], "Layers": []}])
+    oci = json.dumps(
+        {
+            "schemaVersion": 2,
+            "manifests": [{"annotations": {"org.opencontainers.image.ref.name": "localhost/railforge-openmpi:0.1.0"}}],
+        }
+    )
+    assert filters.kubernetes_archive_refs(docker + "\n") == ["registry.k8s.io/pause:3.10.2"]
+    assert filters.kubernetes_archive_refs(oci) == ["localhost/railforge-openmpi:0.1.0"]
+    assert filters.kubernetes_archive_refs(docker + oci) == [
+        "registry.k8s.io/pause:3.10.2",
+        "localhost/railforge-openmpi:0.1.0",
+    ]
+    with pytest.raises(AnsibleFilterError, match="names no image"):
+        filters.kubernetes_archive_refs(json.dumps([{"RepoTags": None}]))
