@@ -3,12 +3,12 @@ the join command, pod routes and image archive names are read as kubeadm, the AP
 
 import importlib.util
 import json
+from pathlib import Path
 
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from tests.unit.roles.conftest import ROOT
-
+ROOT = Path(__file__).resolve().parents[3]
 spec = importlib.util.spec_from_file_location(
     "kubernetes_filters", ROOT / "roles/kubernetes/filter_plugins/kubernetes.py"
 )
