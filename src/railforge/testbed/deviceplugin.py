@@ -20,6 +20,8 @@ from pathlib import Path
 
 import grpc
 
+from railforge.testbed.procs import wait_for
+
 API_VERSION = "v1beta1"
 DEVICE_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")  # fixed by the API, whatever the kubelet's root-dir
 KUBELET_SOCKET = "kubelet.sock"
@@ -126,6 +128,9 @@ class FakeDevicePlugin:
         for device in self.healthy:
             (self.device_files / device).write_text(f"{self.resource} {device} (railforge stand-in, no hardware)\n")
         DEVICE_PLUGIN_DIR.mkdir(parents=True, exist_ok=True)
+        # A Node object left Ready by an earlier kubelet of the same name can make a node look ready before its new
+        # kubelet has opened the registration socket.
+        wait_for("the kubelet's device-plugin socket", (DEVICE_PLUGIN_DIR / KUBELET_SOCKET).exists, 60)
         self._serve()
         registered = self._register()
         self._watcher = threading.Thread(target=self._reregister, args=(registered,), daemon=True)
