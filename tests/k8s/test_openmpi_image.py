@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
+from railforge.lab import RANK_LINE, SUMMARY_LINE
+
 PREFIX = "rf-openmpi-test-"
 ELEMENTS = 65536  # 512 KiB per rank
 PODMAN_ENV = {**os.environ, "CONTAINERS_CONF": str(ROOT / "molecule/containers.conf")}
@@ -24,12 +26,6 @@ OPERATOR_ENV = {
 }
 # non-root and unprivileged, as the MPIJob template asks (securityContext)
 HARDENED = ["--user=1000:1000", "--read-only", "--cap-drop=all", "--security-opt=no-new-privileges"]
-RANK_LINE = re.compile(r"^rank=(\d+) host=(\S+) bytes=(\d+) result=(ok|FAIL) time_s=([0-9.]+)$", re.M)
-SUMMARY_LINE = re.compile(
-    r"^summary ranks=(\d+) bytes=(\d+) iterations=(\d+) time_s=([0-9.]+) algbw_GBps=([0-9.]+) "
-    r"busbw_GBps=([0-9.]+) result=(ok|FAIL)$",
-    re.M,
-)
 
 
 def podman(*args: str, check: bool = True) -> subprocess.CompletedProcess:
