@@ -153,3 +153,23 @@ def test_key_fingerprints_are_forty_hex_digits():
         "n-01: versions_doca_repo_key_fingerprint must be an OpenPGP key fingerprint of 40 hex digits "
         "(gpg --show-keys prints it), got 'A024F6F0E6D6A281' (str)"
     ]
+
+
+@pytest.mark.parametrize(
+    ("variable", "bad", "good", "expected"),
+    [
+        ("versions_kubernetes_registry", "https://mirror/k8s", "mirror:5000/k8s", "a registry HOST[:PORT][/PATH]"),
+        ("kubernetes_image_repository", "mirror:5000/k8s/", "registry.k8s.io", "a registry HOST[:PORT][/PATH]"),
+        ("versions_podgroup_crd_checksum", "md5:0123", "sha256:" + "0" * 64, "sha256: and 64 lowercase hex digits"),
+        ("kubernetes_apt_repo_key_fingerprint", "", "DE15B14486CD377B9E876E1A234654DA9A296436", "an OpenPGP key"),
+        ("kubernetes_pod_subnet", "10.244.0.1/16", "10.244.0.0/16", "a network"),
+        ("versions_openmpi_image", "railforge-openmpi", "localhost/railforge-openmpi:0.1.0", "an image REGISTRY/"),
+    ],
+)
+def test_cluster_pins_and_kubernetes_inputs_are_checked(variable, bad, good, expected):
+    checks = load_inventory_checks()
+    groups = {"all": ["cp-01"], "kube_control_plane": ["cp-01"], "kube_node": ["cp-01"]}
+    host = {"railforge_cluster_name": "forge", "railforge_node_ip": "10.0.0.1"}
+    problems = checks.validate(groups, {"cp-01": {**host, variable: bad}}, role_specs())
+    assert len(problems) == 1 and problems[0].startswith(f"cp-01: {variable} must be {expected}"), problems
+    assert checks.validate(groups, {"cp-01": {**host, variable: good}}, role_specs()) == []
