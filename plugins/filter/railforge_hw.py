@@ -1,5 +1,5 @@
 # Railforge - filters turning railforge_hw_facts output into node labels and NCCL environment.
-"""Jinja2 filters: railforge_node_labels, railforge_nccl_env (see docs/hardware-facts.md)."""
+"""Jinja2 filters: railforge_node_labels, railforge_gpu_labels, railforge_nccl_env (see docs/hardware-facts.md)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,12 @@ def label_value(value) -> str:
     return v
 
 
+def _gpu_arch(facts: dict) -> str:
+    """The GPUs' architecture in lower case: "mixed" for several, "none" without GPUs."""
+    archs = [a for a in facts.get("gpu_architectures", []) if a]
+    return "none" if not archs else (archs[0].lower() if len(archs) == 1 else "mixed")
+
+
 def railforge_node_labels(facts, prefix: str = LABEL_PREFIX) -> dict:
     """Kubernetes node labels from hardware facts.
 
@@ -40,8 +46,6 @@ def railforge_node_labels(facts, prefix: str = LABEL_PREFIX) -> dict:
     "node" for NVLink/NVSwitch inside the node, "none").
     """
     f = _facts(facts)
-    archs = [a for a in f.get("gpu_architectures", []) if a]
-    arch = "none" if not archs else (archs[0].lower() if len(archs) == 1 else "mixed")
     layers = [ll.lower() for ll in f.get("rdma_link_layers", [])]
     layer = "none" if not layers else (layers[0] if len(layers) == 1 else "mixed")
     nv = f.get("nvlink") or {}
@@ -53,13 +57,26 @@ def railforge_node_labels(facts, prefix: str = LABEL_PREFIX) -> dict:
         domain = "node" if present else "none"
     labels = {
         "gpu-count": f.get("gpu_count", 0),
-        "gpu-arch": arch,
+        "gpu-arch": _gpu_arch(f),
         "rails": f.get("rail_count", 0),
         "rdma-link-layer": layer,
         "nvlink": present,
         "nvlink-domain": domain,
     }
     return {prefix + k: label_value(v) for k, v in labels.items()}
+
+
+def railforge_gpu_labels(facts) -> dict:
+    """The GPU labels NVIDIA's GPU feature discovery writes that the hardware facts can tell, under its names.
+
+    nvidia.com/gpu.present ("true" with at least one GPU, else "false"), nvidia.com/gpu.count and
+    nvidia.com/gpu.family (the architecture, as railforge.io/gpu-arch). The facts are read from PCI before any
+    driver, so the product name NVML reports (nvidia.com/gpu.product) is not among them.
+    """
+    f = _facts(facts)
+    count = f.get("gpu_count", 0)
+    labels = {"gpu.present": count > 0, "gpu.count": count, "gpu.family": _gpu_arch(f)}
+    return {"nvidia.com/" + k: label_value(v) for k, v in labels.items()}
 
 
 def railforge_nccl_env(facts, socket_ifname: str | None = None, gid_index: int = 3) -> dict:
@@ -90,4 +107,8 @@ def railforge_nccl_env(facts, socket_ifname: str | None = None, gid_index: int =
 
 class FilterModule:
     def filters(self):
-        return {"railforge_node_labels": railforge_node_labels, "railforge_nccl_env": railforge_nccl_env}
+        return {
+            "railforge_node_labels": railforge_node_labels,
+            "railforge_gpu_labels": railforge_gpu_labels,
+            "railforge_nccl_env": railforge_nccl_env,
+        }

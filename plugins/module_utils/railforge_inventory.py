@@ -390,6 +390,18 @@ RULES = {
     "rail_networks_multus_image": {"format": "image"},
     "rail_networks_whereabouts_image": {"format": "image"},
     "rail_networks_rdma_device_plugin_image": {"format": "image"},
+    "versions_nvidia_device_plugin": {"format": "semver"},
+    "versions_nvidia_device_plugin_registry": {"format": "registry"},
+    "versions_dcgm_exporter_registry": {"format": "registry"},
+    "nvidia_device_plugin_namespace": {"format": "dns_label"},
+    "nvidia_device_plugin_time_slicing_replicas": {"min": 1, "max": 1024},
+    "nvidia_device_plugin_image": {"format": "image"},
+    "dcgm_exporter_namespace": {"format": "dns_label"},
+    "dcgm_exporter_image": {"format": "image"},
+    "dcgm_exporter_port": {"min": 1, "max": 65535},
+    "dcgm_exporter_metrics": {"unique": "field"},
+    "dcgm_exporter_metrics[].field": {"format": "dcgm_field"},
+    "dcgm_exporter_metrics[].help": {"format": "no_comma"},
 }
 
 TYPE_HELP = {
@@ -570,6 +582,17 @@ def _doca_profile_known(v: dict) -> str | None:
     )
 
 
+def _time_slicing_shares_a_resource(v: dict) -> str | None:
+    """Time-slicing shares nvidia.com/gpu, which MIG strategy mixed does not advertise (it has mig-PROFILE ones)."""
+    replicas, strategy = v["nvidia_device_plugin_time_slicing_replicas"], v["nvidia_device_plugin_mig_strategy"]
+    if replicas == 1 or strategy != "mixed":
+        return None
+    return (
+        f"nvidia_device_plugin_time_slicing_replicas {replicas} shares nvidia.com/gpu, which "
+        "nvidia_device_plugin_mig_strategy mixed does not advertise: use MIG strategy none or single, or replicas 1"
+    )
+
+
 # Each: the variables it reads (host value, else the role default) and the check. A rule runs when the host
 # sets one of its variables and every value it reads passes its own checks and is no template left to the role.
 CROSS_RULES = (
@@ -581,6 +604,10 @@ CROSS_RULES = (
         _roce_dscp_on_pfc_priority,
     ),
     (("doca_ofed_package", "doca_ofed_flavour", "railforge_extra_doca_profiles"), _doca_profile_known),
+    (
+        ("nvidia_device_plugin_time_slicing_replicas", "nvidia_device_plugin_mig_strategy"),
+        _time_slicing_shares_a_resource,
+    ),
 )
 
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 from ansible.module_utils.railforge_hwfacts import gather_hw_facts
-from railforge_hw import FilterModule, label_value, railforge_nccl_env, railforge_node_labels
+from railforge_hw import FilterModule, label_value, railforge_gpu_labels, railforge_nccl_env, railforge_node_labels
 from shapes import SHAPES, realdata
 
 K8S_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
@@ -67,6 +67,18 @@ def test_nccl_env(facts, name):
     assert railforge_nccl_env(facts[name]) == NCCL[name]
 
 
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_gpu_labels_agree_with_the_node_labels(facts, name):
+    labels = railforge_gpu_labels({"railforge_hw": facts[name]})
+    count, arch = LABELS[name][:2]
+    assert labels == {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": count, "nvidia.com/gpu.family": arch}
+
+
+def test_gpu_labels_without_gpus():
+    labels = railforge_gpu_labels({"gpu_count": 0, "gpu_architectures": []})
+    assert labels == {"nvidia.com/gpu.present": "false", "nvidia.com/gpu.count": "0", "nvidia.com/gpu.family": "none"}
+
+
 def test_nccl_env_options_and_wrappers(facts):
     f = facts["dgx_h100"]
     assert railforge_nccl_env({"ansible_facts": {"railforge_hw": f}}) == NCCL["dgx_h100"]
@@ -106,7 +118,7 @@ def test_mixed_arch_and_label_value():
 
 
 def test_filter_module_exports():
-    assert set(FilterModule().filters()) == {"railforge_node_labels", "railforge_nccl_env"}
+    assert set(FilterModule().filters()) == {"railforge_node_labels", "railforge_gpu_labels", "railforge_nccl_env"}
 
 
 def test_link_layers_mixed_only_when_asked(shape_trees):

@@ -1,0 +1,89 @@
+"""Malformed input to the nvidia_device_plugin and dcgm_exporter roles fails before they look at or change the
+cluster, naming the variable and what was expected."""
+
+import json
+
+import pytest
+
+GPU_NODE = {"railforge_hw": {"gpu_count": 8, "gpu_architectures": ["Hopper"]}}
+
+PLUGIN_CASES = {
+    "unknown MIG strategy": (
+        {"nvidia_device_plugin_mig_strategy": "all"},
+        "value of nvidia_device_plugin_mig_strategy must be one of: none, single, mixed, got: all",
+    ),
+    "no replica": (
+        {"nvidia_device_plugin_time_slicing_replicas": 0},
+        "nvidia_device_plugin_time_slicing_replicas: expected an integer 1-1024 (1 = no sharing), got 0",
+    ),
+    "time-slicing with MIG mixed": (
+        {"nvidia_device_plugin_time_slicing_replicas": 4, "nvidia_device_plugin_mig_strategy": "mixed"},
+        "nvidia_device_plugin_time_slicing_replicas: expected 1 with nvidia_device_plugin_mig_strategy mixed",
+    ),
+    "namespace not a DNS label": (
+        {"nvidia_device_plugin_namespace": "GPU_System"},
+        'nvidia_device_plugin_namespace: expected a DNS label (lowercase letters, digits, \'-\', at most 63), got "GPU',
+    ),
+    "image without a tag": (
+        {"nvidia_device_plugin_image": "nvcr.io/nvidia/k8s-device-plugin"},
+        'nvidia_device_plugin_image: expected REGISTRY/NAME:TAG, got "nvcr.io/nvidia/k8s-device-plugin"',
+    ),
+}
+
+EXPORTER_CASES = {
+    "port out of range": ({"dcgm_exporter_port": 70000}, "dcgm_exporter_port: expected a port 1-65535, got 70000"),
+    "host engine without a port": (
+        {"dcgm_exporter_remote_hostengine": "localhost"},
+        'dcgm_exporter_remote_hostengine: expected "" (its own host engine) or HOST:PORT, got "localhost"',
+    ),
+    "empty node selector": ({"dcgm_exporter_node_selector": {}}, "dcgm_exporter_node_selector: expected at least one"),
+    "metric that is no DCGM field": (
+        {"dcgm_exporter_metrics": [{"field": "GPU_TEMP", "type": "gauge", "help": "temperature"}]},
+        "dcgm_exporter_metrics: expected at least one metric, each field a DCGM field name (DCGM_FI_...)",
+    ),
+    "comma in a help text": (
+        {"dcgm_exporter_metrics": [{"field": "DCGM_FI_DEV_GPU_TEMP", "type": "gauge", "help": "temp, in C"}]},
+        "each help text without commas or line breaks",
+    ),
+    "unknown metric type": (
+        {"dcgm_exporter_metrics": [{"field": "DCGM_FI_DEV_GPU_TEMP", "type": "histogram", "help": "temp"}]},
+        "value of type must be one of: gauge, counter, label, got: histogram found in dcgm_exporter_metrics",
+    ),
+    "interval without a unit": (
+        {"dcgm_exporter_scrape_interval": "30"},
+        'dcgm_exporter_scrape_interval: expected a duration like 30s, got "30"',
+    ),
+}
+
+
+def words(output: str) -> str:
+    return " ".join(output.split())  # the output callback wraps long messages
+
+
+@pytest.mark.parametrize(("variables", "message"), PLUGIN_CASES.values(), ids=PLUGIN_CASES.keys())
+def test_malformed_device_plugin_input_fails_first(refused, variables, message):
+    assert message in words(refused("nvidia_device_plugin", variables, "Look up the namespace and the nodes"))
+
+
+def test_a_gpu_node_without_facts_is_named(refused, tmp_path):
+    inventory = tmp_path / "hosts.json"
+    hosts = {"gpu-a": GPU_NODE, "gpu-b": {}}
+    inventory.write_text(json.dumps({"all": {"children": {"gpu_nodes": {"hosts": hosts}}}}))
+    output = refused(
+        "nvidia_device_plugin",
+        {"nvidia_device_plugin_nodes": ["gpu-a", "gpu-b"]},
+        "Look up the namespace and the nodes",
+        inventory=str(inventory),
+    )
+    assert "nvidia_device_plugin_nodes: expected inventory hosts with railforge_hw facts" in words(output)
+    assert "without them are gpu-b" in words(output)
+
+
+@pytest.mark.parametrize(("variables", "message"), EXPORTER_CASES.values(), ids=EXPORTER_CASES.keys())
+def test_malformed_exporter_input_fails_first(refused, variables, message):
+    assert message in words(refused("dcgm_exporter", variables, "Look up the namespace and the ServiceMonitor CRD"))
+
+
+def test_every_exporter_problem_is_reported_at_once(refused):
+    output = words(refused("dcgm_exporter", {"dcgm_exporter_port": 0, "dcgm_exporter_namespace": "-"}, "Look up"))
+    assert "dcgm_exporter_port: expected" in output and "dcgm_exporter_namespace: expected" in output
