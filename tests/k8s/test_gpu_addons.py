@@ -240,3 +240,27 @@ def test_bad_input_stops_the_stage_before_anything_changes(control_plane, gpu_cl
     config_maps = client.CoreV1Api(control_plane.api).list_namespaced_config_map("rf-gpu-bad").items
     assert [c.metadata.name for c in config_maps] == ["kube-root-ca.crt"]  # only what the cluster puts there
     assert not client.AppsV1Api(control_plane.api).list_namespaced_daemon_set("rf-gpu-bad").items
+
+
+def test_without_gpu_nodes_the_stage_labels_nothing(control_plane, gpu_cluster, tmp_path):
+    """The lab's case: no host in gpu_nodes. The cluster-wide objects are applied, no Node is touched."""
+    ensure_namespace(control_plane, "rf-gpu-none")
+    no_gpus = tmp_path / "hosts.yml"
+    no_gpus.write_text(json.dumps({"all": {"hosts": {"cpu-only": {}}}}))
+    namespaces = {"nvidia_device_plugin_namespace": "rf-gpu-none", "dcgm_exporter_namespace": "rf-gpu-none"}
+    applied = changed(play(control_plane, no_gpus, tmp_path, **namespaces))
+    assert applied == {
+        "ConfigMap nvidia-device-plugin",
+        "DaemonSet nvidia-device-plugin",
+        "ConfigMap dcgm-exporter-metrics",
+        "DaemonSet dcgm-exporter",
+        "Service dcgm-exporter",
+    } | _service_monitor_if_served(control_plane)
+    assert not [item for item in applied if item.startswith("Node ")]
+
+
+def _service_monitor_if_served(plane) -> set[str]:
+    """'ServiceMonitor dcgm-exporter' when an earlier test installed the ServiceMonitor CRD."""
+    crds = client.ApiextensionsV1Api(plane.api).list_custom_resource_definition().items
+    served = {crd.metadata.name for crd in crds}
+    return {"ServiceMonitor dcgm-exporter"} if "servicemonitors.monitoring.coreos.com" in served else set()
