@@ -237,6 +237,11 @@ FORMATS = {
     "gdrcopy_os": _regex(r"^[a-z]+[0-9][0-9_]*$", "a GDRCopy download directory like ubuntu24_04"),
     "no_comma": _collectors_help_problem,
     "cidr": _cidr_problem,
+    "cidr_or_empty": _empty_or(_cidr_problem),
+    "dns_name": _regex(
+        r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$", "a DNS name like railforge.io"
+    ),
+    "pool_prefix": _regex(r"^[a-z][a-z0-9]{0,39}$", "lowercase letters and digits, starting with a letter"),
     "batch_size": _regex(r"^([1-9][0-9]*|([1-9][0-9]?|100)%)$", "a count of nodes or a percentage like 25%"),
 }
 
@@ -367,6 +372,17 @@ RULES = {
     "versions_mpi_operator_crd_checksum": {"format": "sha256"},
     "versions_podgroup_crd_url": {"format": "repo_url"},
     "versions_podgroup_crd_checksum": {"format": "sha256"},
+    "versions_sriov_network_device_plugin": {"format": "semver"},
+    "versions_sriov_network_device_plugin_registry": {"format": "registry"},
+    "versions_sriov_cni": {"format": "semver"},
+    "versions_sriov_cni_registry": {"format": "registry"},
+    "sriov_network_cidrs": {"format": "cidr_or_empty"},
+    "sriov_network_namespace": {"format": "dns_label"},
+    "sriov_network_system_namespace": {"format": "dns_label"},
+    "sriov_network_name_prefix": {"format": "pool_prefix"},
+    "sriov_network_resource_prefix": {"format": "dns_name"},
+    "sriov_network_device_plugin_image": {"format": "image"},
+    "sriov_network_cni_image": {"format": "image"},
     "kubernetes_apt_repo_url": {"format": "repo_url"},
     "kubernetes_apt_repo_key_url": {"format": "repo_url"},
     "kubernetes_apt_repo_key_fingerprint": {"format": "fingerprint"},

@@ -76,6 +76,16 @@ def apply_crds(plane, *paths) -> None:
     wait_for("the CRDs to be established", established, 60)
 
 
+@pytest.fixture(scope="session")
+def nad_crd(control_plane, tmp_path_factory):
+    """The NetworkAttachmentDefinition CRD of the pinned Multus release (from its Go module's DaemonSet manifest)."""
+    manifest = component("multus").out_dir / "multus-daemonset.yml"
+    crd = next(d for d in yaml.safe_load_all(manifest.read_text()) if d and d["kind"] == "CustomResourceDefinition")
+    crd_file = tmp_path_factory.mktemp("multus") / "nad-crd.yaml"
+    crd_file.write_text(yaml.safe_dump(crd))
+    apply_crds(control_plane, crd_file)
+
+
 def mpi_release():
     return component("mpi-operator").out_dir
 

@@ -9,11 +9,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
-from conftest import ROOT, apply_crds, changed, run_playbook
+from conftest import ROOT, changed, run_playbook
 from kubernetes import client
 
-from railforge.testbed.build import component
 from railforge.testbed.controlplane import add_api_node, create_namespace
 
 NAMESPACE = "rf-rails-test"
@@ -31,14 +29,9 @@ def dgx_h100_facts() -> dict:
 
 
 @pytest.fixture(scope="module")
-def rail_cluster(control_plane, tmp_path_factory):
+def rail_cluster(control_plane, nad_crd, tmp_path_factory):
     """The pinned Multus release's NetworkAttachmentDefinition CRD, the system namespace, and two Nodes with a label
     of their own; the inventory gives the second node another bootstrap interface, so another NCCL class."""
-    manifest = component("multus").out_dir / "multus-daemonset.yml"
-    crd = next(d for d in yaml.safe_load_all(manifest.read_text()) if d and d["kind"] == "CustomResourceDefinition")
-    crd_file = tmp_path_factory.mktemp("multus") / "nad-crd.yaml"
-    crd_file.write_text(yaml.safe_dump(crd))
-    apply_crds(control_plane, crd_file)
     core = client.CoreV1Api(control_plane.api)
     if not core.list_namespace(field_selector=f"metadata.name={SYSTEM_NAMESPACE}").items:
         create_namespace(control_plane, SYSTEM_NAMESPACE)

@@ -8,11 +8,20 @@ variable at fault and what was expected, so the role stops before it changes any
 from __future__ import annotations
 
 import hashlib
-import ipaddress
+import importlib.util
 import json
 import re
+from pathlib import Path
 
 from ansible.errors import AnsibleFilterError
+
+# The CIDR checks shared with the sriov_network role (plugins/module_utils, loaded by path: a filter cannot import
+# ansible.module_utils.* of the project).
+_SPEC = importlib.util.spec_from_file_location(
+    "railforge_networks", Path(__file__).resolve().parents[3] / "plugins/module_utils/railforge_networks.py"
+)
+railforge_networks = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(railforge_networks)
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 # The CNI plugins a rail can use, and the field naming the rail's netdev (the same name on every node).
@@ -41,25 +50,10 @@ def _rails_of(node: str, facts) -> list[dict]:
 
 
 def _cidrs(cidrs, count: int) -> list[str]:
-    if not isinstance(cidrs, list) or len(cidrs) != count:
-        got = len(cidrs) if isinstance(cidrs, list) else type(cidrs).__name__
-        raise AnsibleFilterError(f"rail_networks_cidrs: expected a list of {count} CIDRs, one per rail; got {got}")
-    networks = []
-    for index, cidr in enumerate(cidrs):
-        try:
-            networks.append(ipaddress.ip_network(str(cidr), strict=True))
-        except ValueError as error:
-            raise AnsibleFilterError(
-                f"rail_networks_cidrs[{index}]: {cidr!r} is no network address/prefix like 10.100.0.0/16 ({error})"
-            ) from None
-    for i, first in enumerate(networks):
-        for j in range(i + 1, len(networks)):
-            if first.version == networks[j].version and first.overlaps(networks[j]):
-                raise AnsibleFilterError(
-                    f"rail_networks_cidrs[{i}] {first} and rail_networks_cidrs[{j}] {networks[j]} overlap; "
-                    "expected one separate range per rail"
-                )
-    return [str(n) for n in networks]
+    try:
+        return railforge_networks.network_ranges("rail_networks_cidrs", cidrs, count, "rail")
+    except ValueError as error:
+        raise AnsibleFilterError(str(error)) from None
 
 
 def rail_networks_rails(nodes: dict, cidrs, cni_types: dict, name_prefix: str = "rail") -> list[dict]:
