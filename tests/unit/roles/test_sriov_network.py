@@ -195,3 +195,15 @@ def test_the_inventory_check_knows_the_roles_variables():
     assert inventory.check_value("versions_sriov_cni", "v2.10.0", {"type": "str"})[0].startswith(
         "versions_sriov_cni must be MAJOR.MINOR.PATCH"
     )
+
+
+def test_without_sr_iov_hosts_the_role_says_so_and_never_calls_the_api(run_role, tmp_path):
+    result = run_role(
+        "sriov_network",
+        {"sriov_network_kubeconfig": "/nonexistent"},
+        inventory=inventory_of({"cpu-01": {}, "cpu-02": {"sriov_vfs_pfs": []}}, tmp_path),
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output  # any API call would have failed on the missing kubeconfig
+    assert "no host in sriov_network_nodes sets sriov_vfs_pfs; nothing to apply" in " ".join(output.split())
+    assert "changed=0" in output
