@@ -168,15 +168,43 @@ COMPONENTS = (
         "github.com/coredns/coredns",
         {"coredns": "github.com/coredns/coredns"},
     ),
-    # Nothing built: the release's thin-plugin manifest, whose first document is the NetworkAttachmentDefinition
-    # CRD the rail_networks test installs (tests/k8s/test_rail_networks.py picks it out).
+    # The thin plugin, its installer and entry point (the lab's Multus image), and the release's thin-plugin
+    # manifest, whose first document is the NetworkAttachmentDefinition CRD (tests/k8s/test_rail_networks.py and
+    # the lab install it).
     Component(
         "multus",
         "multus",
         "versions_multus",
         "gopkg.in/k8snetworkplumbingwg/multus-cni.v4",
-        {},
+        {
+            name: f"gopkg.in/k8snetworkplumbingwg/multus-cni.v4/cmd/{package}"
+            for name, package in (
+                ("install_multus", "install_multus"),
+                ("thin_entrypoint", "thin_entrypoint"),
+                ("multus", "multus"),
+                ("passthru", "passthru-cni"),
+            )
+        },
+        version_vars=("gopkg.in/k8snetworkplumbingwg/multus-cni.v4/pkg/multus.version",),
         extra={"multus-daemonset.yml": "gopkg.in/k8snetworkplumbingwg/multus-cni.v4:deployments/multus-daemonset.yml"},
+    ),
+    # The IPAM plugin and its reconciler (the lab's whereabouts image), and the CRDs of its kubernetes datastore.
+    Component(
+        "whereabouts",
+        "whereabouts",
+        "versions_whereabouts",
+        "github.com/k8snetworkplumbingwg/whereabouts",
+        {
+            "whereabouts": "github.com/k8snetworkplumbingwg/whereabouts/cmd",
+            "ip-control-loop": "github.com/k8snetworkplumbingwg/whereabouts/cmd/controlloop",
+        },
+        extra={
+            name: f"github.com/k8snetworkplumbingwg/whereabouts:doc/crds/{name}"
+            for name in (
+                "whereabouts.cni.cncf.io_ippools.yaml",
+                "whereabouts.cni.cncf.io_overlappingrangeipreservations.yaml",
+            )
+        },
     ),
 )
 
@@ -306,6 +334,16 @@ def _busybox_deb(work: Path) -> Path:
     return next(work.glob("busybox-static_*.deb"))
 
 
+def link_busybox_applets(root: Path) -> None:
+    """A link in root's /bin for every applet of root's /bin/busybox that has no file of its own."""
+    busybox = root / "bin/busybox"
+    applets = subprocess.run([str(busybox), "--list"], capture_output=True, text=True, check=True).stdout
+    for applet in applets.split():
+        link = root / "bin" / applet
+        if not link.exists():
+            link.symlink_to("busybox")  # relative: valid inside the image
+
+
 def images_dir() -> Path:
     """Where the image archives are: keyed by the pause program, the image names and the recipe below."""
     recipe = inspect.getsource(build_images) + inspect.getsource(_import_image)
@@ -333,12 +371,7 @@ def build_images(env: dict[str, str]) -> Path:
         deb = _busybox_deb(work)
         test_root = work / "test-root"
         subprocess.run(["dpkg-deb", "-x", str(deb), str(test_root)], check=True)
-        busybox = test_root / "bin/busybox"
-        applets = subprocess.run([str(busybox), "--list"], capture_output=True, text=True, check=True).stdout
-        for applet in applets.split():
-            link = test_root / "bin" / applet
-            if not link.exists():
-                link.symlink_to("busybox")  # relative: valid inside the image
+        link_busybox_applets(test_root)
         for directory in ("tmp", "etc", "proc", "sys", "dev"):
             (test_root / directory).mkdir(exist_ok=True)
         (test_root / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534::/:/bin/false\n")

@@ -1,14 +1,16 @@
 """The lab cluster's container images, made from the test bed's own binaries: no registry is involved.
 
 kubeadm pulls nothing when every image it names is already in containerd. This module builds those images
-(kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy, CoreDNS, etcd, pause) and the MPI operator's
-as docker archives, under the names the versions file gives them, into ``<cache>/testbed/cluster-images-<key>/``
-with a ``manifest.json`` {image ref: archive file}. The key hashes the binaries' own cache keys, the image names,
-the Debian packages and the recipe below, so a warm `railforge testbed build` finds everything in place.
+(kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy, CoreDNS, etcd, pause), the MPI operator's and
+the rail networks' (Multus thin, whereabouts) as docker archives, under the names the versions file gives them,
+into ``<cache>/testbed/cluster-images-<key>/`` with a ``manifest.json`` {image ref: archive file}. The key hashes
+the binaries' own cache keys, the image names, the Debian packages, our files and the recipe
+below, so a warm `railforge testbed build` finds everything in place.
 
 Each image holds a static binary where upstream's image has it, the /etc/passwd, /etc/group and /tmp a distroless
 base has, and upstream's entry point, user, working directory and PATH. kube-proxy's also holds the iptables (nft
-backend), nft and conntrack userland, unpacked from the Debian packages of the build host.
+backend), nft and conntrack userland, unpacked from the Debian packages of the build host; whereabouts' also Debian's
+busybox-static (its entry point is a shell script: whereabouts-install-cni.sh, ours).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from railforge.testbed.build import (
     cache_root,
     component,
     images_dir,
+    link_busybox_applets,
     pinned_versions,
 )
 
@@ -58,6 +61,7 @@ class ClusterImage:
     user: int = 0
     workdir: str = "/"
     packages: tuple[str, ...] = ()  # Debian packages unpacked into the image, with their dependencies
+    files: tuple[tuple[str, str], ...] = ()  # (path in the image, file next to this module), executable
 
 
 def kubeadm_coredns_repository(registry: str) -> str:
@@ -108,17 +112,38 @@ def cluster_image_specs() -> tuple[ClusterImage, ...]:
             ("/opt/mpi-operator",),
             cmd=("--help",),
         ),
+        # What rail_networks' DaemonSets run: upstream's paths.
+        ClusterImage(
+            f"{pins['versions_multus_registry']}/multus-cni:v{pins['versions_multus']}",
+            "multus-cni.tar",
+            {
+                "/install_multus": "install_multus",
+                "/thin_entrypoint": "thin_entrypoint",
+                "/usr/src/multus-cni/bin/multus": "multus",
+                "/usr/src/multus-cni/bin/passthru": "passthru",
+            },
+            ("/thin_entrypoint",),
+        ),
+        ClusterImage(
+            f"{pins['versions_whereabouts_registry']}/whereabouts:v{pins['versions_whereabouts']}",
+            "whereabouts.tar",
+            {"/whereabouts": "whereabouts", "/ip-control-loop": "ip-control-loop"},
+            ("/install-cni.sh",),
+            packages=("busybox-static",),
+            files=(("/install-cni.sh", "whereabouts-install-cni.sh"),),
+        ),
     )
 
 
-IMAGE_COMPONENTS = ("kubernetes", "kube-log-runner", "etcd", "coredns", "mpi-operator")
+IMAGE_COMPONENTS = ("kubernetes", "kube-log-runner", "etcd", "coredns", "mpi-operator", "multus", "whereabouts")
 
 
 def cluster_images_dir() -> Path:
     """Keyed by the binaries' cache keys, the images (names, contents, configuration) and this module's recipe."""
     recipe = "".join(inspect.getsource(function) for function in (build_cluster_images, _rootfs, _unpack_packages))
     parts = [component(name).key() for name in IMAGE_COMPONENTS]
-    key = "|".join([*parts, images_dir().name, repr(cluster_image_specs()), PASSWD, GROUP, recipe])
+    files = [Path(__file__).with_name(name).read_text() for image in cluster_image_specs() for _, name in image.files]
+    key = "|".join([*parts, images_dir().name, repr(cluster_image_specs()), PASSWD, GROUP, recipe, *files])
     return cache_root() / "testbed" / f"cluster-images-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
@@ -152,6 +177,13 @@ def _rootfs(image: ClusterImage, root: Path, work: Path) -> list[str]:
     if "iptables" in image.packages:
         for name in IPTABLES_NFT_NAMES:
             (root / "usr/sbin" / name).symlink_to("xtables-nft-multi")
+    if "busybox-static" in image.packages:
+        link_busybox_applets(root)
+    for path, name in image.files:
+        target = root / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(Path(__file__).with_name(name), target)
+        target.chmod(0o755)
     for path, name in image.binaries.items():
         target = root / path.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
