@@ -49,10 +49,21 @@ class FakeDevicePlugin:
     """N fake devices of one extended resource, registered with the kubelet of this host.
 
     resource: e.g. "nvidia.com/gpu" or "rdma/rail0"; env: the variable Allocate sets to the allocated IDs.
+    plugin_dir: where this process finds the kubelet's sockets (the lab serves a node container's kubelet from the
+    host through a bind mount); state_dir must be at the same path for the kubelet (Allocate names its files).
     """
 
-    def __init__(self, resource: str, count: int, env: str, state_dir: Path, *, numa_node: int = 0):
-        self.resource, self.env = resource, env
+    def __init__(
+        self,
+        resource: str,
+        count: int,
+        env: str,
+        state_dir: Path,
+        *,
+        numa_node: int = 0,
+        plugin_dir: Path = DEVICE_PLUGIN_DIR,
+    ):
+        self.resource, self.env, self.plugin_dir = resource, env, plugin_dir
         self.pb, self.rpc = api()
         prefix = resource.split("/")[-1]
         self.healthy = {f"{prefix}-{index}": True for index in range(count)}
@@ -127,10 +138,10 @@ class FakeDevicePlugin:
         self.device_files.mkdir(parents=True, exist_ok=True)
         for device in self.healthy:
             (self.device_files / device).write_text(f"{self.resource} {device} (railforge stand-in, no hardware)\n")
-        DEVICE_PLUGIN_DIR.mkdir(parents=True, exist_ok=True)
+        self.plugin_dir.mkdir(parents=True, exist_ok=True)
         # A Node object left Ready by an earlier kubelet of the same name can make a node look ready before its new
         # kubelet has opened the registration socket.
-        wait_for("the kubelet's device-plugin socket", (DEVICE_PLUGIN_DIR / KUBELET_SOCKET).exists, 60)
+        wait_for("the kubelet's device-plugin socket", (self.plugin_dir / KUBELET_SOCKET).exists, 60)
         self._serve()
         registered = self._register()
         self._watcher = threading.Thread(target=self._reregister, args=(registered,), daemon=True)
@@ -140,7 +151,7 @@ class FakeDevicePlugin:
     def _serve(self) -> None:
         if self._server is not None:
             self._server.stop(grace=None)
-        socket = DEVICE_PLUGIN_DIR / self.socket_name
+        socket = self.plugin_dir / self.socket_name
         socket.unlink(missing_ok=True)
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
         self.rpc.add_DevicePluginServicer_to_server(self, self._server)
@@ -149,7 +160,7 @@ class FakeDevicePlugin:
 
     def _register(self) -> tuple[int, int]:
         """Register with the kubelet; returns the identity of the kubelet socket registered with."""
-        kubelet = DEVICE_PLUGIN_DIR / KUBELET_SOCKET
+        kubelet = self.plugin_dir / KUBELET_SOCKET
         identity = _identity(kubelet)
         with grpc.insecure_channel(f"unix://{kubelet}") as channel:
             self.rpc.RegistrationStub(channel).Register(
@@ -165,7 +176,7 @@ class FakeDevicePlugin:
         return identity
 
     def _reregister(self, registered: tuple[int, int]) -> None:
-        kubelet = DEVICE_PLUGIN_DIR / KUBELET_SOCKET
+        kubelet = self.plugin_dir / KUBELET_SOCKET
         while not self._stopped.wait(0.5):
             try:
                 if _identity(kubelet) != registered:
@@ -182,7 +193,7 @@ class FakeDevicePlugin:
             self._watcher.join()  # first: it may be serving again
         if self._server is not None:
             self._server.stop(grace=1).wait()
-        (DEVICE_PLUGIN_DIR / self.socket_name).unlink(missing_ok=True)
+        (self.plugin_dir / self.socket_name).unlink(missing_ok=True)
 
 
 def _identity(path: Path) -> tuple[int, int]:
