@@ -22,7 +22,7 @@ PLUGIN_CASES = {
     ),
     "namespace not a DNS label": (
         {"nvidia_device_plugin_namespace": "GPU_System"},
-        'nvidia_device_plugin_namespace: expected a DNS label (lowercase letters, digits, \'-\', at most 63), got "GPU',
+        "nvidia_device_plugin_namespace: expected a DNS label (lowercase letters, digits, '-', at most 63), got \"GPU",
     ),
     "image without a tag": (
         {"nvidia_device_plugin_image": "nvcr.io/nvidia/k8s-device-plugin"},
