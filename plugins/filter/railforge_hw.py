@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 
 LABEL_PREFIX = "railforge.io/"
+# Architectures whose nvidia.com/gpu.family value (GPU feature discovery's) differs from our lower-case name.
+GPU_FAMILY_NAMES = {"ada": "ada-lovelace"}
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 
 
@@ -70,12 +72,14 @@ def railforge_gpu_labels(facts) -> dict:
     """The GPU labels NVIDIA's GPU feature discovery writes that the hardware facts can tell, under its names.
 
     nvidia.com/gpu.present ("true" with at least one GPU, else "false"), nvidia.com/gpu.count and
-    nvidia.com/gpu.family (the architecture, as railforge.io/gpu-arch). The facts are read from PCI before any
-    driver, so the product name NVML reports (nvidia.com/gpu.product) is not among them.
+    nvidia.com/gpu.family (the architecture as railforge.io/gpu-arch has it, but Ada as feature discovery names it,
+    "ada-lovelace"). The facts are read from PCI before any driver, so the product name NVML reports
+    (nvidia.com/gpu.product) is not among them.
     """
     f = _facts(facts)
     count = f.get("gpu_count", 0)
-    labels = {"gpu.present": count > 0, "gpu.count": count, "gpu.family": _gpu_arch(f)}
+    family = GPU_FAMILY_NAMES.get(_gpu_arch(f), _gpu_arch(f))
+    labels = {"gpu.present": count > 0, "gpu.count": count, "gpu.family": family}
     return {"nvidia.com/" + k: label_value(v) for k, v in labels.items()}
 
 

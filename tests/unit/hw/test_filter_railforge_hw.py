@@ -74,6 +74,11 @@ def test_gpu_labels_agree_with_the_node_labels(facts, name):
     assert labels == {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": count, "nvidia.com/gpu.family": arch}
 
 
+def test_gpu_family_names_ada_as_feature_discovery_does():
+    labels = railforge_gpu_labels({"gpu_count": 1, "gpu_architectures": ["Ada"]})
+    assert labels["nvidia.com/gpu.family"] == "ada-lovelace"
+
+
 def test_gpu_labels_without_gpus():
     labels = railforge_gpu_labels({"gpu_count": 0, "gpu_architectures": []})
     assert labels == {"nvidia.com/gpu.present": "false", "nvidia.com/gpu.count": "0", "nvidia.com/gpu.family": "none"}
