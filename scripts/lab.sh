@@ -2,6 +2,11 @@
 # `make lab`: a real Kubernetes cluster in Podman node containers on this machine, made by playbooks/site.yml
 # against inventories/lab: packages from a local signed apt repository of our own builds, every image preloaded
 # from archives (no registry: the air-gapped path), then the add-ons, the scheduler and an MPIJob across two nodes.
+# The workers' GPUs and RDMA devices are fake: `railforge lab device-plugins` (FakeDevicePlugin), one host process
+# per worker, stands in for NVIDIA's device plugin and the RDMA shared device plugin. Its sockets lie in a host
+# directory bind-mounted as the node's /var/lib/kubelet/device-plugins, its device files (Allocate's mounts) in one
+# mounted at the same path in the node. Each worker's rail is a veth netdev, rail0: Multus (thin) and whereabouts,
+# built from their pinned releases, give every pod that asks an address of the rail's range on it (macvlan).
 # `make lab-down`: removes the nodes, their volumes and network, and puts back the host sysctls the kubelets set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,8 +26,45 @@ nodes() {  # name address, one per line
         python3 -c 'import json,sys; d=json.load(sys.stdin)["_meta"]["hostvars"]; [print(h, v["railforge_node_ip"]) for h, v in sorted(d.items())]'
 }
 
+workers() {  # the names of the kube_node group, one per line
+    ansible-inventory -i "$inventory" --list | python3 -c 'import json,sys; print(*json.load(sys.stdin)["kube_node"]["hosts"], sep="\n")'
+}
+
+start_device_plugins() {  # name: 2 nvidia.com/gpu and rdma/rail0 for the node's kubelet, unless already served
+    local name=$1 dir=$state/$1
+    if [[ -f $dir/device-plugins.pid ]] && kill -0 "$(cat "$dir/device-plugins.pid")" 2>/dev/null; then
+        return
+    fi
+    setsid railforge lab device-plugins --plugin-dir "$dir/device-plugins" --state-dir "$dir/devices" \
+        --gpus 2 --rail rail0 </dev/null >"$dir/device-plugins.log" 2>&1 &
+    echo $! >"$dir/device-plugins.pid"
+    # registered once the node advertises them (the log tells why not)
+    local waited=0
+    until podman exec lab-cp-01 kubectl --kubeconfig /etc/kubernetes/admin.conf get "node/$name" \
+        -o jsonpath='{.status.allocatable}' | grep '"rdma/rail0":"4"' >/dev/null; do
+        if ((waited++ == 90)); then
+            echo "lab: $name does not advertise the fake devices after 90 s:" >&2
+            cat "$dir/device-plugins.log" >&2
+            exit 1
+        fi
+        sleep 1
+    done
+    echo "lab: $name advertises the stand-in's devices (log: $dir/device-plugins.log)"
+}
+
+stop_device_plugins() {  # name
+    local pidfile=$state/$1/device-plugins.pid pid
+    [[ -f $pidfile ]] || return 0
+    pid=$(cat "$pidfile")
+    if kill "$pid" 2>/dev/null; then
+        while kill -0 "$pid" 2>/dev/null; do sleep 0.2; done
+    fi
+    rm -f "$pidfile"
+}
+
 start_node() {  # name address: systemd as PID 1 in a privileged node with its own cgroup namespace
     local name=$1 address=$2
+    mkdir -p "$state/$name/device-plugins" "$state/$name/devices"
     podman volume exists "$name-containerd" || podman volume create "$name-containerd" >/dev/null
     # --systemd=false with systemd's mounts spelled out: Podman's systemd mode together with a private cgroup
     # namespace puts the node's systemd at the host's cgroup root on cgroup v1 hosts (research/nested-containerd).
@@ -32,6 +74,7 @@ start_node() {  # name address: systemd as PID 1 in a privileged node with its o
         -v "$name-containerd:/var/lib/containerd" \
         -v "$apt_repo:/srv/railforge-apt:ro" -v "$images:/srv/railforge-images:ro" \
         -v "$job_images:/srv/railforge-job-images:ro" \
+        -v "$state/$name/device-plugins:/var/lib/kubelet/device-plugins" -v "$state/$name/devices:$state/$name/devices" \
         "$image" /bin/sh -c 'rm -f /etc/machine-id /var/lib/dbus/machine-id && systemd-machine-id-setup >/dev/null &&
             mount --make-rshared / && exec /lib/systemd/systemd' >/dev/null
 }
@@ -50,18 +93,23 @@ up)
     if [[ ! -f $state/sysctls ]]; then
         for key in "${sysctls[@]}"; do echo "$key=$(sysctl -n "$key")"; done >"$state/sysctls"
     fi
-    python3 - "$apt_repo" "$images" "$job_images" >"$state/vars.yml" <<'PY'
-import json, pathlib, sys
+    python3 - "$apt_repo" "$images" "$job_images" "$state" >"$state/vars.yml" <<'PY'
+import json, pathlib, sys, yaml
 from railforge.testbed.build import component
-repo, images, job_images = map(pathlib.Path, sys.argv[1:])
+repo, images, job_images, state = map(pathlib.Path, sys.argv[1:])
 archives = [f"/srv/railforge-images/{name}" for name in sorted(json.loads((images / "manifest.json").read_text()).values())]
 archives += [f"/srv/railforge-job-images/{path.name}" for path in sorted(job_images.glob("*.tar"))]
 operator = component("mpi-operator").out_dir  # the CRDs of the pinned releases, from their Go modules
+whereabouts = component("whereabouts").out_dir
+multus = yaml.safe_load_all((component("multus").out_dir / "multus-daemonset.yml").read_text())
+nad_crd = state / "nad-crd.yml"  # the first document of Multus's manifest
+nad_crd.write_text(yaml.safe_dump(next(d for d in multus if d and d["kind"] == "CustomResourceDefinition")))
 print(json.dumps({
     "kubernetes_apt_repo_key_fingerprint": (repo / "fingerprint.txt").read_text().strip(),
     "kubernetes_image_archives": archives,
     "mpi_operator_crd_url": f"file://{operator}/kubeflow.org_mpijobs.yaml",
     "railforge_scheduler_podgroup_crd_url": f"file://{operator}/scheduling.x-k8s.io_podgroups.yaml",
+    "rail_networks_crd_files": [str(nad_crd), *map(str, sorted(whereabouts.glob("whereabouts.cni.cncf.io_*.yaml")))],
 }))
 PY
     podman network exists "$network" || podman network create --subnet "$subnet" "$network" >/dev/null
@@ -73,14 +121,20 @@ PY
         fi
         echo "lab: node $name at $address"
     done < <(nodes)
-    # The per-rail networks need Multus and its NAD CRD, which the lab does not build yet: that stage is skipped.
-    ansible-playbook -i "$inventory" -e "@$state/vars.yml" --skip-tags rail_networks playbooks/site.yml
+    # A worker's rail: one end of a veth pair (this kernel has no dummy netdev), up, for macvlan to build on.
+    while read -r name; do
+        podman exec "$name" sh -c 'ip link show rail0 >/dev/null 2>&1 || ip link add rail0 type veth peer name rail0-peer
+            ip link set rail0-peer up && ip link set rail0 up'
+    done < <(workers)
+    ansible-playbook -i "$inventory" -e "@$state/vars.yml" playbooks/site.yml
     echo "lab: cluster up in $((SECONDS - started)) s; KUBECONFIG=$PWD/inventories/lab/artifacts/admin.conf"
-    railforge lab job --kubeconfig inventories/lab/artifacts/admin.conf
+    while read -r name; do start_device_plugins "$name"; done < <(workers)
+    railforge lab job --kubeconfig inventories/lab/artifacts/admin.conf --rail rail0 --network railforge-network/rail0
     echo "lab: done in $((SECONDS - started)) s"
     ;;
 down)
     while read -r name _; do
+        stop_device_plugins "$name"
         podman rm -f -t 10 "$name" >/dev/null 2>&1 && echo "lab: removed $name" || true
         podman volume rm -f "$name-containerd" >/dev/null 2>&1 || true
     done < <(nodes)

@@ -1,12 +1,17 @@
 """``railforge lab job``: the lab's last step. An MPIJob of the OpenMPI image (deploy/openmpi) is submitted to the
 cluster, gang-scheduled by railforge through the MPI operator, followed to its end, and its launcher's log read
-back: one line per MPI rank, a summary, and a table of which node ran what."""
+back: one line per MPI rank, a summary, and a table of which node ran what, with the devices each worker was given
+and its address on the rail network. ``railforge lab device-plugins``: the fake GPUs and RDMA devices of one node.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
+import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +28,16 @@ SUMMARY_LINE = re.compile(
     r"busbw_GBps=([0-9.]+) result=(ok|FAIL)$",
     re.M,
 )
+# The line a worker prints first (mpijob.yml.j2): what the device plugins' Allocate put into its environment.
+DEVICES_LINE = re.compile(r"^devices (.*)$", re.M)
 JOB_ROLE = "training.kubeflow.org/job-role"
 JOB_NAME = "training.kubeflow.org/job-name"
+NETWORK_STATUS = "k8s.v1.cni.cncf.io/network-status"  # Multus's record of a pod's interfaces
+RAIL_INTERFACE = "net1"  # the first interface Multus adds
+# The devices of a lab worker: (resource, count, the variable Allocate sets). The stand-in plays NVIDIA's device
+# plugin (nvidia.com/gpu, NVIDIA_VISIBLE_DEVICES) and the RDMA shared device plugin (rdma/<rail>).
+GPU = ("nvidia.com/gpu", "NVIDIA_VISIBLE_DEVICES")
+RDMA_ENV = "RAILFORGE_RDMA_DEVICES"
 
 
 @dataclass(frozen=True)
@@ -46,7 +59,17 @@ def parse_ranks(log: str) -> tuple[list[Rank], dict[str, str] | None]:
     return ranks, dict(zip(keys, summary.groups(), strict=True)) if summary else None
 
 
-def render_job(name: str, namespace: str, workers: int, worker_cpu: str, image: str | None = None) -> dict:
+def render_job(
+    name: str,
+    namespace: str,
+    workers: int,
+    worker_cpu: str,
+    rail: str | None = None,
+    network: str | None = None,
+    image: str | None = None,
+) -> dict:
+    """Every worker requests one GPU; rail: also one rdma/<rail> device; network: the NetworkAttachmentDefinition
+    ("namespace/name") each worker attaches."""
     import jinja2  # the operator's tools only: not in the scheduler's image
 
     pins = yaml.safe_load(VERSIONS_FILE.read_text())
@@ -58,6 +81,10 @@ def render_job(name: str, namespace: str, workers: int, worker_cpu: str, image: 
         workers=workers,
         slots_per_worker=1,
         worker_cpu=worker_cpu,
+        gpus_per_worker=1,
+        worker_resources={f"rdma/{rail}": 1} if rail else {},
+        worker_networks=[network] if network else [],
+        device_env=[GPU[1], RDMA_ENV],
     )
     return yaml.safe_load(text)
 
@@ -68,10 +95,20 @@ class JobPod:
     role: str
     node: str
     scheduler: str
+    devices: str = ""  # the worker's DEVICES_LINE, once read
+    rail_address: str = ""  # its address on RAIL_INTERFACE
 
 
-def node_table(pods: list[JobPod], ranks: list[Rank]) -> list[tuple[str, str, str, str]]:
-    """(node, pods with their roles, ranks, verdict) per node that ran a pod of the job."""
+def rail_address(annotations: dict[str, str] | None) -> str:
+    """The pod's first address on RAIL_INTERFACE from Multus's network-status annotation; "" when none."""
+    status = json.loads((annotations or {}).get(NETWORK_STATUS, "[]"))
+    return next(
+        (entry["ips"][0] for entry in status if entry.get("interface") == RAIL_INTERFACE and entry.get("ips")), ""
+    )
+
+
+def node_table(pods: list[JobPod], ranks: list[Rank]) -> list[tuple[str, ...]]:
+    """(node, pods with their roles, ranks, devices, rail address, verdict) per node that ran a pod of the job."""
     by_node: dict[str, list[JobPod]] = {}
     for pod in pods:
         by_node.setdefault(pod.node or "(unbound)", []).append(pod)
@@ -80,11 +117,22 @@ def node_table(pods: list[JobPod], ranks: list[Rank]) -> list[tuple[str, str, st
         mine = [rank for rank in ranks if rank.pod in {pod.name for pod in members}]
         roles = ", ".join(f"{pod.name} ({pod.role})" for pod in sorted(members, key=lambda pod: pod.name))
         verdict = "ok" if mine and all(rank.ok for rank in mine) else ("FAIL" if mine else "-")
-        rows.append((node, roles, " ".join(str(rank.rank) for rank in mine) or "-", verdict))
+        devices = " ".join(pod.devices for pod in members if pod.devices) or "-"
+        addresses = " ".join(pod.rail_address for pod in members if pod.rail_address) or "-"
+        rows.append((node, roles, " ".join(str(rank.rank) for rank in mine) or "-", devices, addresses, verdict))
     return rows
 
 
-def run_job(kubeconfig: str, namespace: str, name: str, workers: int, worker_cpu: str, timeout: float) -> int:
+def run_job(
+    kubeconfig: str,
+    namespace: str,
+    name: str,
+    workers: int,
+    worker_cpu: str,
+    rail: str | None,
+    network: str | None,
+    timeout: float,
+) -> int:
     from kubernetes import client, config
     from kubernetes.client.rest import ApiException
 
@@ -105,15 +153,27 @@ def run_job(kubeconfig: str, namespace: str, name: str, workers: int, worker_cpu
         if error.status != 404:
             raise
     submitted = time.monotonic()
-    job = render_job(name, namespace, workers, worker_cpu)
+    job = render_job(name, namespace, workers, worker_cpu, rail, network)
     custom.create_namespaced_custom_object(group, version, namespace, plural, job)
     print(f"lab: MPIJob {namespace}/{name} submitted: {workers} workers, gang-scheduled by railforge", flush=True)
     state, seen = None, {}  # the job's pods as they were bound: the operator deletes the workers at the end
     while time.monotonic() - submitted < timeout:
         for pod in core.list_namespaced_pod(namespace, label_selector=f"{JOB_NAME}={name}").items:
             if pod.spec.node_name:
+                known = seen.get(pod.metadata.name)
                 role = pod.metadata.labels.get(JOB_ROLE, "?")
-                seen[pod.metadata.name] = JobPod(pod.metadata.name, role, pod.spec.node_name, pod.spec.scheduler_name)
+                devices = known.devices if known else ""
+                if not devices and role == "worker" and pod.status.phase == "Running":
+                    found = DEVICES_LINE.search(core.read_namespaced_pod_log(pod.metadata.name, namespace))
+                    devices = found.group(1) if found else ""
+                seen[pod.metadata.name] = JobPod(
+                    pod.metadata.name,
+                    role,
+                    pod.spec.node_name,
+                    pod.spec.scheduler_name,
+                    devices,
+                    rail_address(pod.metadata.annotations),
+                )
         status = custom.get_namespaced_custom_object(group, version, namespace, plural, name).get("status", {})
         ended = [c["type"] for c in status.get("conditions", []) if c["type"] in ("Succeeded", "Failed")]
         if ended and next(c for c in status["conditions"] if c["type"] == ended[0])["status"] == "True":
@@ -126,11 +186,12 @@ def run_job(kubeconfig: str, namespace: str, name: str, workers: int, worker_cpu
     log = core.read_namespaced_pod_log(launcher[0].name, namespace) if launcher else ""
     ranks, summary = parse_ranks(log)
     print(f"lab: MPIJob {state or 'did not end'} after {elapsed:.1f} s; launcher log:\n{log.rstrip()}")
-    rows = [("node", "pods (role)", "ranks", "result"), *node_table(pods, ranks)]
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    rows = [("node", "pods (role)", "ranks", "devices", "rail address", "result"), *node_table(pods, ranks)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
-    worker_nodes = {pod.node for pod in pods if pod.role == "worker"}
+    worker_pods = [pod for pod in pods if pod.role == "worker"]
+    worker_nodes = {pod.node for pod in worker_pods}
     schedulers = {pod.scheduler for pod in pods}
     print(f"lab: bound by {', '.join(sorted(schedulers))}; {len(worker_nodes)} worker nodes")
     good = (
@@ -141,11 +202,14 @@ def run_job(kubeconfig: str, namespace: str, name: str, workers: int, worker_cpu
         and all(rank.ok for rank in ranks)
         and len(worker_nodes) == workers
         and schedulers == {"railforge"}
+        and all(pod.devices for pod in worker_pods)
+        and (not network or len({pod.rail_address for pod in worker_pods if pod.rail_address}) == workers)
     )
     if not good:
         print(
             f"lab: the job did not prove the chain: state {state}, {len(ranks)} of {workers} ranks, workers on "
-            f"{len(worker_nodes)} nodes, schedulers {sorted(schedulers)}, summary {summary}",
+            f"{len(worker_nodes)} nodes, schedulers {sorted(schedulers)}, summary {summary}, workers' devices and rail "
+            f"addresses {[(pod.devices, pod.rail_address) for pod in worker_pods]}",
             file=sys.stderr,
         )
     return 0 if good else 1
@@ -159,11 +223,53 @@ def register(sub: argparse._SubParsersAction) -> None:
     job.add_argument("--namespace", default="railforge-lab")
     job.add_argument("--name", default="allreduce")
     job.add_argument("--workers", type=int, default=2)
-    # More than half of a lab node's 2 CPUs: one worker per node, whatever the scheduler's packing preference.
-    job.add_argument("--worker-cpu", default="1200m")
+    # More than half of a lab node's 2 CPUs: one worker per node, whatever the scheduler's packing preference;
+    # the rest for the node's DaemonSets (Multus, whereabouts) and the launcher.
+    job.add_argument("--worker-cpu", default="1100m")
+    job.add_argument("--rail", help="each worker also requests one rdma/RAIL device")
+    job.add_argument("--network", help="the NetworkAttachmentDefinition (namespace/name) each worker attaches")
     job.add_argument("--timeout", type=float, default=300)
     job.set_defaults(
         func=lambda args: run_job(
-            args.kubeconfig, args.namespace, args.name, args.workers, args.worker_cpu, args.timeout
+            args.kubeconfig,
+            args.namespace,
+            args.name,
+            args.workers,
+            args.worker_cpu,
+            args.rail,
+            args.network,
+            args.timeout,
         )
     )
+    plugins = actions.add_parser(
+        "device-plugins",
+        help="serve fake GPUs and RDMA devices to a node container's kubelet from this host until SIGTERM",
+    )
+    plugins.add_argument("--plugin-dir", type=Path, required=True, help="bind-mounted as the node's device-plugins")
+    plugins.add_argument("--state-dir", type=Path, required=True, help="the device files, at this path in the node")
+    plugins.add_argument("--gpus", type=int, default=2)
+    plugins.add_argument("--rail", action="append", default=[], help="an rdma/<RAIL> resource (repeatable)")
+    plugins.add_argument("--rdma-slots", type=int, default=4, help="rdma/<RAIL> devices each (shared HCA slots)")
+    plugins.set_defaults(func=serve_device_plugins)
+
+
+def serve_device_plugins(args: argparse.Namespace) -> int:
+    """The stand-in for NVIDIA's device plugin and the RDMA shared device plugin on one lab node; it registers
+    again whenever the kubelet restarts (FakeDevicePlugin watches the kubelet's socket)."""
+    from railforge.testbed.deviceplugin import FakeDevicePlugin
+
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    resources = [(GPU[0], args.gpus, GPU[1])] + [(f"rdma/{rail}", args.rdma_slots, RDMA_ENV) for rail in args.rail]
+    plugins = []
+    try:
+        for resource, count, env in resources:
+            plugin = FakeDevicePlugin(resource, count, env, args.state_dir, plugin_dir=args.plugin_dir)
+            plugins.append(plugin.start())
+            print(f"lab: serving {count} {resource} in {args.plugin_dir}", flush=True)
+        stop.wait()
+    finally:
+        for plugin in plugins:
+            plugin.stop()
+    return 0

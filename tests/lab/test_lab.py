@@ -1,8 +1,11 @@
 """The lab (`make lab`) end to end, as CI runs it: three Podman node containers made into a Kubernetes cluster by
 playbooks/site.yml (kubeadm from the local signed apt repository, every image preloaded: nothing pulled), the
-scheduler and the MPI operator deployed by their roles, and an MPIJob gang-scheduled by railforge whose two
-workers run on two nodes; then a second run and a check run change nothing, and `lab.sh down` leaves nothing."""
+scheduler and the MPI operator deployed by their roles, Multus and whereabouts by the network stage, fake GPUs and
+RDMA devices served to the workers' kubelets by the device-plugin stand-in, and an MPIJob gang-scheduled by railforge
+whose two workers run on two nodes, each with the devices it requested and an address on the rail network; then a
+second run and a check run change nothing, and `lab.sh down` leaves nothing."""
 
+import ipaddress
 import json
 import os
 import re
@@ -14,6 +17,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 INVENTORY = "inventories/lab/hosts.yml"
 NODES = ("lab-cp-01", "lab-node-01", "lab-node-02")
+WORKERS = ("lab-node-01", "lab-node-02")
+RAIL_CIDR = ipaddress.ip_network("10.89.51.0/24")  # rail_networks_cidrs of inventories/lab
 STATE = Path("/run/railforge-lab")
 SYSCTLS = ("vm.overcommit_memory", "vm.panic_on_oom", "kernel.panic", "kernel.panic_on_oops")
 ENV = {**os.environ, "CONTAINERS_CONF": str(ROOT / "molecule/containers.conf"), "ANSIBLE_NOCOLOR": "1"}
@@ -54,6 +59,7 @@ def lab():
     run("scripts/lab.sh", "down")
     try:
         up = run("scripts/lab.sh", "up")
+        print(up.stdout[up.stdout.find("lab: cluster up in") :])  # the timings, the job and its table (pytest -s)
         yield {"up": up.stdout, "sysctls": before}
     finally:
         run("scripts/lab.sh", "down", check=False)
@@ -77,6 +83,21 @@ def test_cluster_is_made_by_kubeadm_from_local_packages_and_preloaded_images(lab
     system = json.loads(kubectl("get", "pods", "-n", "kube-system", "-o", "json"))["items"]
     assert {"kube-dns", "kube-proxy"} <= {pod["metadata"].get("labels", {}).get("k8s-app") for pod in system}
     assert all(pod["status"]["phase"] == "Running" for pod in system), [p["metadata"]["name"] for p in system]
+    daemonsets = {
+        ds["metadata"]["name"] for ds in json.loads(kubectl("get", "ds", "-n", "kube-system", "-o", "json"))["items"]
+    }
+    assert {"multus", "whereabouts"} <= daemonsets and "rdma-shared-device-plugin" not in daemonsets, daemonsets
+
+
+def test_workers_advertise_the_stand_in_devices(lab):
+    nodes = {node["metadata"]["name"]: node for node in json.loads(kubectl("get", "nodes", "-o", "json"))["items"]}
+    for name in WORKERS:
+        allocatable = nodes[name]["status"]["allocatable"]
+        assert (allocatable.get("nvidia.com/gpu"), allocatable.get("rdma/rail0")) == ("2", "4"), name
+    assert "nvidia.com/gpu" not in nodes["lab-cp-01"]["status"]["allocatable"]
+    for name in WORKERS:  # served from the host: one process per worker, under its pidfile
+        pid = (STATE / name / "device-plugins.pid").read_text().strip()
+        assert "lab device-plugins" in Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
 
 
 def test_mpijob_is_gang_scheduled_across_two_nodes(lab):
@@ -84,8 +105,13 @@ def test_mpijob_is_gang_scheduled_across_two_nodes(lab):
     assert "lab: MPIJob Succeeded after" in out
     assert re.search(r"^summary ranks=2 .* result=ok$", out, re.M)
     table = dict(re.findall(r"^(lab-node-0[12])\s+(.*)$", out, re.M))
-    assert sorted(table) == ["lab-node-01", "lab-node-02"], out[-3000:]
+    assert sorted(table) == list(WORKERS), out[-3000:]
     assert all(row.rstrip().endswith("ok") for row in table.values())
+    for row in table.values():  # what Allocate gave each worker: one GPU and one rdma/rail0 device
+        assert re.search(r"\bNVIDIA_VISIBLE_DEVICES=gpu-[01] RAILFORGE_RDMA_DEVICES=rail0-[0-3]\b", row), row
+    # each worker's address on the rail (net1, by Multus and whereabouts): two of the rail's range
+    addresses = {ipaddress.ip_address(re.search(r"\s(\d+\.\d+\.\d+\.\d+)\s", row)[1]) for row in table.values()}
+    assert len(addresses) == 2 and all(address in RAIL_CIDR for address in addresses), table
     assert "lab: bound by railforge; 2 worker nodes" in out
 
 

@@ -103,3 +103,32 @@ def test_allreduce_arguments_follow_the_program():
 def test_a_missing_variable_is_named(missing):
     with pytest.raises(jinja2.UndefinedError, match=f"'{missing}' is undefined"):
         render(**{key: value for key, value in REQUIRED.items() if key != missing})
+
+
+def test_workers_request_further_devices_attach_networks_and_print_their_devices():
+    job = render(
+        **REQUIRED,
+        gpus_per_worker=1,
+        worker_resources={"rdma/rail0": 1},
+        worker_networks=["railforge-network/rail0"],
+        device_env=["NVIDIA_VISIBLE_DEVICES", "RAILFORGE_RDMA_DEVICES"],
+    )
+    worker_spec = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
+    _, worker = pods(job)["Worker"]
+    assert worker["resources"]["limits"] == {"memory": "256Mi", "nvidia.com/gpu": 1, "rdma/rail0": 1}
+    assert worker_spec["metadata"]["annotations"] == {"k8s.v1.cni.cncf.io/networks": "railforge-network/rail0"}
+    assert worker["command"] == [
+        "/bin/sh",
+        "-c",
+        "echo devices NVIDIA_VISIBLE_DEVICES=${NVIDIA_VISIBLE_DEVICES} RAILFORGE_RDMA_DEVICES=${RAILFORGE_RDMA_DEVICES}"
+        "; exec /usr/sbin/sshd -De -f /etc/ssh/mpi/sshd_config",
+    ]
+    _, launcher = pods(job)["Launcher"]
+    assert {env["name"]: env["value"] for env in launcher["env"]} == {
+        "OMPI_MCA_btl_tcp_if_include": "eth0",
+        "OMPI_MCA_oob_tcp_if_include": "eth0",
+    }
+    plain = render(**REQUIRED)["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
+    assert plain["metadata"]["annotations"] == {}
+    assert pods(render(**REQUIRED))["Launcher"][1]["env"] == []
+    assert plain["spec"]["containers"][0]["command"] == ["/usr/sbin/sshd", "-De", "-f", "/etc/ssh/mpi/sshd_config"]

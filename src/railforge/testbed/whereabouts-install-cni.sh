@@ -34,9 +34,11 @@ contexts:
     context: {cluster: cluster, user: whereabouts}
 current-context: whereabouts
 EOF_KUBECONFIG
-# the path as the plugin sees it: it runs on the host
+# The kubeconfig's path as the plugin sees it (it runs on the host); when ip-control-loop reconciles leaked
+# addresses (cron, UTC; upstream's default: daily at 04:30).
 install_file "$conf_dir/whereabouts.conf" <<EOF_CONF
-{"datastore": "kubernetes", "kubernetes": {"kubeconfig": "/etc/cni/net.d/whereabouts.d/whereabouts.kubeconfig"}}
+{"datastore": "kubernetes", "kubernetes": {"kubeconfig": "/etc/cni/net.d/whereabouts.d/whereabouts.kubeconfig"},
+ "reconciler_cron_expression": "${WHEREABOUTS_RECONCILER_CRON:-30 4 * * *}"}
 EOF_CONF
 umask 022
 cp /whereabouts "$bin_dir/whereabouts.new"
