@@ -145,3 +145,22 @@ def test_archive_names_from_docker_and_oci_metadata():
     ]
     with pytest.raises(AnsibleFilterError, match="names no image"):
         filters.kubernetes_archive_refs(json.dumps([{"RepoTags": None}]))
+
+
+def test_host_lists_come_as_lists_or_comma_separated_strings():
+    assert filters.kubernetes_host_list("node-5, node-6,,") == ["node-5", "node-6"]
+    assert filters.kubernetes_host_list(["node-5"]) == ["node-5"]
+    assert filters.kubernetes_host_list(None) == [] == filters.kubernetes_host_list("")
+
+
+def test_selection_problems_are_all_named_at_once():
+    cluster = ["cp-1", "cp-2", "w-1"]
+    assert filters.kubernetes_selection_problems(["cp-2", "w-1"], "v", cluster, "cp-1") == []
+    assert filters.kubernetes_selection_problems(["cp-1", "x"], "v", cluster, "cp-1") == [
+        "v: x is not a host of k8s_cluster",
+        "v: cp-1 is the first control plane, which this run leaves alone",
+    ]
+    assert filters.kubernetes_selection_problems(["cp-1"], "v", cluster, "cp-1", first_allowed=True) == []
+    assert filters.kubernetes_selection_problems([], "v", cluster, "cp-1") == [
+        "v: name the hosts (a list, or -e v=host1,host2); got none"
+    ]
