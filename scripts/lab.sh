@@ -96,14 +96,17 @@ PY
     railforge lab job --kubeconfig inventories/lab/artifacts/admin.conf
     echo "lab: done in $((SECONDS - started)) s"
     ;;
-add)  # add NAME: start a node of the extra inventory for playbooks/scale.yml (after `up`)
-    name=${2:?usage: $0 add NAME}
-    address=$(nodes -i "$extra_inventory" | awk -v name="$name" '$1 == name {print $2}')
-    [[ -n $address ]] || { echo "lab: $name is not a host of $extra_inventory" >&2; exit 2; }
+add)  # add NAME...: start nodes of the extra inventory for playbooks/scale.yml (after `up`)
+    shift
+    [[ $# -gt 0 ]] || { echo "usage: $0 add NAME..." >&2; exit 2; }
     podman network exists "$network" || { echo "lab: no lab network; run $0 up first" >&2; exit 2; }
     node_mounts
-    podman container exists "$name" || start_node "$name" "$address"
-    echo "lab: node $name at $address"
+    for name in "$@"; do
+        address=$(nodes -i "$extra_inventory" | awk -v name="$name" '$1 == name {print $2}')
+        [[ -n $address ]] || { echo "lab: $name is not a host of $extra_inventory" >&2; exit 2; }
+        podman container exists "$name" || start_node "$name" "$address"
+        echo "lab: node $name at $address"
+    done
     ;;
 down)
     while read -r name _; do
@@ -118,7 +121,7 @@ down)
     rm -rf "$state" inventories/lab/artifacts
     ;;
 *)
-    echo "usage: $0 up|add NAME|down" >&2
+    echo "usage: $0 up|add NAME...|down" >&2
     exit 2
     ;;
 esac

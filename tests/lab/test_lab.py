@@ -101,7 +101,9 @@ def test_second_run_and_check_run_change_nothing(lab):
 
 
 SCALE_INVENTORIES = ("-i", INVENTORY, "-i", "inventories/lab/scale.yml")
-ADDED = "lab-cp-02"  # a second control plane: started by `lab.sh add`, joined by scale.yml, removed by reset.yml
+# Two more control planes (etcd wants an odd number): started by `lab.sh add`, joined by scale.yml, removed again by
+# reset.yml.
+ADDED = ("lab-cp-02", "lab-cp-03")
 # What the bridge CNI needs on the running nodes when a node joins: the route to its pod range.
 ROUTE_TASKS = {
     "kubernetes : Write the routes to the other nodes' pod ranges (a unit that sets them at every boot)",
@@ -132,46 +134,48 @@ def etcd_members() -> list[str]:
     return sorted(member.get("name", "") for member in json.loads(listed)["members"])
 
 
-def test_scale_joins_a_second_control_plane_and_leaves_the_running_hosts_alone(lab):
-    run("scripts/lab.sh", "add", ADDED)
-    scale = ("-e", f"@{STATE / 'vars.yml'}", "-e", f"kubernetes_scale_hosts={ADDED}", "playbooks/scale.yml")
+def test_scale_joins_two_control_planes_and_leaves_the_running_hosts_alone(lab):
+    run("scripts/lab.sh", "add", *ADDED)
+    scale = ("-e", f"@{STATE / 'vars.yml'}", "-e", f"kubernetes_scale_hosts={','.join(ADDED)}", "playbooks/scale.yml")
     checked = run("ansible-playbook", *SCALE_INVENTORIES, "--check", *scale)
-    assert ADDED not in kubectl("get", "nodes", "-o", "name"), checked.stdout[-3000:]
+    assert not set(ADDED) & set(kubectl("get", "nodes", "-o", "name").split()), checked.stdout[-3000:]
     result = run("ansible-playbook", *SCALE_INVENTORIES, *scale)
     counts, changed = recap(result.stdout), changed_tasks(result.stdout)
-    assert sorted(counts) == sorted((*NODES, ADDED))
-    assert re.search(rf"^changed: \[{ADDED} -> lab-cp-01\]", result.stdout, re.M)  # the token, made on lab-cp-01
-    for host in NODES:  # nothing on the running hosts but the route to the new node's pod range
+    assert sorted(counts) == sorted(NODES + ADDED)
+    assert re.search(r"^changed: \[lab-cp-0[23] -> lab-cp-01\]", result.stdout, re.M)  # the token, on lab-cp-01
+    for host in NODES:  # nothing on the running hosts but the routes to the new nodes' pod ranges
         assert set(changed.get(host, [])) <= ROUTE_TASKS, (host, changed.get(host))
         assert counts[host]["changed"] == len(changed.get(host, [])), result.stdout[-4000:]
-    node = json.loads(kubectl("get", "node", ADDED, "-o", "json"))
-    assert "node-role.kubernetes.io/control-plane" in node["metadata"]["labels"]
-    assert next(c for c in node["status"]["conditions"] if c["type"] == "Ready")["status"] == "True"
-    for component in ("etcd", "kube-apiserver"):
-        pod = json.loads(kubectl("get", "pod", "-n", "kube-system", f"{component}-{ADDED}", "-o", "json"))
-        assert pod["status"]["phase"] == "Running", component
-    assert etcd_members() == ["lab-cp-01", ADDED]
+    for name in ADDED:
+        node = json.loads(kubectl("get", "node", name, "-o", "json"))
+        assert "node-role.kubernetes.io/control-plane" in node["metadata"]["labels"]
+        assert next(c for c in node["status"]["conditions"] if c["type"] == "Ready")["status"] == "True"
+        for component in ("etcd", "kube-apiserver"):
+            pod = json.loads(kubectl("get", "pod", "-n", "kube-system", f"{component}-{name}", "-o", "json"))
+            assert pod["status"]["phase"] == "Running", (name, component)
+    assert etcd_members() == ["lab-cp-01", *ADDED]
 
 
-def test_reset_takes_the_control_plane_out_and_backs_up_what_it_removes(lab):
-    reset = ("-e", f"@{STATE / 'vars.yml'}", "-e", f"kubernetes_reset_hosts={ADDED}", "playbooks/reset.yml")
+def test_reset_takes_the_control_planes_out_and_backs_up_what_it_removes(lab):
+    reset = ("-e", f"@{STATE / 'vars.yml'}", "-e", f"kubernetes_reset_hosts={','.join(ADDED)}", "playbooks/reset.yml")
     run("ansible-playbook", *SCALE_INVENTORIES, "--check", *reset)
-    assert etcd_members() == ["lab-cp-01", ADDED]  # the check run changed nothing
+    assert etcd_members() == ["lab-cp-01", *ADDED]  # the check run changed nothing
     result = run("ansible-playbook", *SCALE_INVENTORIES, *reset)
     counts = recap(result.stdout)
-    assert counts[ADDED]["changed"] > 0
     assert {host: counts[host]["changed"] for host in NODES} == dict.fromkeys(NODES, 0), result.stdout[-4000:]
-    assert ADDED not in kubectl("get", "nodes", "-o", "name")
+    assert sorted(kubectl("get", "nodes", "-o", "name").split()) == [f"node/{name}" for name in sorted(NODES)]
     assert etcd_members() == ["lab-cp-01"]
-    node = ("podman", "exec", ADDED)
-    assert run(*node, "systemctl", "is-active", "kubelet", check=False).stdout.strip() != "active"
-    assert run(*node, "test", "-e", "/etc/kubernetes", check=False).returncode == 1
-    assert run(*node, "dpkg", "--status", "kubeadm", check=False).returncode != 0
-    backed_up = run(*node, "find", "/var/backups/railforge-kubernetes", "-type", "f").stdout.split()
-    for path in ("/etc/kubernetes/pki/ca.crt", "/etc/kubernetes/kubelet.conf", "/etc/containerd/config.toml"):
-        assert [f for f in backed_up if f.endswith(path)], (path, backed_up)
+    for name in ADDED:
+        node = ("podman", "exec", name)
+        assert counts[name]["changed"] > 0
+        assert run(*node, "systemctl", "is-active", "kubelet", check=False).stdout.strip() != "active"
+        assert run(*node, "test", "-e", "/etc/kubernetes", check=False).returncode == 1
+        assert run(*node, "dpkg", "--status", "kubeadm", check=False).returncode != 0
+        backed_up = run(*node, "find", "/var/backups/railforge-kubernetes", "-type", "f").stdout.split()
+        for path in ("/etc/kubernetes/pki/ca.crt", "/etc/kubernetes/kubelet.conf", "/etc/containerd/config.toml"):
+            assert [f for f in backed_up if f.endswith(path)], (name, path, backed_up)
     again = recap(run("ansible-playbook", *SCALE_INVENTORIES, *reset).stdout)
-    assert {host: c["changed"] for host, c in again.items()} == dict.fromkeys((*NODES, ADDED), 0)
+    assert {host: c["changed"] for host, c in again.items()} == dict.fromkeys(NODES + ADDED, 0)
 
 
 def test_down_leaves_nothing_behind(lab):
