@@ -103,7 +103,7 @@ def test_second_run_and_check_run_change_nothing(lab):
 SCALE_INVENTORIES = ("-i", INVENTORY, "-i", "inventories/lab/scale.yml")
 # Two more control planes (etcd wants an odd number): started by `lab.sh add`, joined by scale.yml, removed again by
 # reset.yml.
-ADDED = ("lab-cp-02", "lab-cp-03")
+ADDED = ["lab-cp-02", "lab-cp-03"]
 # What the bridge CNI needs on the running nodes when a node joins: the route to its pod range.
 ROUTE_TASKS = {
     "kubernetes : Write the routes to the other nodes' pod ranges (a unit that sets them at every boot)",
@@ -136,12 +136,12 @@ def etcd_members() -> list[str]:
 
 def test_scale_joins_two_control_planes_and_leaves_the_running_hosts_alone(lab):
     run("scripts/lab.sh", "add", *ADDED)
-    scale = ("-e", f"@{STATE / 'vars.yml'}", "-e", f"kubernetes_scale_hosts={','.join(ADDED)}", "playbooks/scale.yml")
+    scale = ("-e", f"@{STATE / 'vars.yml'}", "-e", json.dumps({"kubernetes_scale_hosts": ADDED}), "playbooks/scale.yml")
     checked = run("ansible-playbook", *SCALE_INVENTORIES, "--check", *scale)
     assert not set(ADDED) & set(kubectl("get", "nodes", "-o", "name").split()), checked.stdout[-3000:]
     result = run("ansible-playbook", *SCALE_INVENTORIES, *scale)
     counts, changed = recap(result.stdout), changed_tasks(result.stdout)
-    assert sorted(counts) == sorted(NODES + ADDED)
+    assert sorted(counts) == sorted([*NODES, *ADDED])
     assert re.search(r"^changed: \[lab-cp-0[23] -> lab-cp-01\]", result.stdout, re.M)  # the token, on lab-cp-01
     for host in NODES:  # nothing on the running hosts but the routes to the new nodes' pod ranges
         assert set(changed.get(host, [])) <= ROUTE_TASKS, (host, changed.get(host))
@@ -157,7 +157,7 @@ def test_scale_joins_two_control_planes_and_leaves_the_running_hosts_alone(lab):
 
 
 def test_reset_takes_the_control_planes_out_and_backs_up_what_it_removes(lab):
-    reset = ("-e", f"@{STATE / 'vars.yml'}", "-e", f"kubernetes_reset_hosts={','.join(ADDED)}", "playbooks/reset.yml")
+    reset = ("-e", f"@{STATE / 'vars.yml'}", "-e", json.dumps({"kubernetes_reset_hosts": ADDED}), "playbooks/reset.yml")
     run("ansible-playbook", *SCALE_INVENTORIES, "--check", *reset)
     assert etcd_members() == ["lab-cp-01", *ADDED]  # the check run changed nothing
     result = run("ansible-playbook", *SCALE_INVENTORIES, *reset)
@@ -175,7 +175,7 @@ def test_reset_takes_the_control_planes_out_and_backs_up_what_it_removes(lab):
         for path in ("/etc/kubernetes/pki/ca.crt", "/etc/kubernetes/kubelet.conf", "/etc/containerd/config.toml"):
             assert [f for f in backed_up if f.endswith(path)], (name, path, backed_up)
     again = recap(run("ansible-playbook", *SCALE_INVENTORIES, *reset).stdout)
-    assert {host: c["changed"] for host, c in again.items()} == dict.fromkeys(NODES + ADDED, 0)
+    assert {host: c["changed"] for host, c in again.items()} == dict.fromkeys([*NODES, *ADDED], 0)
 
 
 def test_down_leaves_nothing_behind(lab):

@@ -86,22 +86,16 @@ def kubernetes_archive_refs(metadata: str) -> list[str]:
     return refs
 
 
-def kubernetes_host_list(value) -> list[str]:
-    """Host names given as a list or as one comma-separated string (`-e kubernetes_scale_hosts=a,b`)."""
-    if value is None:
-        return []
-    names = value.split(",") if isinstance(value, str) else value
-    return [str(name).strip() for name in names if str(name).strip()]
-
-
 def kubernetes_selection_problems(
-    chosen: list[str], variable: str, cluster_hosts: list[str], first_control_plane: str, first_allowed: bool = False
+    chosen, variable: str, cluster_hosts: list[str], first_control_plane: str, first_allowed: bool = False
 ) -> list[str]:
     """What is wrong with the hosts a scale or reset run was asked to work on, one line each; [] when all is well.
     The first control plane holds the cluster's only kubeadm configuration and admin credentials: it is refused
     unless `first_allowed`."""
+    if not isinstance(chosen, list):
+        return [f"{variable}: expected a list of inventory host names, got {chosen!r}"]
     if not chosen:
-        return [f"{variable}: name the hosts (a list, or -e {variable}=host1,host2); got none"]
+        return [f'{variable}: name the hosts, e.g. -e \'{{"{variable}": ["host1", "host2"]}}\'; got none']
     problems = [f"{variable}: {name} is not a host of k8s_cluster" for name in chosen if name not in cluster_hosts]
     if first_control_plane in chosen and not first_allowed:
         problems.append(f"{variable}: {first_control_plane} is the first control plane, which this run leaves alone")
@@ -115,6 +109,5 @@ class FilterModule:
             "kubernetes_join_parts": kubernetes_join_parts,
             "kubernetes_pod_routes": kubernetes_pod_routes,
             "kubernetes_archive_refs": kubernetes_archive_refs,
-            "kubernetes_host_list": kubernetes_host_list,
             "kubernetes_selection_problems": kubernetes_selection_problems,
         }

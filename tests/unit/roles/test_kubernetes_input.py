@@ -147,12 +147,6 @@ def test_archive_names_from_docker_and_oci_metadata():
         filters.kubernetes_archive_refs(json.dumps([{"RepoTags": None}]))
 
 
-def test_host_lists_come_as_lists_or_comma_separated_strings():
-    assert filters.kubernetes_host_list("node-5, node-6,,") == ["node-5", "node-6"]
-    assert filters.kubernetes_host_list(["node-5"]) == ["node-5"]
-    assert filters.kubernetes_host_list(None) == [] == filters.kubernetes_host_list("")
-
-
 def test_selection_problems_are_all_named_at_once():
     cluster = ["cp-1", "cp-2", "w-1"]
     assert filters.kubernetes_selection_problems(["cp-2", "w-1"], "v", cluster, "cp-1") == []
@@ -162,5 +156,8 @@ def test_selection_problems_are_all_named_at_once():
     ]
     assert filters.kubernetes_selection_problems(["cp-1"], "v", cluster, "cp-1", first_allowed=True) == []
     assert filters.kubernetes_selection_problems([], "v", cluster, "cp-1") == [
-        "v: name the hosts (a list, or -e v=host1,host2); got none"
+        """v: name the hosts, e.g. -e '{"v": ["host1", "host2"]}'; got none"""
+    ]
+    assert filters.kubernetes_selection_problems("w-1", "v", cluster, "cp-1") == [
+        "v: expected a list of inventory host names, got 'w-1'"
     ]

@@ -12,12 +12,13 @@ ROOT = Path(__file__).resolve().parents[3]
 
 INVENTORY = """
 all:
-  vars: {ansible_host: 192.0.2.1, ansible_python_interpreter: /usr/bin/python3}
+  vars: {ansible_host: 192.0.2.1, ansible_python_interpreter: /usr/bin/python3, railforge_cluster_name: test}
   children:
     kube_control_plane:
       hosts:
         cp-1: {railforge_node_ip: 192.0.2.11}
         cp-2: {railforge_node_ip: 192.0.2.12}
+        cp-3: {railforge_node_ip: 192.0.2.13}
     kube_node:
       hosts:
         worker-1: {railforge_node_ip: 192.0.2.21}
@@ -57,38 +58,47 @@ CASES = {
     "reset, no hosts named": (
         "reset.yml",
         [],
-        "kubernetes_reset_hosts: name the hosts (a list, or -e kubernetes_reset_hosts=host1,host2)",
+        """kubernetes_reset_hosts: name the hosts, e.g. -e '{"kubernetes_reset_hosts": ["host1", "host2"]}'""",
     ),
     "reset, the first control plane": (
         "reset.yml",
-        ["-e", "kubernetes_reset_hosts=worker-1,cp-1"],
+        ["-e", '{"kubernetes_reset_hosts": ["worker-1", "cp-1"]}'],
         "kubernetes_reset_hosts: cp-1 is the first control plane, which this run leaves alone",
     ),
-    "reset, every host": ("reset.yml", ["-e", "kubernetes_reset_hosts=cp-1,cp-2,worker-1"], "cp-1 is the first"),
+    "reset, every host": (
+        "reset.yml",
+        ["-e", '{"kubernetes_reset_hosts": ["cp-1", "cp-2", "cp-3", "worker-1"]}'],
+        "cp-1 is the first",
+    ),
     "reset, an unknown host": (
         "reset.yml",
-        ["-e", "kubernetes_reset_hosts=worker-9"],
+        ["-e", '{"kubernetes_reset_hosts": ["worker-9"]}'],
         "worker-9 is not a host of k8s_cluster",
     ),
     "reset, a relative backup directory": (
         "reset.yml",
-        ["-e", "kubernetes_reset_hosts=worker-1", "-e", "kubernetes_reset_backup_dir=backups"],
+        ["-e", '{"kubernetes_reset_hosts": ["worker-1"]}', "-e", "kubernetes_reset_backup_dir=backups"],
         "kubernetes_reset_backup_dir an absolute path (got 'backups')",
+    ),
+    "reset, a string": (
+        "reset.yml",
+        ["-e", "kubernetes_reset_hosts=worker-1"],
+        "kubernetes_reset_hosts must be a list, got 'worker-1' (str)",
     ),
     "scale, no hosts named": ("scale.yml", [], "kubernetes_scale_hosts: name the hosts"),
     "scale, the first control plane": (
         "scale.yml",
-        ["-e", "kubernetes_scale_hosts=cp-1"],
+        ["-e", '{"kubernetes_scale_hosts": ["cp-1"]}'],
         "cp-1 is the first control plane",
     ),
     "scale, a host not in the inventory": (
         "scale.yml",
-        ["-e", "kubernetes_scale_hosts=cp-2,worker-7"],
+        ["-e", '{"kubernetes_scale_hosts": ["cp-2", "worker-7"]}'],
         "kubernetes_scale_hosts: worker-7 is not a host of k8s_cluster",
     ),
     "scale, a cluster you bring": (
         "scale.yml",
-        ["-e", "kubernetes_scale_hosts=worker-1", "-e", "kubernetes_mode=existing"],
+        ["-e", '{"kubernetes_scale_hosts": ["worker-1"]}', "-e", "kubernetes_mode=existing"],
         "kubernetes_mode is existing: scale.yml adds nodes to a cluster made by kubeadm",
     ),
 }
