@@ -137,8 +137,6 @@ def etcd_members() -> list[str]:
 def test_scale_joins_two_control_planes_and_leaves_the_running_hosts_alone(lab):
     run("scripts/lab.sh", "add", *ADDED)
     scale = ("-e", f"@{STATE / 'vars.yml'}", "-e", json.dumps({"kubernetes_scale_hosts": ADDED}), "playbooks/scale.yml")
-    checked = run("ansible-playbook", *SCALE_INVENTORIES, "--check", *scale)
-    assert not set(ADDED) & set(kubectl("get", "nodes", "-o", "name").split()), checked.stdout[-3000:]
     result = run("ansible-playbook", *SCALE_INVENTORIES, *scale)
     counts, changed = recap(result.stdout), changed_tasks(result.stdout)
     assert sorted(counts) == sorted([*NODES, *ADDED])
