@@ -1,7 +1,7 @@
 """The lab (`make lab`) end to end, as CI runs it: three Podman node containers made into a Kubernetes cluster by
 playbooks/site.yml (kubeadm from the local signed apt repository, every image preloaded: nothing pulled), the
 scheduler and the MPI operator deployed by their roles, and an MPIJob gang-scheduled by railforge whose two
-workers run on two nodes; then a second run and a check run change nothing; a second control plane is added by
+workers run on two nodes; then a second run and a check run change nothing; two more control planes are added by
 playbooks/scale.yml and taken out again by playbooks/reset.yml; and `lab.sh down` leaves nothing."""
 
 import json
