@@ -12,6 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CONTAINERS_CONF="$PWD/molecule/containers.conf" ANSIBLE_CONFIG="$PWD/ansible.cfg"
 inventory=inventories/lab/hosts.yml
+# Nodes that `up` leaves out: `add NAME` starts one, playbooks/scale.yml joins it (tests/lab).
+extra_inventory=inventories/lab/scale.yml
 network=railforge-lab
 subnet=10.89.50.0/24
 image="$(cat molecule/image/TAG)"
@@ -21,8 +23,8 @@ job_images=/var/cache/railforge/lab-images
 sysctls=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys
     kernel.keys.root_maxbytes)
 
-nodes() {  # name address, one per line
-    ansible-inventory -i "$inventory" --list |
+nodes() {  # name address, one per line; arguments: more inventories (-i FILE)
+    ansible-inventory -i "$inventory" "$@" --list |
         python3 -c 'import json,sys; d=json.load(sys.stdin)["_meta"]["hostvars"]; [print(h, v["railforge_node_ip"]) for h, v in sorted(d.items())]'
 }
 
@@ -79,13 +81,27 @@ start_node() {  # name address: systemd as PID 1 in a privileged node with its o
             mount --make-rshared / && exec /lib/systemd/systemd' >/dev/null
 }
 
+# The control plane endpoint (kubernetes_control_plane_endpoint): a second address on the first control plane,
+# a stand-in for the load balancer or kube-vip address in front of several control planes.
+add_api_address() {
+    local address
+    address=$(ansible-inventory -i "$inventory" --host lab-cp-01 |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["kubernetes_control_plane_endpoint"].rsplit(":", 1)[0])')
+    podman exec lab-cp-01 ip address replace "$address/32" dev eth0
+    echo "lab: control plane endpoint $address on lab-cp-01"
+}
+
+node_mounts() {  # what start_node mounts: the local apt repository and the cluster's image archives
+    apt_repo=$(railforge testbed apt-repo)
+    images=$(python3 -c 'from railforge.testbed.images import cluster_images; print(cluster_images())')
+}
+
 case "${1:-}" in
 up)
     started=$SECONDS
     molecule/image/build.sh
     railforge testbed build
-    apt_repo=$(railforge testbed apt-repo)
-    images=$(python3 -c 'from railforge.testbed.images import cluster_images; print(cluster_images())')
+    node_mounts
     mkdir -p "$state" "$job_images"
     # The images the cluster stages need besides kubeadm's: the scheduler and the MPIJob's OpenMPI image.
     RAILFORGE_SCHEDULER_ARCHIVE="$job_images/railforge-scheduler.tar" deploy/scheduler/build.sh >/dev/null
@@ -121,6 +137,7 @@ PY
         fi
         echo "lab: node $name at $address"
     done < <(nodes)
+    add_api_address
     # A worker's rail: one end of a veth pair (this kernel has no dummy netdev), up, for macvlan to build on.
     while read -r name; do
         podman exec "$name" sh -c 'ip link show rail0 >/dev/null 2>&1 || ip link add rail0 type veth peer name rail0-peer
@@ -132,12 +149,24 @@ PY
     railforge lab job --kubeconfig inventories/lab/artifacts/admin.conf --rail rail0 --network railforge-network/rail0
     echo "lab: done in $((SECONDS - started)) s"
     ;;
+add)  # add NAME...: start nodes of the extra inventory for playbooks/scale.yml (after `up`)
+    shift
+    [[ $# -gt 0 ]] || { echo "usage: $0 add NAME..." >&2; exit 2; }
+    podman network exists "$network" || { echo "lab: no lab network; run $0 up first" >&2; exit 2; }
+    node_mounts
+    for name in "$@"; do
+        address=$(nodes -i "$extra_inventory" | awk -v name="$name" '$1 == name {print $2}')
+        [[ -n $address ]] || { echo "lab: $name is not a host of $extra_inventory" >&2; exit 2; }
+        podman container exists "$name" || start_node "$name" "$address"
+        echo "lab: node $name at $address"
+    done
+    ;;
 down)
     while read -r name _; do
         stop_device_plugins "$name"
         podman rm -f -t 10 "$name" >/dev/null 2>&1 && echo "lab: removed $name" || true
         podman volume rm -f "$name-containerd" >/dev/null 2>&1 || true
-    done < <(nodes)
+    done < <(nodes -i "$extra_inventory")
     podman network exists "$network" && podman network rm "$network" >/dev/null || true
     if [[ -f $state/sysctls ]]; then
         while IFS== read -r key value; do sysctl -q -w "$key=$value"; done <"$state/sysctls"
@@ -146,7 +175,7 @@ down)
     rm -rf "$state" inventories/lab/artifacts
     ;;
 *)
-    echo "usage: $0 up|down" >&2
+    echo "usage: $0 up|add NAME...|down" >&2
     exit 2
     ;;
 esac

@@ -3,7 +3,8 @@ playbooks/site.yml (kubeadm from the local signed apt repository, every image pr
 scheduler and the MPI operator deployed by their roles, Multus and whereabouts by the network stage, fake GPUs and
 RDMA devices served to the workers' kubelets by the device-plugin stand-in, and an MPIJob gang-scheduled by railforge
 whose two workers run on two nodes, each with the devices it requested and an address on the rail network; then a
-second run and a check run change nothing, and `lab.sh down` leaves nothing."""
+second run and a check run change nothing; two more control planes are added by playbooks/scale.yml and taken out
+again by playbooks/reset.yml; and `lab.sh down` leaves nothing."""
 
 import ipaddress
 import json
@@ -123,6 +124,82 @@ def test_second_run_and_check_run_change_nothing(lab):
         assert sorted(counts) == sorted(NODES)
         assert {host: c["changed"] for host, c in counts.items()} == dict.fromkeys(NODES, 0), result.stdout[-4000:]
         assert not re.search(r"changed: \[\S+\] => .*kubeadm (init|join)", result.stdout)
+
+
+SCALE_INVENTORIES = ("-i", INVENTORY, "-i", "inventories/lab/scale.yml")
+# Two more control planes (etcd wants an odd number): started by `lab.sh add`, joined by scale.yml, removed again by
+# reset.yml.
+ADDED = ["lab-cp-02", "lab-cp-03"]
+# What the bridge CNI needs on the running nodes when a node joins: the route to its pod range.
+ROUTE_TASKS = {
+    "kubernetes : Write the routes to the other nodes' pod ranges (a unit that sets them at every boot)",
+    "kubernetes : Apply the pod routes",
+}
+
+
+def changed_tasks(output: str) -> dict[str, list[str]]:
+    """host -> the tasks (and handlers) that reported it changed, in order (delegated results count for the host
+    the task ran for, as in the PLAY RECAP)."""
+    changed: dict[str, list[str]] = {}
+    task = ""
+    for line in output.splitlines():
+        if header := re.match(r"(?:TASK|RUNNING HANDLER) \[(.+)\] \**$", line):
+            task = header.group(1)
+        elif (host := re.match(r"changed: \[([^\]\s]+)", line)) and changed.get(host.group(1), [""])[-1] != task:
+            changed.setdefault(host.group(1), []).append(task)  # a loop's items count once, as in the recap
+    return changed
+
+
+def etcd_members() -> list[str]:
+    """The names of etcd's members, as the first control plane's etcd lists them."""
+    listed = kubectl(
+        "exec", "--namespace", "kube-system", "etcd-lab-cp-01", "--", "etcdctl", "--endpoints=https://127.0.0.1:2379",
+        "--cacert=/etc/kubernetes/pki/etcd/ca.crt", "--cert=/etc/kubernetes/pki/etcd/server.crt",
+        "--key=/etc/kubernetes/pki/etcd/server.key", "member", "list", "--write-out=json",
+    )  # fmt: skip
+    return sorted(member.get("name", "") for member in json.loads(listed)["members"])
+
+
+def test_scale_joins_two_control_planes_and_leaves_the_running_hosts_alone(lab):
+    run("scripts/lab.sh", "add", *ADDED)
+    scale = ("-e", f"@{STATE / 'vars.yml'}", "-e", json.dumps({"kubernetes_scale_hosts": ADDED}), "playbooks/scale.yml")
+    result = run("ansible-playbook", *SCALE_INVENTORIES, *scale)
+    counts, changed = recap(result.stdout), changed_tasks(result.stdout)
+    assert sorted(counts) == sorted([*NODES, *ADDED])
+    assert re.search(r"^changed: \[lab-cp-0[23] -> lab-cp-01\]", result.stdout, re.M)  # the token, on lab-cp-01
+    for host in NODES:  # nothing on the running hosts but the routes to the new nodes' pod ranges
+        assert set(changed.get(host, [])) <= ROUTE_TASKS, (host, changed.get(host))
+        assert counts[host]["changed"] == len(changed.get(host, [])), result.stdout[-4000:]
+    for name in ADDED:
+        node = json.loads(kubectl("get", "node", name, "-o", "json"))
+        assert "node-role.kubernetes.io/control-plane" in node["metadata"]["labels"]
+        assert next(c for c in node["status"]["conditions"] if c["type"] == "Ready")["status"] == "True"
+        for component in ("etcd", "kube-apiserver"):
+            pod = json.loads(kubectl("get", "pod", "-n", "kube-system", f"{component}-{name}", "-o", "json"))
+            assert pod["status"]["phase"] == "Running", (name, component)
+    assert etcd_members() == ["lab-cp-01", *ADDED]
+
+
+def test_reset_takes_the_control_planes_out_and_backs_up_what_it_removes(lab):
+    reset = ("-e", f"@{STATE / 'vars.yml'}", "-e", json.dumps({"kubernetes_reset_hosts": ADDED}), "playbooks/reset.yml")
+    run("ansible-playbook", *SCALE_INVENTORIES, "--check", *reset)
+    assert etcd_members() == ["lab-cp-01", *ADDED]  # the check run changed nothing
+    result = run("ansible-playbook", *SCALE_INVENTORIES, *reset)
+    counts = recap(result.stdout)
+    assert {host: counts[host]["changed"] for host in NODES} == dict.fromkeys(NODES, 0), result.stdout[-4000:]
+    assert sorted(kubectl("get", "nodes", "-o", "name").split()) == [f"node/{name}" for name in sorted(NODES)]
+    assert etcd_members() == ["lab-cp-01"]
+    for name in ADDED:
+        node = ("podman", "exec", name)
+        assert counts[name]["changed"] > 0
+        assert run(*node, "systemctl", "is-active", "kubelet", check=False).stdout.strip() != "active"
+        assert run(*node, "test", "-e", "/etc/kubernetes", check=False).returncode == 1
+        assert run(*node, "dpkg", "--status", "kubeadm", check=False).returncode != 0
+        backed_up = run(*node, "find", "/var/backups/railforge-kubernetes", "-type", "f").stdout.split()
+        for path in ("/etc/kubernetes/pki/ca.crt", "/etc/kubernetes/kubelet.conf", "/etc/containerd/config.toml"):
+            assert [f for f in backed_up if f.endswith(path)], (name, path, backed_up)
+    again = recap(run("ansible-playbook", *SCALE_INVENTORIES, *reset).stdout)
+    assert {host: c["changed"] for host, c in again.items()} == dict.fromkeys([*NODES, *ADDED], 0)
 
 
 def test_down_leaves_nothing_behind(lab):

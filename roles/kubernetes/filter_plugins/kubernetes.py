@@ -1,4 +1,5 @@
-"""Filters of the kubernetes role: network checks, the join command's parts, the pod routes between nodes."""
+"""Filters of the kubernetes role: network checks, the join command's parts, the pod routes between nodes, the hosts
+scale.yml and reset.yml are asked to work on."""
 
 from __future__ import annotations
 
@@ -85,6 +86,22 @@ def kubernetes_archive_refs(metadata: str) -> list[str]:
     return refs
 
 
+def kubernetes_selection_problems(
+    chosen, variable: str, cluster_hosts: list[str], first_control_plane: str, first_allowed: bool = False
+) -> list[str]:
+    """What is wrong with the hosts a scale or reset run was asked to work on, one line each; [] when all is well.
+    The first control plane holds the cluster's only kubeadm configuration and admin credentials: it is refused
+    unless `first_allowed`."""
+    if not isinstance(chosen, list):
+        return [f"{variable}: expected a list of inventory host names, got {chosen!r}"]
+    if not chosen:
+        return [f'{variable}: name the hosts, e.g. -e \'{{"{variable}": ["host1", "host2"]}}\'; got none']
+    problems = [f"{variable}: {name} is not a host of k8s_cluster" for name in chosen if name not in cluster_hosts]
+    if first_control_plane in chosen and not first_allowed:
+        problems.append(f"{variable}: {first_control_plane} is the first control plane, which this run leaves alone")
+    return problems
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -92,4 +109,5 @@ class FilterModule:
             "kubernetes_join_parts": kubernetes_join_parts,
             "kubernetes_pod_routes": kubernetes_pod_routes,
             "kubernetes_archive_refs": kubernetes_archive_refs,
+            "kubernetes_selection_problems": kubernetes_selection_problems,
         }

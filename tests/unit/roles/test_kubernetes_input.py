@@ -145,3 +145,19 @@ def test_archive_names_from_docker_and_oci_metadata():
     ]
     with pytest.raises(AnsibleFilterError, match="names no image"):
         filters.kubernetes_archive_refs(json.dumps([{"RepoTags": None}]))
+
+
+def test_selection_problems_are_all_named_at_once():
+    cluster = ["cp-1", "cp-2", "w-1"]
+    assert filters.kubernetes_selection_problems(["cp-2", "w-1"], "v", cluster, "cp-1") == []
+    assert filters.kubernetes_selection_problems(["cp-1", "x"], "v", cluster, "cp-1") == [
+        "v: x is not a host of k8s_cluster",
+        "v: cp-1 is the first control plane, which this run leaves alone",
+    ]
+    assert filters.kubernetes_selection_problems(["cp-1"], "v", cluster, "cp-1", first_allowed=True) == []
+    assert filters.kubernetes_selection_problems([], "v", cluster, "cp-1") == [
+        """v: name the hosts, e.g. -e '{"v": ["host1", "host2"]}'; got none"""
+    ]
+    assert filters.kubernetes_selection_problems("w-1", "v", cluster, "cp-1") == [
+        "v: expected a list of inventory host names, got 'w-1'"
+    ]
