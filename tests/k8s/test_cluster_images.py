@@ -67,7 +67,7 @@ def store(images):
         podman("system", "reset", "--force", check=False)
 
 
-def test_the_manifest_names_what_our_kubeadm_pulls_and_the_mpi_operator(images, tmp_path):
+def test_the_manifest_names_what_our_kubeadm_pulls_and_the_add_ons(images, tmp_path):
     configuration = {
         "apiVersion": "kubeadm.k8s.io/v1beta4",
         "kind": "ClusterConfiguration",
@@ -84,9 +84,13 @@ def test_the_manifest_names_what_our_kubeadm_pulls_and_the_mpi_operator(images, 
         timeout=60,
         check=True,
     ).stdout.split()
-    mpi_operator = f"{PINS['versions_mpi_operator_registry']}/mpi-operator:{PINS['versions_mpi_operator']}"
+    add_ons = [  # the references the mpi_operator and rail_networks roles' image defaults make of the pins
+        f"{PINS['versions_mpi_operator_registry']}/mpi-operator:{PINS['versions_mpi_operator']}",
+        f"{PINS['versions_multus_registry']}/multus-cni:v{PINS['versions_multus']}",
+        f"{PINS['versions_whereabouts_registry']}/whereabouts:v{PINS['versions_whereabouts']}",
+    ]
     manifest = json.loads((images / "manifest.json").read_text())
-    assert sorted(manifest) == sorted([*listed, mpi_operator])
+    assert sorted(manifest) == sorted([*listed, *add_ons])
     assert all((images / archive).stat().st_size > 0 for archive in manifest.values())
 
 
