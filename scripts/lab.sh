@@ -66,7 +66,6 @@ stop_device_plugins() {  # name
 
 start_node() {  # name address: systemd as PID 1 in a privileged node with its own cgroup namespace
     local name=$1 address=$2
-    mkdir -p "$state/$name/device-plugins" "$state/$name/devices"
     podman volume exists "$name-containerd" || podman volume create "$name-containerd" >/dev/null
     # --systemd=false with systemd's mounts spelled out: Podman's systemd mode together with a private cgroup
     # namespace puts the node's systemd at the host's cgroup root on cgroup v1 hosts (research/nested-containerd).
@@ -130,6 +129,7 @@ print(json.dumps({
 PY
     podman network exists "$network" || podman network create --subnet "$subnet" "$network" >/dev/null
     while read -r name address; do
+        mkdir -p "$state/$name/device-plugins" "$state/$name/devices"  # its bind mounts (/run is a tmpfs)
         if podman container exists "$name"; then
             podman start "$name" >/dev/null
         else
@@ -157,6 +157,7 @@ add)  # add NAME...: start nodes of the extra inventory for playbooks/scale.yml 
     for name in "$@"; do
         address=$(nodes -i "$extra_inventory" | awk -v name="$name" '$1 == name {print $2}')
         [[ -n $address ]] || { echo "lab: $name is not a host of $extra_inventory" >&2; exit 2; }
+        mkdir -p "$state/$name/device-plugins" "$state/$name/devices"
         podman container exists "$name" || start_node "$name" "$address"
         echo "lab: node $name at $address"
     done
