@@ -15,12 +15,11 @@ import importlib
 import os
 import sys
 import threading
+import time
 from concurrent import futures
 from pathlib import Path
 
 import grpc
-
-from railforge.testbed.procs import wait_for
 
 API_VERSION = "v1beta1"
 DEVICE_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")  # fixed by the API, whatever the kubelet's root-dir
@@ -139,11 +138,18 @@ class FakeDevicePlugin:
         for device in self.healthy:
             (self.device_files / device).write_text(f"{self.resource} {device} (railforge stand-in, no hardware)\n")
         self.plugin_dir.mkdir(parents=True, exist_ok=True)
-        # A Node object left Ready by an earlier kubelet of the same name can make a node look ready before its new
-        # kubelet has opened the registration socket.
-        wait_for("the kubelet's device-plugin socket", (self.plugin_dir / KUBELET_SOCKET).exists, 60)
         self._serve()
-        registered = self._register()
+        # A Node object left Ready by an earlier kubelet of the same name can make a node look ready before its new
+        # kubelet listens, and that kubelet's socket file may still be there, refusing connections: retry.
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                registered = self._register()
+                break
+            except (OSError, grpc.RpcError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
         self._watcher = threading.Thread(target=self._reregister, args=(registered,), daemon=True)
         self._watcher.start()
         return self
