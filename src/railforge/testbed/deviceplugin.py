@@ -138,12 +138,13 @@ class FakeDevicePlugin:
         for device in self.healthy:
             (self.device_files / device).write_text(f"{self.resource} {device} (railforge stand-in, no hardware)\n")
         self.plugin_dir.mkdir(parents=True, exist_ok=True)
-        self._serve()
         # A Node object left Ready by an earlier kubelet of the same name can make a node look ready before its new
-        # kubelet listens, and that kubelet's socket file may still be there, refusing connections: retry.
+        # kubelet listens, and that kubelet's socket file may still be there, refusing connections; a kubelet that
+        # starts meanwhile empties the directory, our socket included: serve and register again until it takes.
         deadline = time.monotonic() + 60
         while True:
             try:
+                self._serve()
                 registered = self._register()
                 break
             except (OSError, grpc.RpcError):
