@@ -1,8 +1,8 @@
 """The sriov_network role (playbooks/devices.yml) against the real API server, with two fake nodes whose inventory
 sets sriov_vfs_pfs (two RoCE PFs and one InfiniBand PF each) and a CPU node without PFs: check mode changes nothing,
 the first run applies the device plugin's ConfigMap (its exact resourceList), a NetworkAttachmentDefinition per pool
-with a CIDR, the SR-IOV nodes' label and the DaemonSets; a second run and a check run change nothing; pools that
-disagree between nodes stop the run before anything changes.
+with a CIDR, the SR-IOV nodes' label and the DaemonSets (the InfiniBand CNI's too); a second run and a check run
+change nothing; pools that disagree between nodes stop the run before anything changes.
 
 The DaemonSets' images are not run here (no registry, no SR-IOV NIC): their objects are read back."""
 
@@ -67,7 +67,7 @@ def test_the_role_applies_the_pools_networks_and_daemonsets_idempotently(control
     apps = client.AppsV1Api(control_plane.api)
     custom = client.CustomObjectsApi(control_plane.api)
     nodes = {f"Node {node}" for node in NODES}
-    daemonsets = {"DaemonSet sriov-device-plugin", "DaemonSet sriov-cni"}
+    daemonsets = {"DaemonSet sriov-device-plugin", "DaemonSet sriov-cni", "DaemonSet ib-sriov-cni"}
 
     # check mode: the system namespace's objects and the nodes are dry-run; nothing is created or labelled
     assert changed(play(control_plane, sriov_cluster, tmp_path, "--check")) >= nodes | daemonsets
@@ -134,13 +134,15 @@ def test_the_role_applies_the_pools_networks_and_daemonsets_idempotently(control
     assert {name: spec.containers[0].image for name, spec in specs.items()} == {
         "sriov-device-plugin": "ghcr.io/k8snetworkplumbingwg/sriov-network-device-plugin:v3.11.0",
         "sriov-cni": "ghcr.io/k8snetworkplumbingwg/sriov-cni:v2.10.0",
+        "ib-sriov-cni": "ghcr.io/k8snetworkplumbingwg/ib-sriov-cni:v1.3.0",  # pool sriov2 is InfiniBand
     }
     for spec in specs.values():
         assert spec.node_selector == {"railforge.io/sriov": "true"}
         assert spec.automount_service_account_token is False
-    cni = specs["sriov-cni"].containers[0].security_context
-    assert (cni.privileged, cni.allow_privilege_escalation, cni.capabilities.drop) == (False, False, ["ALL"])
-    assert [v.host_path.path for v in specs["sriov-cni"].volumes] == ["/opt/cni/bin"]
+    for installer in ("sriov-cni", "ib-sriov-cni"):
+        cni = specs[installer].containers[0].security_context
+        assert (cni.privileged, cni.allow_privilege_escalation, cni.capabilities.drop) == (False, False, ["ALL"])
+        assert [v.host_path.path for v in specs[installer].volumes] == ["/opt/cni/bin"]
     # least privilege: the DaemonSets' account may read nothing from the API
     account = f"system:serviceaccount:{SYSTEM_NAMESPACE}:sriov-network"
     assert not any(can_i(control_plane, account, verb, what) for verb, what in (("get", "nodes"), ("list", "pods")))

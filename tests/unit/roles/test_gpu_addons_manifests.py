@@ -2,50 +2,16 @@
 defaults and vars: the device plugin's configuration per MIG strategy and time-slicing, the labels each GPU node gets
 and the DaemonSets' node selection, and the DCGM exporter's metrics file, Service and ServiceMonitor."""
 
-from pathlib import Path
-
 import pytest
 import yaml
-from ansible.parsing.dataloader import DataLoader
-from ansible.plugins.loader import filter_loader
-from ansible.template import Templar, trust_as_template
+from role_templates import one, render
 
-ROOT = Path(__file__).resolve().parents[3]
-filter_loader.add_directory(str(ROOT / "plugins/filter"))
 HOPPER_NODE = {"gpu_count": 8, "gpu_architectures": ["Hopper"]}
-
-
-def trusted(value):
-    """The YAML's strings made templates, as Ansible treats a role's defaults and vars."""
-    if isinstance(value, str):
-        return trust_as_template(value)
-    if isinstance(value, dict):
-        return {key: trusted(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [trusted(item) for item in value]
-    return value
-
-
-def render(role: str, template: str, **overrides) -> list[dict]:
-    """The template's objects, with the versions pins, the role's defaults and vars, and ``overrides``."""
-    variables = {}
-    for path in ("roles/versions/defaults/main.yml", f"roles/{role}/defaults/main.yml", f"roles/{role}/vars/main.yml"):
-        variables.update(trusted(yaml.safe_load((ROOT / path).read_text())))
-    variables.update({"groups": {}, "hostvars": {}, **overrides})
-    text = Templar(loader=DataLoader(), variables=variables).template(
-        trust_as_template((ROOT / f"roles/{role}/templates/{template}").read_text())
-    )
-    return list(yaml.safe_load_all(text))
 
 
 def device_plugin(**overrides) -> list[dict]:
     overrides.setdefault("nvidia_device_plugin_node_facts", {"gpu-a": HOPPER_NODE})
     return render("nvidia_device_plugin", "nvidia-device-plugin.yaml.j2", **overrides)
-
-
-def one(objects: list[dict], kind: str) -> dict:
-    (found,) = [obj for obj in objects if obj["kind"] == kind]
-    return found
 
 
 def plugin_config(objects: list[dict]) -> dict:

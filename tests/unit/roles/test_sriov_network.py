@@ -1,6 +1,7 @@
 """The sriov_network role's pools (roles/sriov_network/filter_plugins/sriov_network.py) from the nodes' sriov_vfs_pfs:
-one pool per PF position, the device plugin's resourceList, each pool's CNI configuration, every refusal (named by
-host and variable), the role stopping before any change, and the inventory check's rules."""
+one pool per PF position, the device plugin's resourceList, each pool's CNI configuration, the DaemonSets the template
+renders, every refusal (named by host and variable), the role stopping before any change, and the inventory check's
+rules."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from ansible.errors import AnsibleFilterError
+from role_templates import render
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "roles/sriov_network/filter_plugins"))
@@ -86,6 +88,32 @@ def test_ethernet_pools_use_sriov_and_infiniband_pools_ib_sriov_with_a_whereabou
     }
     assert sriov_network_cni_config(ib)["type"] == "ib-sriov"
     assert sriov_network_cni_config(ib)["ipam"]["range"] == "fd00:77::/64"
+
+
+def daemonsets(pools: list[dict]) -> dict:
+    objects = render("sriov_network", "sriov_network.yaml.j2", sriov_network_pools=pools)
+    return {obj["metadata"]["name"]: obj["spec"]["template"]["spec"] for obj in objects if obj["kind"] == "DaemonSet"}
+
+
+def test_the_ib_sriov_cni_is_installed_only_where_a_pool_is_infiniband():
+    assert sorted(daemonsets(sriov_network_pools(nodes(node_a=ROCE), []))) == ["sriov-cni", "sriov-device-plugin"]
+    specs = daemonsets(sriov_network_pools(nodes(node_a=[*ROCE, IB]), []))
+    assert sorted(specs) == ["ib-sriov-cni", "sriov-cni", "sriov-device-plugin"]
+    (ib_cni,) = specs["ib-sriov-cni"]["containers"]
+    assert ib_cni["image"] == "ghcr.io/k8snetworkplumbingwg/ib-sriov-cni:v1.3.0"
+    # the image's entrypoint copies its ib-sriov binary into the host directory mounted there
+    assert ib_cni["command"] == ["/entrypoint.sh", "--cni-bin-dir=/host/opt/cni/bin"]
+    assert ib_cni["volumeMounts"] == [{"name": "cni-bin", "mountPath": "/host/opt/cni/bin"}]
+    assert specs["ib-sriov-cni"]["volumes"] == [{"name": "cni-bin", "hostPath": {"path": "/opt/cni/bin"}}]
+    assert ib_cni["securityContext"] == {
+        "runAsUser": 0,
+        "privileged": False,
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert specs["ib-sriov-cni"]["nodeSelector"] == {"railforge.io/sriov": "true"}
+    assert specs["ib-sriov-cni"]["automountServiceAccountToken"] is False
 
 
 @pytest.mark.parametrize(
@@ -195,6 +223,9 @@ def test_the_inventory_check_knows_the_roles_variables():
     assert inventory.check_value("versions_sriov_cni", "v2.10.0", {"type": "str"})[0].startswith(
         "versions_sriov_cni must be MAJOR.MINOR.PATCH"
     )
+    assert inventory.check_value("sriov_network_ib_cni_image", "ib-sriov-cni", {"type": "str"}) == [
+        "sriov_network_ib_cni_image must be an image REGISTRY/NAME:TAG, got 'ib-sriov-cni' (str)"
+    ]
 
 
 def test_without_sr_iov_hosts_the_role_says_so_and_never_calls_the_api(run_role, tmp_path):
