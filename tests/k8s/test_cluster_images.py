@@ -31,6 +31,7 @@ VERSION_RUNS = {
     "etcd": (["etcd", "--version"], f"etcd Version: {PINS['versions_etcd']}"),
     "coredns": (["-version"], f"CoreDNS-{PINS['versions_coredns']}"),
     "mpi-operator": (["--version"], f"Version: v{PINS['versions_mpi_operator']}"),
+    "flannel": (["--version"], f"v{PINS['versions_flannel']}"),
 }
 
 
@@ -84,7 +85,8 @@ def test_the_manifest_names_what_our_kubeadm_pulls_and_the_add_ons(images, tmp_p
         timeout=60,
         check=True,
     ).stdout.split()
-    add_ons = [  # the references the mpi_operator and rail_networks roles' image defaults make of the pins
+    add_ons = [  # the references the kubernetes, mpi_operator and rail_networks roles' image defaults make of the pins
+        f"{PINS['versions_flannel_registry']}/flannel:v{PINS['versions_flannel']}",
         f"{PINS['versions_mpi_operator_registry']}/mpi-operator:{PINS['versions_mpi_operator']}",
         f"{PINS['versions_multus_registry']}/multus-cni:v{PINS['versions_multus']}",
         f"{PINS['versions_whereabouts_registry']}/whereabouts:v{PINS['versions_whereabouts']}",
@@ -110,9 +112,9 @@ def test_images_carry_upstreams_user_entry_point_and_path(store):
     assert SPECS["coredns"].user == 65532  # distroless `nonroot`, as upstream's CoreDNS image runs
 
 
-def debian_version(images: Path, package: str) -> str:
-    """The upstream version of a Debian package the kube-proxy image was built from (name_[epoch%3a]version-rev)."""
-    debs = json.loads((images / "debian-packages.json").read_text())[SPECS["kube-proxy"].ref]
+def debian_version(images: Path, package: str, ref: str = SPECS["kube-proxy"].ref) -> str:
+    """The upstream version of a Debian package an image was built from (name_[epoch%3a]version-rev)."""
+    debs = json.loads((images / "debian-packages.json").read_text())[ref]
     deb = next(deb for deb in debs if deb.startswith(f"{package}_"))
     return re.match(rf"{package}_(?:\d+%3a)?([^-+]+)", deb).group(1)
 
@@ -131,6 +133,15 @@ def test_kube_proxy_image_has_the_nft_iptables_and_conntrack_userland(store, ima
         assert f"{command} v{iptables} (nf_tables)" in store.run(ref, command, "--version")
     assert f"conntrack v{debian_version(images, 'conntrack')}" in store.run(ref, "conntrack", "--version")
     assert f"nftables v{debian_version(images, 'nftables')}" in store.run(ref, "nft", "--version")
+
+
+def test_flannel_image_has_the_nft_iptables_userland_its_rules_go_through(store, images):
+    """flanneld execs iptables for its masquerading and forwarding rules: the image holds the nft backend's."""
+    iptables = debian_version(images, "iptables", SPECS["flannel"].ref)
+    for command in ("iptables", "iptables-save", "iptables-restore"):
+        assert f"{command} v{iptables} (nf_tables)" in store.run(
+            SPECS["flannel"].ref, "--version", options=("--network=none", f"--entrypoint={command}")
+        )
 
 
 def test_kube_proxy_image_writes_and_reads_rules_in_a_pod_network_namespace(store):

@@ -63,9 +63,8 @@ class Component:
         recipe = "".join(inspect.getsource(function) for function in (go_env, _ldflags, build_component))
         for part in (self.version, pinned_versions()["versions_go_toolchain"], repr(self), recipe):
             digest.update(part.encode())
-        for name in ("go.mod", "go.sum", "main.go"):
-            if (wrapper / name).exists():
-                digest.update((wrapper / name).read_bytes())
+        for path in sorted(path for path in wrapper.rglob("*") if path.is_file()):
+            digest.update(path.read_bytes())
         return digest.hexdigest()[:12]
 
     @property
@@ -77,6 +76,10 @@ class Component:
 # its own, so unstamped binaries (v0.0.0-master) break it.
 KUBERNETES_VERSION_PACKAGES = ("k8s.io/client-go/pkg/version", "k8s.io/component-base/version")
 
+
+# The CNI plugins the test bed builds (kind: the directory under plugins/ upstream keeps them in): what the node's
+# conflist chains (bridge, host-local, portmap) and what containerd runs for the loopback interface.
+CNI_PLUGINS = (("main", "bridge"), ("ipam", "host-local"), ("main", "loopback"), ("meta", "portmap"))
 
 COMPONENTS = (
     Component(
@@ -205,6 +208,27 @@ COMPONENTS = (
                 "whereabouts.cni.cncf.io_overlappingrangeipreservations.yaml",
             )
         },
+    ),
+    # The primary CNI's daemon (the lab's flannel image). Its main package links every backend: cgo for the udp
+    # backend's C proxy, and the module proxy lacks the Tencent Cloud SDK of another, which tools/flannel replaces with
+    # names only (see its go.mod).
+    Component(
+        "flannel",
+        "flannel",
+        "versions_flannel",
+        "github.com/flannel-io/flannel",
+        {"flanneld": "github.com/flannel-io/flannel"},
+        cgo=True,
+        version_vars=("github.com/flannel-io/flannel/pkg/version.Version",),
+    ),
+    # The CNI reference plugins the nodes' kubernetes-cni package installs in /opt/cni/bin.
+    Component(
+        "cni-plugins",
+        "cni-plugins",
+        "versions_cni_plugins",
+        "github.com/containernetworking/plugins",
+        {name: f"github.com/containernetworking/plugins/plugins/{kind}/{name}" for kind, name in CNI_PLUGINS},
+        version_vars=("github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion",),
     ),
 )
 

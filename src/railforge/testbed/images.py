@@ -1,15 +1,17 @@
 """The lab cluster's container images, made from the test bed's own binaries: no registry is involved.
 
 kubeadm pulls nothing when every image it names is already in containerd. This module builds those images
-(kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy, CoreDNS, etcd, pause), the MPI operator's and
-the rail networks' (Multus thin, whereabouts) as docker archives, under the names the versions file gives them,
-into ``<cache>/testbed/cluster-images-<key>/`` with a ``manifest.json`` {image ref: archive file}. The key hashes
-the binaries' own cache keys, the image names, the Debian packages, our files and the recipe
-below, so a warm `railforge testbed build` finds everything in place.
+(kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy, CoreDNS, etcd, pause), the primary CNI's
+(flannel), the MPI operator's and the rail networks' (Multus thin, whereabouts) as docker archives, under the names
+the versions file gives them, into ``<cache>/testbed/cluster-images-<key>/`` with a ``manifest.json`` {image ref:
+archive file}. The key hashes the binaries' own cache keys, the image names, the Debian packages, our files and the
+recipe below, so a warm `railforge testbed build` finds everything in place.
 
 Each image holds a static binary where upstream's image has it, the /etc/passwd, /etc/group and /tmp a distroless
 base has, and upstream's entry point, user, working directory and PATH. kube-proxy's also holds the iptables (nft
-backend), nft and conntrack userland, unpacked from the Debian packages of the build host; whereabouts' also Debian's
+backend), nft and conntrack userland, unpacked from the Debian packages of the build host, and flannel's the iptables
+userland its masquerading and forwarding rules go through (and the C library its cgo build links); whereabouts' also
+Debian's
 busybox-static (its entry point is a shell script: whereabouts-install-cni.sh, ours).
 """
 
@@ -106,6 +108,13 @@ def cluster_image_specs() -> tuple[ClusterImage, ...]:
             user=NONROOT,
         ),
         ClusterImage(
+            f"{pins['versions_flannel_registry']}/flannel:v{pins['versions_flannel']}",
+            "flannel.tar",
+            {"/opt/bin/flanneld": "flanneld"},
+            ("/opt/bin/flanneld",),
+            packages=("iptables",),
+        ),
+        ClusterImage(
             f"{pins['versions_mpi_operator_registry']}/mpi-operator:{pins['versions_mpi_operator']}",
             "mpi-operator.tar",
             {"/opt/mpi-operator": "mpi-operator"},
@@ -135,7 +144,16 @@ def cluster_image_specs() -> tuple[ClusterImage, ...]:
     )
 
 
-IMAGE_COMPONENTS = ("kubernetes", "kube-log-runner", "etcd", "coredns", "mpi-operator", "multus", "whereabouts")
+IMAGE_COMPONENTS = (
+    "kubernetes",
+    "kube-log-runner",
+    "etcd",
+    "coredns",
+    "flannel",
+    "mpi-operator",
+    "multus",
+    "whereabouts",
+)
 
 
 def cluster_images_dir() -> Path:
