@@ -1,7 +1,8 @@
 """The rail_networks role (playbooks/network.yml) against the real API server, with two fake nodes carrying the
 DGX H100 fixture's facts: check mode changes nothing, the first run applies a NetworkAttachmentDefinition per rail,
 the RDMA device plugin's ConfigMap, the NCCL ConfigMaps and the nodes' labels (leaving other managers' labels), a
-second run and a check run change nothing, and a bad CIDR stops the run before anything changes."""
+second run and a check run change nothing, and a bad CIDR or a system namespace the cluster lacks stops the run
+before anything changes."""
 
 import importlib.util
 import json
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, changed, run_playbook
+from k8s_helpers import refused_words
 from kubernetes import client
 
 from railforge.testbed.controlplane import add_api_node, create_namespace
@@ -123,10 +125,13 @@ def test_the_role_applies_a_network_per_rail_idempotently(control_plane, rail_cl
 
 def test_a_bad_cidr_stops_the_role_before_anything_changes(control_plane, rail_cluster, tmp_path):
     bad = {"rail_networks_cidrs": [*CIDRS[:7], "10.100.128.0/17"], "rail_networks_namespace": "rf-rails-bad"}
-    result = play(control_plane, rail_cluster, tmp_path, **bad)
-    output = result.stdout + result.stderr
-    assert result.returncode == 2, output
-    words = " ".join(output.split())  # the callback wraps long messages
+    words = refused_words(play(control_plane, rail_cluster, tmp_path, **bad))
     assert "rail_networks_cidrs[0] 10.100.0.0/16 and rail_networks_cidrs[7] 10.100.128.0/17 overlap" in words
-    assert "changed=0" in output
+    assert not client.CoreV1Api(control_plane.api).list_namespace(field_selector="metadata.name=rf-rails-bad").items
+
+
+def test_a_missing_system_namespace_stops_the_role_before_anything_changes(control_plane, rail_cluster, tmp_path):
+    missing = {"rail_networks_namespace": "rf-rails-bad", "rail_networks_system_namespace": "rf-rails-nosuch"}
+    words = refused_words(play(control_plane, rail_cluster, tmp_path, **missing))
+    assert "rail_networks_system_namespace: no Namespace rf-rails-nosuch in the cluster" in words
     assert not client.CoreV1Api(control_plane.api).list_namespace(field_selector="metadata.name=rf-rails-bad").items

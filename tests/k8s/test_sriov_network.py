@@ -2,16 +2,19 @@
 sets sriov_vfs_pfs (two RoCE PFs and one InfiniBand PF each) and a CPU node without PFs: check mode changes nothing,
 the first run applies the device plugin's ConfigMap (its exact resourceList), a NetworkAttachmentDefinition per pool
 with a CIDR, the SR-IOV nodes' label and the DaemonSets (the InfiniBand CNI's too); a second run and a check run
-change nothing; pools that disagree between nodes stop the run before anything changes.
+change nothing; pools that disagree between nodes, or a system namespace the cluster lacks, stop the run before
+anything changes.
 
 The DaemonSets' images are not run here (no registry, no SR-IOV NIC): their objects are read back."""
 
+import hashlib
 import json
 import subprocess
 from pathlib import Path
 
 import pytest
 from conftest import can_i, changed, run_playbook
+from k8s_helpers import refused_words
 from kubernetes import client
 
 from railforge.testbed.controlplane import add_api_node, create_namespace
@@ -136,6 +139,10 @@ def test_the_role_applies_the_pools_networks_and_daemonsets_idempotently(control
         "sriov-cni": "ghcr.io/k8snetworkplumbingwg/sriov-cni:v2.10.0",
         "ib-sriov-cni": "ghcr.io/k8snetworkplumbingwg/ib-sriov-cni:v1.3.0",  # pool sriov2 is InfiniBand
     }
+    plugin = apps.read_namespaced_daemon_set("sriov-device-plugin", SYSTEM_NAMESPACE).spec.template.metadata
+    config_json = core.read_namespaced_config_map("sriov-device-plugin", SYSTEM_NAMESPACE).data["config.json"]
+    # the pods carry the hash of the pools they read at start: another pool list rolls them
+    assert plugin.annotations["railforge.io/config-sha256"] == hashlib.sha256(config_json.encode()).hexdigest()
     for spec in specs.values():
         assert spec.node_selector == {"railforge.io/sriov": "true"}
         assert spec.automount_service_account_token is False
@@ -150,10 +157,15 @@ def test_the_role_applies_the_pools_networks_and_daemonsets_idempotently(control
 
 def test_pools_that_disagree_stop_the_role_before_anything_changes(control_plane, sriov_cluster, tmp_path):
     swapped = inventory_file(tmp_path, [PFS[0], PFS[2], PFS[1]])
-    result = play(control_plane, swapped, tmp_path, sriov_network_namespace="rf-sriov-bad")
-    output = result.stdout + result.stderr
-    assert result.returncode == 2, output
-    words = " ".join(output.split())  # the callback wraps long messages
+    words = refused_words(play(control_plane, swapped, tmp_path, sriov_network_namespace="rf-sriov-bad"))
     assert "sriov_vfs_pfs[1]: link_type differs between nodes (eth on rf-sriov-a; ib on rf-sriov-b)" in words
-    assert "changed=0" in output
     assert not client.CoreV1Api(control_plane.api).list_namespace(field_selector="metadata.name=rf-sriov-bad").items
+
+
+def test_a_missing_system_namespace_stops_the_role_before_anything_changes(control_plane, sriov_cluster, tmp_path):
+    missing = {"sriov_network_namespace": "rf-sriov-bad", "sriov_network_system_namespace": "rf-sriov-nosuch"}
+    words = refused_words(play(control_plane, sriov_cluster, tmp_path, **missing))
+    assert "sriov_network_system_namespace: no Namespace rf-sriov-nosuch in the cluster" in words
+    core = client.CoreV1Api(control_plane.api)
+    assert not core.list_namespace(field_selector="metadata.name=rf-sriov-bad").items
+    assert not core.list_namespace(field_selector="metadata.name=rf-sriov-nosuch").items

@@ -5,6 +5,7 @@ rules."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sys
@@ -114,6 +115,23 @@ def test_the_ib_sriov_cni_is_installed_only_where_a_pool_is_infiniband():
     }
     assert specs["ib-sriov-cni"]["nodeSelector"] == {"railforge.io/sriov": "true"}
     assert specs["ib-sriov-cni"]["automountServiceAccountToken"] is False
+
+
+def test_a_changed_pool_list_changes_the_device_plugins_pod_template():
+    def config_hash(pools: list[dict]) -> str:
+        objects = render("sriov_network", "sriov_network.yaml.j2", sriov_network_pools=pools)
+        config, plugin = [obj for obj in objects if obj["metadata"]["name"] == "sriov-device-plugin"]
+        annotation = plugin["spec"]["template"]["metadata"]["annotations"]["railforge.io/config-sha256"]
+        assert annotation == hashlib.sha256(config["data"]["config.json"].encode()).hexdigest()
+        return annotation
+
+    roce = sriov_network_pools(nodes(node_a=ROCE), [])
+    assert config_hash(roce) == config_hash(sriov_network_pools(nodes(node_a=ROCE), []))
+    # another pool, or another PF in a pool: another hash, so the DaemonSet rolls its pods onto the new ConfigMap
+    assert config_hash(roce) != config_hash(sriov_network_pools(nodes(node_a=[*ROCE, IB]), []))
+    assert config_hash(roce) != config_hash(
+        sriov_network_pools(nodes(node_a=ROCE, node_b=[{**ROCE[0], "pci_address": "0000:3c:00.0"}, ROCE[1]]), [])
+    )
 
 
 @pytest.mark.parametrize(
