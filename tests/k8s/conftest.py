@@ -7,6 +7,7 @@ failure or an interrupt; if pytest is killed, the control plane, containerd and 
 (containerd's shims and pods do not: docs/testing.md).
 """
 
+import contextlib
 import json
 import os
 import re
@@ -21,6 +22,7 @@ from kubernetes import client
 
 from railforge.k8s import CRD_DIR
 from railforge.testbed import pki
+from railforge.testbed.aptrepo import CONTAINERS_CONF, node_image
 from railforge.testbed.build import TEST_IMAGE, binary, component
 from railforge.testbed.controlplane import ControlPlane, add_api_node, create_namespace
 from railforge.testbed.node import Node
@@ -324,3 +326,38 @@ def changed(result: subprocess.CompletedProcess) -> set[str]:
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     return set(re.findall(r"^changed: \[localhost\] => \(item=(.*)\)$", output, re.MULTILINE))
+
+
+def podman(*args: str) -> subprocess.CompletedProcess:
+    """podman with the runtime and ulimits this host allows (molecule/containers.conf)."""
+    return subprocess.run(
+        ["podman", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "CONTAINERS_CONF": str(CONTAINERS_CONF)},
+    )
+
+
+@contextlib.contextmanager
+def systemd_node(name: str, *options: str):
+    """A container of the node image run as the lab runs its nodes (privileged, its own cgroup namespace, systemd as
+    PID 1, containerd's data off the overlay root), with further podman run ``options``; removed on exit."""
+    boot = (
+        "rm -f /etc/machine-id /var/lib/dbus/machine-id; systemd-machine-id-setup >/dev/null; exec /lib/systemd/systemd"
+    )
+    started = podman(
+        "run", "--detach", f"--name={name}", "--privileged", "--cgroupns=private", "--systemd=false",
+        "--stop-signal=SIGRTMIN+3", "--tmpfs=/tmp", "--tmpfs=/run", "--tmpfs=/run/lock", "--env=container=podman",
+        "--tmpfs=/var/lib/containerd", *options, node_image(), "sh", "-c", boot,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    try:
+
+        def booted() -> bool:
+            return podman("exec", name, "systemctl", "is-system-running").stdout.strip() in ("running", "degraded")
+
+        wait_for("the node's systemd", booted, 60)
+        yield name
+    finally:
+        podman("rm", "--force", "--time=2", name)

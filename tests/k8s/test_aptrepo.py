@@ -3,14 +3,14 @@ dependencies and the test bed's binaries, and a node of the test image with no n
 them from it, signature checked; a tampered Release is refused."""
 
 import hashlib
-import os
 import shutil
 import subprocess
 import uuid
 
 import pytest
+from conftest import podman, systemd_node
 
-from railforge.testbed.aptrepo import CONTAINERS_CONF, build_repo, node_image
+from railforge.testbed.aptrepo import build_repo, node_image
 from railforge.testbed.build import binary, pinned_versions
 from railforge.testbed.procs import wait_for
 
@@ -128,16 +128,6 @@ INSTALL = (
 )
 
 
-def podman(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        ["podman", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "CONTAINERS_CONF": str(CONTAINERS_CONF)},
-    )
-
-
 def run_in_node(repo, script: str) -> subprocess.CompletedProcess:
     """The script in a throw-away container of the node image: no network, the repository mounted read-only, every
     other apt source moved away."""
@@ -184,39 +174,23 @@ def test_a_tampered_release_fails_the_signature_check(repo, tmp_path, signed_by)
 
 
 @pytest.fixture
-def systemd_node(repo):
-    """A node as the lab runs one (privileged, its own cgroup namespace, systemd as PID 1, containerd's data off the
-    overlay root), with no network and the repository mounted."""
-    name = f"railforge-aptrepo-{uuid.uuid4().hex[:8]}"
-    boot = (
-        "rm -f /etc/machine-id /var/lib/dbus/machine-id; systemd-machine-id-setup >/dev/null; exec /lib/systemd/systemd"
-    )
-    started = podman(
-        "run", "--detach", f"--name={name}", "--privileged", "--cgroupns=private", "--systemd=false",
-        "--stop-signal=SIGRTMIN+3", "--tmpfs=/tmp", "--tmpfs=/run", "--tmpfs=/run/lock", "--env=container=podman",
-        "--network=none", "--tmpfs=/var/lib/containerd", f"--volume={repo}:{MOUNT}:ro", node_image(), "sh", "-c", boot,
-    )  # fmt: skip
-    assert started.returncode == 0, started.stderr
-    try:
-
-        def booted() -> bool:
-            return podman("exec", name, "systemctl", "is-system-running").stdout.strip() in ("running", "degraded")
-
-        wait_for("the node's systemd", booted, 60)
+def apt_node(repo):
+    """A node as the lab runs one, with no network and the repository mounted."""
+    with systemd_node(
+        f"railforge-aptrepo-{uuid.uuid4().hex[:8]}", "--network=none", f"--volume={repo}:{MOUNT}:ro"
+    ) as name:
         yield name
-    finally:
-        podman("rm", "--force", "--time=2", name)
 
 
-def test_under_systemd_containerd_runs_and_kubelet_is_enabled_with_kubeadms_drop_in(systemd_node):
-    installed = podman("exec", systemd_node, "sh", "-c", ONLY_OUR_SOURCE + INSTALL)
+def test_under_systemd_containerd_runs_and_kubelet_is_enabled_with_kubeadms_drop_in(apt_node):
+    installed = podman("exec", apt_node, "sh", "-c", ONLY_OUR_SOURCE + INSTALL)
     assert installed.returncode == 0, installed.stdout + installed.stderr
 
     def show(unit: str, prop: str) -> str:
-        return podman("exec", systemd_node, "systemctl", "show", unit, f"--property={prop}", "--value").stdout.strip()
+        return podman("exec", apt_node, "systemctl", "show", unit, f"--property={prop}", "--value").stdout.strip()
 
     wait_for("containerd.service", lambda: show("containerd", "ActiveState") == "active", 30)
-    version = podman("exec", systemd_node, "ctr", "version").stdout
+    version = podman("exec", apt_node, "ctr", "version").stdout
     assert f"Server:\n  Version:  v{PINS['versions_containerd']}" in version, version
     assert (show("containerd", "Delegate"), show("containerd", "KillMode")) == ("yes", "process")
     assert show("kubelet", "UnitFileState") == "enabled"

@@ -17,6 +17,7 @@ VERSION_COMMANDS = {
     "crictl": (["--version"], "versions_crictl", "crictl version v{}"),
     "mpi-operator": (["--version"], "versions_mpi_operator", "v{}"),
     "coredns": (["-version"], "versions_coredns", "CoreDNS-{}"),
+    "registry": (["--version"], "versions_distribution", "github.com/distribution/distribution/v3 v{}"),
 }
 
 

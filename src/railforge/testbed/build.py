@@ -209,6 +209,15 @@ COMPONENTS = (
             )
         },
     ),
+    # Test tooling only: the registry the mirror test serves images from (tests/k8s/test_registry_mirror.py).
+    Component(
+        "distribution",
+        "distribution",
+        "versions_distribution",
+        "github.com/distribution/distribution/v3",
+        {"registry": "github.com/distribution/distribution/v3/cmd/registry"},
+        version_vars=("github.com/distribution/distribution/v3/version.version",),
+    ),
     # The primary CNI's daemon (the lab's flannel image). Its main package links every backend: cgo for the udp
     # backend's C proxy, and the module proxy lacks the Tencent Cloud SDK of another, which tools/flannel replaces with
     # names only (see its go.mod).
