@@ -77,9 +77,18 @@ class Component:
 KUBERNETES_VERSION_PACKAGES = ("k8s.io/client-go/pkg/version", "k8s.io/component-base/version")
 
 
-# The CNI plugins the test bed builds (kind: the directory under plugins/ upstream keeps them in): what the node's
-# conflist chains (bridge, host-local, portmap) and what containerd runs for the loopback interface.
-CNI_PLUGINS = (("main", "bridge"), ("ipam", "host-local"), ("main", "loopback"), ("meta", "portmap"))
+# The CNI reference plugins, every Linux one as pkgs.k8s.io's kubernetes-cni holds them (kind: the directory under
+# plugins/ upstream keeps them in): the node's conflist chains bridge, host-local and portmap, containerd runs
+# loopback, and the rail networks' NetworkAttachmentDefinitions name macvlan or host-device.
+CNI_PLUGINS = tuple(
+    (kind, name)
+    for kind, names in (
+        ("main", "bridge dummy host-device ipvlan loopback macvlan ptp tap vlan"),
+        ("ipam", "dhcp host-local static"),
+        ("meta", "bandwidth firewall portmap sbr tuning vrf"),
+    )
+    for name in names.split()
+)
 
 COMPONENTS = (
     Component(
