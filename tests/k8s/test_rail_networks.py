@@ -2,7 +2,7 @@
 DGX H100 fixture's facts: check mode changes nothing, the first run applies a NetworkAttachmentDefinition per rail,
 the RDMA device plugin's ConfigMap, the NCCL ConfigMaps and the nodes' labels (leaving other managers' labels), a
 second run and a check run change nothing, and a bad CIDR or a system namespace the cluster lacks stops the run
-before anything changes."""
+before anything changes (the CRD files included)."""
 
 import importlib.util
 import json
@@ -28,6 +28,21 @@ def dgx_h100_facts() -> dict:
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
     return example.shape_facts("dgx_h100")
+
+
+PROBE_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "railprobes.test.railforge.io"},
+    "spec": {
+        "group": "test.railforge.io",
+        "names": {"kind": "RailProbe", "plural": "railprobes"},
+        "scope": "Namespaced",
+        "versions": [
+            {"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {"type": "object"}}}
+        ],
+    },
+}
 
 
 @pytest.fixture(scope="module")
@@ -130,8 +145,19 @@ def test_a_bad_cidr_stops_the_role_before_anything_changes(control_plane, rail_c
     assert not client.CoreV1Api(control_plane.api).list_namespace(field_selector="metadata.name=rf-rails-bad").items
 
 
-def test_a_missing_system_namespace_stops_the_role_before_anything_changes(control_plane, rail_cluster, tmp_path):
-    missing = {"rail_networks_namespace": "rf-rails-bad", "rail_networks_system_namespace": "rf-rails-nosuch"}
+def test_a_missing_system_namespace_stops_the_role_before_its_crd_files_are_applied(
+    control_plane, rail_cluster, tmp_path
+):
+    # a CRD file of its own, which must not be applied either: CRD files go in only once every check has passed
+    crd_file = tmp_path / "probe-crd.json"
+    crd_file.write_text(json.dumps(PROBE_CRD))
+    missing = {
+        "rail_networks_namespace": "rf-rails-bad",
+        "rail_networks_system_namespace": "rf-rails-nosuch",
+        "rail_networks_crd_files": [str(crd_file)],
+    }
     words = refused_words(play(control_plane, rail_cluster, tmp_path, **missing))
     assert "rail_networks_system_namespace: no Namespace rf-rails-nosuch in the cluster" in words
     assert not client.CoreV1Api(control_plane.api).list_namespace(field_selector="metadata.name=rf-rails-bad").items
+    crds = client.ApiextensionsV1Api(control_plane.api).list_custom_resource_definition().items
+    assert PROBE_CRD["metadata"]["name"] not in {crd.metadata.name for crd in crds}
