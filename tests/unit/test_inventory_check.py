@@ -7,6 +7,7 @@ rules themselves (plugins/module_utils/railforge_inventory.py); test_inventory_m
 
 import importlib.util
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -173,3 +174,17 @@ def test_cluster_pins_and_kubernetes_inputs_are_checked(variable, bad, good, exp
     problems = checks.validate(groups, {"cp-01": {**host, variable: bad}}, role_specs())
     assert len(problems) == 1 and problems[0].startswith(f"cp-01: {variable} must be {expected}"), problems
     assert checks.validate(groups, {"cp-01": {**host, variable: good}}, role_specs()) == []
+
+
+def test_the_playbooks_switches_carry_the_prefix_and_are_declared():
+    """A variable a playbook reads with a default (a switch an importing playbook may set) is a railforge_* variable of
+    playbooks/site.meta.yml, so the inventory check knows it and docs/variables.md lists it."""
+    declared = yaml.safe_load((ROOT / "playbooks/site.meta.yml").read_text())["argument_specs"]["main"]["options"]
+    switches = {
+        name
+        for playbook in (ROOT / "playbooks").glob("*.yml")
+        for name in re.findall(r"(?:\{\{|when: not) *(\w+) *\| *default\(", playbook.read_text())
+        if not name.startswith("ansible_")  # Ansible's own (ansible_limit ...)
+    }
+    assert {"railforge_stage_hosts", "railforge_inventory_check_done"} <= switches
+    assert sorted(switches - set(declared)) == []
