@@ -8,6 +8,7 @@ the same check judges a container and a real node.
 
 import importlib.util
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -85,3 +86,25 @@ def needs_host_kernel(in_container) -> None:
     """Skip a check of kernel state, which a container shares with its host."""
     if in_container:
         pytest.skip("container: kernel modules, sysctls, swap and limits belong to the container's host")
+
+
+@pytest.fixture
+def check_signed_apt_source(host):
+    """A check of one apt source a role added: signed-by the keyring the role installed after checking the key's
+    fingerprint, never trusted=yes, and apt, fetching the source alone into lists of its own (the node's stay as
+    they are), verifies its Release signature with that keyring."""
+
+    def check(path: str) -> None:
+        line = next(ln for ln in host.file(path).content_string.splitlines() if ln.startswith("deb "))
+        assert "trusted=yes" not in line, line
+        keyring = re.search(r"signed-by=([^\]\s]+)", line)
+        assert keyring and host.file(keyring.group(1)).is_file, line
+        update = host.run(
+            "d=$(mktemp -d) && chmod 755 $d && mkdir -p $d/lists/partial $d/parts && apt-get update -o Dir::Cache=$d"
+            f" -o Dir::State::Lists=$d/lists -o Dir::Etc::SourceList={path} -o Dir::Etc::SourceParts=$d/parts;"
+            " rc=$?; rm -rf $d; exit $rc"
+        )
+        assert update.rc == 0 and "GPG error" not in update.stderr, update.stdout + update.stderr
+        assert "InRelease" in update.stdout, update.stdout
+
+    return check

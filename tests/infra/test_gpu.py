@@ -123,6 +123,19 @@ def test_persistence_mode_on(smi_rows, host):
     assert all(row["persistence_mode"] == "Enabled" for row in smi_rows), smi_rows
 
 
+@pytest.mark.parametrize(
+    ("source", "trusted_variable"),
+    [
+        ("/etc/apt/sources.list.d/railforge-cuda.list", "nvidia_driver_repo_trusted"),
+        ("/etc/apt/sources.list.d/railforge-nvidia-container-toolkit.list", "nvidia_container_toolkit_repo_trusted"),
+    ],
+)
+def test_repository_signature_checked_by_apt(host, hostvars, check_signed_apt_source, source, trusted_variable):
+    if not host.file(source).exists or hostvars[trusted_variable]:
+        pytest.skip("the role added no such source here, or a trusted one was asked for")
+    check_signed_apt_source(source)
+
+
 def test_cuda_toolkits_and_default(host, hostvars):
     if not host.file("/etc/profile.d/cuda.sh").exists:
         pytest.skip("cuda_toolkit not applied to this host")

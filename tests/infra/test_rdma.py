@@ -97,6 +97,12 @@ def test_repository_pinned_to_the_version(host, hostvars, doca_ofed_wanted, has_
     assert line.endswith(" ./")
 
 
+def test_repository_signature_checked_by_apt(host, hostvars, has_hca, check_signed_apt_source):
+    if not has_hca or not host.file(SOURCE).exists or hostvars["doca_ofed_repo_trusted"]:
+        pytest.skip("no HCA, the stack was already installed (no source written), or a trusted source asked for")
+    check_signed_apt_source(SOURCE)
+
+
 def test_openibd_enabled_where_the_role_installed_the_stack(host, has_hca):
     if not has_hca or not host.file(SOURCE).exists:
         pytest.skip("no HCA, or the stack was already installed (left alone)")

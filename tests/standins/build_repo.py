@@ -21,9 +21,14 @@ Spec (YAML):
         versions: [580.95.05-1, 580.105.08-1]   # without its revision) are filled in every string field
         depends: [libnvidia-ml1 (= {version})]
 
-Usage: python build_repo.py OUT_DIR SPEC.yml [SPEC.yml ...]
+Usage: python build_repo.py [--sign-with GNUPGHOME] [--debian NAME ...] OUT_DIR SPEC.yml [SPEC.yml ...]
+    --sign-with  sign Release (InRelease) with the one key in GNUPGHOME, made there on first use (a throw-away
+                 test key without passphrase, so that several repositories of a scenario share it); its public half
+                 goes to OUT_DIR/key.asc and its fingerprint to GNUPGHOME/fingerprint.txt
+    --debian     add Debian's NAME and what the node image lacks for it (e.g. gpg, which the roles read keys with)
 """
 
+import argparse
 import shutil
 import subprocess
 import sys
@@ -32,7 +37,7 @@ from pathlib import Path
 
 import yaml
 
-from railforge.testbed.aptrepo import write_index
+from railforge.testbed.aptrepo import download, node_closure, write_index
 
 CONTROL_FIELDS = (("depends", "Depends"), ("provides", "Provides"), ("conflicts", "Conflicts"))
 
@@ -94,16 +99,53 @@ def build_package(package: dict, pool: Path, spec_dir: Path) -> Path:
     return deb
 
 
+def sign_release(repo: Path, gnupg_home: Path) -> str:
+    """Clear-sign repo/Release into InRelease with the key of gnupg_home (made on first use), export its public half
+    to repo/key.asc; returns its fingerprint."""
+    gpg = ["gpg", "--batch", "--quiet", "--homedir", str(gnupg_home)]
+    fingerprint_file = gnupg_home / "fingerprint.txt"
+    try:
+        if not fingerprint_file.exists():
+            gnupg_home.mkdir(mode=0o700, parents=True, exist_ok=True)
+            user_id = "Railforge stand-in repositories (test only)"
+            subprocess.run(
+                [*gpg, "--passphrase", "", "--quick-generate-key", user_id, "ed25519", "sign", "never"],
+                check=True,
+                capture_output=True,
+            )
+            colons = subprocess.run([*gpg, "--with-colons", "--list-keys"], check=True, capture_output=True, text=True)
+            fingerprint_file.write_text(next(r.split(":")[9] for r in colons.stdout.splitlines() if r[:4] == "fpr:"))
+        fingerprint = fingerprint_file.read_text().strip()
+        (repo / "InRelease").unlink(missing_ok=True)
+        subprocess.run([*gpg, "--clearsign", "--output", str(repo / "InRelease"), str(repo / "Release")], check=True)
+        (repo / "key.asc").write_bytes(
+            subprocess.run([*gpg, "--armor", "--export", fingerprint], check=True, capture_output=True).stdout
+        )
+    finally:
+        # gpg started an agent for this home: stop it, so that no process outlives the build.
+        subprocess.run(["gpgconf", "--homedir", str(gnupg_home), "--kill", "gpg-agent"], check=False)
+    return fingerprint
+
+
 def main(argv: list[str]) -> int:
-    out = Path(argv[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sign-with", type=Path, metavar="GNUPGHOME")
+    parser.add_argument("--debian", action="append", default=[], metavar="NAME")
+    parser.add_argument("out", type=Path)
+    parser.add_argument("specs", nargs="+", type=Path)
+    args = parser.parse_args(argv)
+    out = args.out
     shutil.rmtree(out / "pool", ignore_errors=True)  # a full rebuild: no package of an earlier spec stays indexed
     (out / "pool").mkdir(parents=True)
-    for spec in argv[1:]:
-        for entry in yaml.safe_load(Path(spec).read_text())["packages"]:
+    for spec in args.specs:
+        for entry in yaml.safe_load(spec.read_text())["packages"]:
             for package in expand_versions(entry):
-                build_package(package, out / "pool", Path(spec).parent)
+                build_package(package, out / "pool", spec.parent)
+    if args.debian:
+        download(node_closure(args.debian), out / "pool")
     write_index(out, "railforge-standins")
-    print(f"stand-in repository: {len(list((out / 'pool').glob('*.deb')))} packages in {out}")
+    signed = f", signed by {sign_release(out, args.sign_with)}" if args.sign_with else ""
+    print(f"stand-in repository: {len(list((out / 'pool').glob('*.deb')))} packages in {out}{signed}")
     return 0
 
 

@@ -65,3 +65,37 @@ packages:
         tmp_path / "repo/pool/driver-meta_580.105.08-1_amd64.deb",
         tmp_path / "repo/pool/driver-meta_580.95.05-1_amd64.deb",
     ]
+
+
+def test_repositories_built_with_one_signing_home_are_signed_by_one_key_apt_can_check(tmp_path):
+    """--sign-with: the key is made by the first build and reused by the next; InRelease verifies against key.asc,
+    whose primary key has the fingerprint the scenario reads, and a Release changed afterwards no longer verifies."""
+    spec = tmp_path / "spec.yml"
+    spec.write_text(SPEC)
+    home = tmp_path / "signing-key"
+    builder = [sys.executable, ROOT / "tests/standins/build_repo.py", "--sign-with", home]
+    for name in ("first", "second"):
+        subprocess.run([*builder, tmp_path / name, spec], check=True, capture_output=True)
+    fingerprint = (home / "fingerprint.txt").read_text().strip()
+    assert len(fingerprint) == 40
+    reader = tmp_path / "reader"  # a gpg home of its own: the key is read as a node reads it, knowing no key
+    reader.mkdir(mode=0o700)
+    for name in ("first", "second"):
+        repo = tmp_path / name
+        shown = subprocess.run(
+            ["gpg", "--batch", "--homedir", reader, "--show-keys", "--with-colons", repo / "key.asc"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        assert f"\nfpr:::::::::{fingerprint}:" in shown
+        keyring = tmp_path / f"{name}.gpg"
+        keyring.write_bytes(
+            subprocess.run(["gpg", "--dearmor"], input=(repo / "key.asc").read_bytes(), capture_output=True).stdout
+        )
+        verified = subprocess.run(["gpgv", "--keyring", keyring, repo / "InRelease"], capture_output=True, text=True)
+        assert verified.returncode == 0, verified.stderr
+        assert (repo / "Release").read_text() in (repo / "InRelease").read_text()
+    inrelease = tmp_path / "first/InRelease"
+    inrelease.write_text(inrelease.read_text().replace("Origin: railforge-standins", "Origin: someone-else"))
+    assert subprocess.run(["gpgv", "--keyring", tmp_path / "first.gpg", inrelease], capture_output=True).returncode
