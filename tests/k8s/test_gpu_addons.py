@@ -14,21 +14,16 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import apply_crds, changed, eventually, run_playbook
+from k8s_helpers import dgx_h100_facts, ensure_namespace
 from kubernetes import client
-from test_rail_networks import dgx_h100_facts
 
-from railforge.testbed.controlplane import add_api_node, create_namespace
+from railforge.testbed.controlplane import add_api_node
 
 NAMESPACE = "rf-gpu-system"
 GPU_NODES = ("rf-gpu-a", "rf-gpu-b")
 CPU_NODE = "rf-cpu-c"
 OTHER_LABEL = {"example.com/owned-by-someone": "else"}
 SERVICE_MONITORS = ("monitoring.coreos.com", "v1", "servicemonitors")
-
-
-def ensure_namespace(plane, name: str) -> None:
-    if not client.CoreV1Api(plane.api).list_namespace(field_selector=f"metadata.name={name}").items:
-        create_namespace(plane, name)
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,8 @@ import json
 import re
 
 from conftest import changed, run_playbook
+from k8s_helpers import dgx_h100_facts, ensure_namespace
 from kubernetes import client
-from test_gpu_addons import ensure_namespace
-from test_rail_networks import dgx_h100_facts
 
 from railforge.testbed import pki
 from railforge.testbed.controlplane import add_api_node

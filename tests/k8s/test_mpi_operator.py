@@ -4,9 +4,9 @@ workers and a scheduling.x-k8s.io/v1alpha1 PodGroup. CRDs and RBAC come from the
 import json
 import time
 
+from k8s_helpers import mpijob
 from kubernetes import client
 
-from railforge.testbed.build import TEST_IMAGE
 from railforge.testbed.controlplane import add_api_node, create_namespace
 from railforge.testbed.deviceplugin import FakeDevicePlugin
 from railforge.testbed.procs import wait_for
@@ -14,38 +14,6 @@ from railforge.testbed.procs import wait_for
 SCHEDULER = "railforge"
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 POOL_LABEL = "railforge.test/pool"
-
-
-def mpijob(name: str, workers: int, gpus: str = "8", cpu: str = "4") -> dict:
-    def template(role: str, command: list[str], limits: dict) -> dict:
-        return {
-            "spec": {
-                "containers": [
-                    {
-                        "name": role,
-                        "image": TEST_IMAGE,
-                        "command": command,
-                        "resources": {"requests": limits, "limits": limits},
-                    }
-                ]
-            }
-        }
-
-    return {
-        "apiVersion": "kubeflow.org/v2beta1",
-        "kind": "MPIJob",
-        "metadata": {"name": name},
-        "spec": {
-            "slotsPerWorker": 8,
-            "mpiReplicaSpecs": {
-                "Launcher": {"replicas": 1, "template": template("launcher", ["echo", "mpirun"], {"cpu": "100m"})},
-                "Worker": {
-                    "replicas": workers,
-                    "template": template("worker", ["sleep", "3600"], {"nvidia.com/gpu": gpus, "cpu": cpu}),
-                },
-            },
-        },
-    }
 
 
 def test_an_mpijob_yields_launcher_workers_and_a_podgroup(control_plane, mpi_operator):

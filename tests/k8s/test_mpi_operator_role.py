@@ -4,14 +4,13 @@ apply, a second run and a check run change nothing, the ServiceAccount can do wh
 more (the real operator, run as that ServiceAccount, turns an MPIJob into its objects), and bad input stops the run
 before anything changes."""
 
-import re
 import subprocess
 from pathlib import Path
 
 import yaml
 from conftest import GROUP_LABEL, can_i, changed, kubectl, mpi_release, run_playbook
+from k8s_helpers import changed_count, mpijob
 from kubernetes import client
-from test_mpi_operator import mpijob
 
 from railforge.testbed.build import binary
 from railforge.testbed.controlplane import create_namespace
@@ -29,13 +28,6 @@ def play(plane, tmp_path: Path, *args: str, **overrides) -> subprocess.Completed
         **overrides,
     }
     return run_playbook("playbooks/scheduler.yml", variables, tmp_path, "--tags=mpi_operator", *args)
-
-
-def changed_count(result: subprocess.CompletedProcess) -> int:
-    """The recap's changed= of a successful run (every task, the CRD's included)."""
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, output
-    return int(re.search(r"^localhost\s+: ok=\d+\s+changed=(\d+)", output, re.MULTILINE).group(1))
 
 
 def can(plane, verb: str, resource: str, namespace: str = "default") -> bool:

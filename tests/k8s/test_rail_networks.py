@@ -4,14 +4,13 @@ the RDMA device plugin's ConfigMap, the NCCL ConfigMaps and the nodes' labels (l
 second run and a check run change nothing, and a bad CIDR or a system namespace the cluster lacks stops the run
 before anything changes (the CRD files included)."""
 
-import importlib.util
 import json
 import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, changed, run_playbook
-from k8s_helpers import refused_words
+from conftest import changed, run_playbook
+from k8s_helpers import dgx_h100_facts, refused_words
 from kubernetes import client
 
 from railforge.testbed.controlplane import add_api_node, create_namespace
@@ -21,13 +20,6 @@ SYSTEM_NAMESPACE = "rf-rails-system"
 NODES = ("rf-rails-a", "rf-rails-b")
 CIDRS = [f"10.{100 + i}.0.0/16" for i in range(8)]
 NAD = ("k8s.cni.cncf.io", "v1", "network-attachment-definitions")
-
-
-def dgx_h100_facts() -> dict:
-    spec = importlib.util.spec_from_file_location("networks_example", ROOT / "scripts/networks_example.py")
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
-    return example.shape_facts("dgx_h100")
 
 
 PROBE_CRD = {

@@ -7,27 +7,12 @@ import urllib.request
 
 import pytest
 from conftest import eventually
-from prometheus_client.parser import text_string_to_metric_families
+from k8s_helpers import scrape, value
 
 from railforge.k8s.dashboard import serve
 
 GPU = "nvidia.com/gpu"
 QUEUE_LABEL = "railforge.io/queue"
-
-
-def scrape(url: str) -> dict[tuple[str, frozenset], float]:
-    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
-        assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
-        text = response.read().decode()
-    return {
-        (sample.name, frozenset(sample.labels.items())): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
-
-
-def value(samples: dict, name: str, **labels) -> float:
-    return samples[(name, frozenset(labels.items()))]
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ import subprocess
 from pathlib import Path
 
 import yaml
-from conftest import can_i, changed, mpi_release, run_playbook
+from conftest import can_i, changed, mpi_release
+from k8s_helpers import changed_count, scheduler_play
 from kubernetes import client
-from test_mpi_operator_role import changed_count
 
 from railforge.k8s.settings import settings_from_mapping
 
@@ -21,14 +21,8 @@ PODGROUP_CRD = "podgroups.scheduling.x-k8s.io"
 
 
 def play(plane, tmp_path: Path, *args: str, **overrides) -> subprocess.CompletedProcess:
-    variables = {
-        "railforge_scheduler_kubeconfig": str(plane.admin_kubeconfig),
-        "railforge_scheduler_namespace": NAMESPACE,
-        "railforge_scheduler_settings": SETTINGS,
-        "railforge_scheduler_podgroup_crd_url": f"file://{mpi_release() / 'scheduling.x-k8s.io_podgroups.yaml'}",
-        **overrides,
-    }
-    return run_playbook("playbooks/scheduler.yml", variables, tmp_path, "--tags=railforge_scheduler", *args)
+    variables = {"railforge_scheduler_namespace": NAMESPACE, "railforge_scheduler_settings": SETTINGS, **overrides}
+    return scheduler_play(plane, tmp_path, *args, **variables)
 
 
 def can(plane, verb: str, resource: str, namespace: str = "default") -> bool:

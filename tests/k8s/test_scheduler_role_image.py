@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import POOL_LABEL, ROOT, Cluster, eventually
+from k8s_helpers import scheduler_play, scrape, value
 from kubernetes import client
-from test_scheduler_metrics import scrape, value
-from test_scheduler_role import play
 
 from railforge.testbed.node import NODE_LOCK, Node
 from railforge.testbed.procs import free_port
@@ -58,7 +57,7 @@ def test_the_scheduler_runs_from_its_image_on_the_real_node(control_plane, sched
     real_node.ctr("images", "import", str(archive))
     cluster = Cluster(control_plane, SCHEDULER)  # its namespace, node pool and pods' scheduler name
     settings = {"scheduler_name": SCHEDULER, "node_selector": f"{POOL_LABEL}={SCHEDULER}", "min_period_seconds": 0.05}
-    applied = play(
+    applied = scheduler_play(
         control_plane, tmp_path, railforge_scheduler_namespace=NAMESPACE, railforge_scheduler_settings=settings
     )
     assert applied.returncode == 0, applied.stdout + applied.stderr
