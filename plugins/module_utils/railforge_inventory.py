@@ -402,6 +402,8 @@ RULES = {
     "kubernetes_pod_subnet": {"format": "cidr"},
     "kubernetes_service_subnet": {"format": "cidr"},
     "kubernetes_ready_timeout": {"min": 1, "max": 3600},
+    "kubernetes_flannel_image": {"format": "image"},
+    "kubernetes_flannel_namespace": {"format": "dns_label"},
     "versions_multus": {"format": "semver"},
     "versions_whereabouts": {"format": "semver"},
     "versions_rdma_shared_device_plugin": {"format": "semver"},

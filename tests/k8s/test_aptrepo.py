@@ -6,12 +6,13 @@ import hashlib
 import shutil
 import subprocess
 import uuid
+from pathlib import Path
 
 import pytest
 from conftest import podman, systemd_node
 
 from railforge.testbed.aptrepo import build_repo, node_image
-from railforge.testbed.build import binary, pinned_versions
+from railforge.testbed.build import CNI_PLUGINS, binary, pinned_versions
 from railforge.testbed.procs import wait_for
 
 PINS = pinned_versions()
@@ -22,7 +23,12 @@ EXPECTED = {
     "kubelet": (
         KUBERNETES,
         {"./usr/bin/kubelet", f"{UNITS}/kubelet.service", "./etc/default/kubelet"},
-        "mount, util-linux",
+        f"kubernetes-cni (>= {PINS['versions_cni_plugins']}), mount, util-linux",
+    ),
+    "kubernetes-cni": (
+        f"{PINS['versions_cni_plugins']}-{PINS['versions_cni_plugins_package_revision']}",
+        {f"./opt/cni/bin/{name}" for _, name in CNI_PLUGINS},
+        None,
     ),
     "kubeadm": (KUBERNETES, {"./usr/bin/kubeadm", f"{UNITS}/kubelet.service.d/10-kubeadm.conf"}, None),
     "kubectl": (KUBERNETES, {"./usr/bin/kubectl"}, None),
@@ -91,12 +97,18 @@ def test_containerd_io_replaces_debians_containerd_and_runc_and_keeps_its_config
 
 @pytest.mark.parametrize(
     ("name", "path"),
-    [("kubeadm", "kubeadm"), ("kubelet", "kubelet"), ("containerd.io", "runc"), ("cri-tools", "crictl")],
+    [
+        ("kubeadm", "usr/bin/kubeadm"),
+        ("kubelet", "usr/bin/kubelet"),
+        ("containerd.io", "usr/bin/runc"),
+        ("cri-tools", "usr/bin/crictl"),
+        ("kubernetes-cni", "opt/cni/bin/bridge"),
+    ],
 )
 def test_packaged_binary_is_the_test_beds_build(repo, name, path):
     tar = subprocess.run(["dpkg-deb", "--fsys-tarfile", deb(repo, name)], check=True, capture_output=True).stdout
-    packaged = subprocess.run(["tar", "-xO", f"./usr/bin/{path}"], input=tar, check=True, capture_output=True).stdout
-    with open(binary(path), "rb") as built:
+    packaged = subprocess.run(["tar", "-xO", f"./{path}"], input=tar, check=True, capture_output=True).stdout
+    with open(binary(Path(path).name), "rb") as built:
         assert hashlib.sha256(packaged).hexdigest() == hashlib.sha256(built.read()).hexdigest()
 
 
@@ -106,7 +118,7 @@ def test_repository_is_indexed_and_signed_by_the_key_it_publishes(repo, tmp_path
     index = (repo / "Packages").read_text()
     for name, (version, _, _) in EXPECTED.items():
         assert f"Package: {name}\nVersion: {version}\n" in index
-    assert "Package: containernetworking-plugins\n" in index and "Package: gnupg\n" in index
+    assert "Package: gnupg\n" in index and "Package: containernetworking-plugins\n" not in index
     keyring = tmp_path / "key.gpg"  # gpgv reads a binary keyring, not the armored key apt takes
     subprocess.run(["gpg", "--batch", "--dearmor", "-o", keyring, repo / "key.asc"], check=True)
     gpgv = ["gpgv", "--keyring", keyring, "--status-fd", "1"]
@@ -139,8 +151,8 @@ def run_in_node(repo, script: str) -> subprocess.CompletedProcess:
 def test_offline_node_installs_the_kubernetes_packages_from_the_signed_repository_alone(repo):
     result = run_in_node(
         repo,
-        f"{INSTALL} containernetworking-plugins conntrack socat ebtables ethtool iptables gnupg "
-        "&& kubeadm version -o short && runc --version && containerd --version "
+        f"{INSTALL} conntrack socat ebtables ethtool iptables gnupg "
+        "&& kubeadm version -o short && runc --version && containerd --version && /opt/cni/bin/bridge --version "
         "&& ls /etc/systemd/system/multi-user.target.wants/",
     )
     output = result.stdout + result.stderr
@@ -148,6 +160,7 @@ def test_offline_node_installs_the_kubernetes_packages_from_the_signed_repositor
     assert f"\nv{PINS['versions_kubernetes']}\n" in result.stdout
     assert f"runc version {PINS['versions_runc']}" in result.stdout
     assert f" v{PINS['versions_containerd']} " in result.stdout
+    assert f"CNI bridge plugin v{PINS['versions_cni_plugins']}" in output  # kubelet pulled it in (--version: stderr)
     assert "kubelet.service" in result.stdout and "containerd.service" in result.stdout
     assert "signature" not in output.lower() and "unauthenticated" not in output.lower()
 

@@ -3,14 +3,16 @@ playbooks/site.yml (kubeadm from the local signed apt repository, every image pr
 scheduler and the MPI operator deployed by their roles, Multus and whereabouts by the network stage, fake GPUs and
 RDMA devices served to the workers' kubelets by the device-plugin stand-in, and an MPIJob gang-scheduled by railforge
 whose two workers run on two nodes, each with the devices it requested and an address on the rail network; then a
-second run and a check run change nothing; two more control planes are added by playbooks/scale.yml and taken out
-again by playbooks/reset.yml; and `lab.sh down` leaves nothing."""
+second run and a check run change nothing; flannel routes every node's pod range to the others; two more control
+planes are added by playbooks/scale.yml without a change on the running hosts, whose flannel routes the new pod
+ranges, and are taken out again by playbooks/reset.yml; and `lab.sh down` leaves nothing."""
 
 import ipaddress
 import json
 import os
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -78,7 +80,7 @@ def test_cluster_is_made_by_kubeadm_from_local_packages_and_preloaded_images(lab
         sources = run("podman", "exec", name, "sh", "-c", "cat /etc/apt/sources.list.d/kubernetes.list").stdout
         assert "file:/srv/railforge-apt/" in sources and "signed-by=" in sources
         held = run("podman", "exec", name, "apt-mark", "showhold").stdout.split()
-        assert sorted(held) == ["containerd.io", "cri-tools", "kubeadm", "kubectl", "kubelet"]
+        assert sorted(held) == ["containerd.io", "cri-tools", "kubeadm", "kubectl", "kubelet", "kubernetes-cni"]
     pulls = kubectl("get", "events", "-A", "--field-selector", "reason=Pulling", "-o", "name")
     assert pulls.strip() == "", f"images were pulled, not preloaded: {pulls}"
     system = json.loads(kubectl("get", "pods", "-n", "kube-system", "-o", "json"))["items"]
@@ -88,6 +90,43 @@ def test_cluster_is_made_by_kubeadm_from_local_packages_and_preloaded_images(lab
         ds["metadata"]["name"] for ds in json.loads(kubectl("get", "ds", "-n", "kube-system", "-o", "json"))["items"]
     }
     assert {"multus", "whereabouts"} <= daemonsets and "rdma-shared-device-plugin" not in daemonsets, daemonsets
+
+
+def pod_ranges() -> dict[str, str]:
+    """node -> its pod range (spec.podCIDR)."""
+    return {
+        node["metadata"]["name"]: node["spec"]["podCIDR"]
+        for node in json.loads(kubectl("get", "nodes", "-o", "json"))["items"]
+    }
+
+
+def within(seconds: float, condition) -> bool:
+    """Whether condition() comes true within the given seconds (asked every second)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(1)
+    return True
+
+
+def flannel_routes(host: str) -> set[str]:
+    """The destinations a node routes through flannel's VXLAN device."""
+    routes = run("podman", "exec", host, "ip", "-4", "route", "show", "dev", "flannel.1").stdout
+    return {line.split()[0] for line in routes.splitlines() if line.strip()}
+
+
+def test_flannel_routes_every_other_nodes_pod_range_over_vxlan(lab):
+    ranges = pod_ranges()
+    flannel = json.loads(kubectl("get", "ds", "-n", "kube-flannel", "flannel", "-o", "json"))
+    assert flannel["status"]["numberReady"] == len(NODES), flannel["status"]
+    for host in NODES:
+        assert sorted(flannel_routes(host)) == sorted(cidr for node, cidr in ranges.items() if node != host), host
+        conflist = json.loads(run("podman", "exec", host, "cat", "/etc/cni/net.d/10-railforge-pods.conflist").stdout)
+        bridge = conflist["plugins"][0]
+        assert bridge["ipam"]["ranges"] == [[{"subnet": ranges[host]}]]
+        eth0 = int(run("podman", "exec", host, "cat", "/sys/class/net/eth0/mtu").stdout)
+        assert bridge["mtu"] == eth0 - 50  # room for the VXLAN encapsulation
 
 
 def test_workers_advertise_the_stand_in_devices(lab):
@@ -130,11 +169,6 @@ SCALE_INVENTORIES = ("-i", INVENTORY, "-i", "inventories/lab/scale.yml")
 # Two more control planes (etcd wants an odd number): started by `lab.sh add`, joined by scale.yml, removed again by
 # reset.yml.
 ADDED = ["lab-cp-02", "lab-cp-03"]
-# What the bridge CNI needs on the running nodes when a node joins: the route to its pod range.
-ROUTE_TASKS = {
-    "kubernetes : Write the routes to the other nodes' pod ranges (a unit that sets them at every boot)",
-    "kubernetes : Apply the pod routes",
-}
 
 
 def changed_tasks(output: str) -> dict[str, list[str]]:
@@ -167,9 +201,12 @@ def test_scale_joins_two_control_planes_and_leaves_the_running_hosts_alone(lab):
     counts, changed = recap(result.stdout), changed_tasks(result.stdout)
     assert sorted(counts) == sorted([*NODES, *ADDED])
     assert re.search(r"^changed: \[lab-cp-0[23] -> lab-cp-01\]", result.stdout, re.M)  # the token, on lab-cp-01
-    for host in NODES:  # nothing on the running hosts but the routes to the new nodes' pod ranges
-        assert set(changed.get(host, [])) <= ROUTE_TASKS, (host, changed.get(host))
-        assert counts[host]["changed"] == len(changed.get(host, [])), result.stdout[-4000:]
+    for host in NODES:  # nothing changed on the running hosts
+        assert counts[host]["changed"] == 0 and host not in changed, (host, changed.get(host), result.stdout[-4000:])
+    ranges = pod_ranges()
+    lab["added_ranges"] = {ranges[name] for name in ADDED}
+    for host in NODES:  # their flannel routes the new nodes' pod ranges all the same (once the new flannel runs)
+        assert within(60, lambda host=host: lab["added_ranges"] <= flannel_routes(host)), (host, ranges)
     for name in ADDED:
         node = json.loads(kubectl("get", "node", name, "-o", "json"))
         assert "node-role.kubernetes.io/control-plane" in node["metadata"]["labels"]
@@ -189,6 +226,8 @@ def test_reset_takes_the_control_planes_out_and_backs_up_what_it_removes(lab):
     assert {host: counts[host]["changed"] for host in NODES} == dict.fromkeys(NODES, 0), result.stdout[-4000:]
     assert sorted(kubectl("get", "nodes", "-o", "name").split()) == [f"node/{name}" for name in sorted(NODES)]
     assert etcd_members() == ["lab-cp-01"]
+    for host in NODES:  # flannel dropped the routes to the removed nodes' pod ranges
+        assert within(60, lambda host=host: not lab["added_ranges"] & flannel_routes(host)), host
     for name in ADDED:
         node = ("podman", "exec", name)
         assert counts[name]["changed"] > 0

@@ -1,5 +1,5 @@
-"""Filters of the kubernetes role: network checks, the join command's parts, the pod routes between nodes, the hosts
-scale.yml and reset.yml are asked to work on."""
+"""Filters of the kubernetes role: network checks, the join command's parts, the pods' MTU, the hosts scale.yml and
+reset.yml are asked to work on."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ NODE_PREFIX = 24
 JOIN_COMMAND = re.compile(
     r"kubeadm join (\S+)[\s\\]+--token (\S+)[\s\\]+--discovery-token-ca-cert-hash (sha256:[0-9a-f]{64})"
 )
+VXLAN_OVERHEAD = 50  # outer IPv4, UDP and VXLAN headers and the inner Ethernet header
 REF_NAME = "org.opencontainers.image.ref.name"  # an OCI archive's image name annotation
 
 
@@ -55,16 +56,24 @@ def kubernetes_join_parts(command: str) -> dict[str, str]:
     return {"endpoint": match.group(1), "token": match.group(2), "ca_cert_hash": match.group(3)}
 
 
-def kubernetes_pod_routes(node_list: dict, own_name: str) -> list[dict[str, str]]:
-    """Routes to the other nodes' pod ranges via their InternalIP, from `kubectl get nodes -o json`."""
-    routes = []
-    for node in node_list.get("items", []):
-        name, cidr = node["metadata"]["name"], node.get("spec", {}).get("podCIDR")
-        addresses = [a["address"] for a in node.get("status", {}).get("addresses", []) if a["type"] == "InternalIP"]
-        if name == own_name or not cidr or not addresses:
-            continue
-        routes.append({"cidr": cidr, "via": addresses[0], "node": name})
-    return sorted(routes, key=lambda route: ipaddress.IPv4Network(route["cidr"]))
+def _ipv4_addresses(facts: dict, device: str) -> list[str]:
+    details = facts.get(device.replace("-", "_"), {})
+    return [entry.get("address") for entry in [details.get("ipv4", {}), *details.get("ipv4_secondaries", [])]]
+
+
+def kubernetes_pod_mtu(facts: dict, interface: str, backend: str) -> int:
+    """The MTU of a node's pods: that of the interface (a name, or an IPv4 address it holds) flannel sends their
+    traffic through, less the VXLAN encapsulation with the vxlan backend; from the host's network facts."""
+    devices = facts.get("interfaces", [])
+    name = str(interface) if str(interface) in devices else None
+    name = name or next((device for device in devices if str(interface) in _ipv4_addresses(facts, device)), None)
+    if name is None:
+        raise AnsibleFilterError(
+            f"kubernetes_flannel_iface (or, when empty, kubernetes_node_ip): expected an interface of this host or "
+            f"one of its IPv4 addresses, got {interface!r}"
+        )
+    mtu = int(facts[name.replace("-", "_")]["mtu"])
+    return mtu - VXLAN_OVERHEAD if backend == "vxlan" else mtu
 
 
 def kubernetes_archive_refs(metadata: str) -> list[str]:
@@ -107,7 +116,7 @@ class FilterModule:
         return {
             "kubernetes_network_problems": kubernetes_network_problems,
             "kubernetes_join_parts": kubernetes_join_parts,
-            "kubernetes_pod_routes": kubernetes_pod_routes,
+            "kubernetes_pod_mtu": kubernetes_pod_mtu,
             "kubernetes_archive_refs": kubernetes_archive_refs,
             "kubernetes_selection_problems": kubernetes_selection_problems,
         }

@@ -1,7 +1,7 @@
 """The lab's air-gapped package source: a signed, flat apt repository of our own Kubernetes packages.
 
-The packages carry the names, versions, installed paths and dependencies (one left out: see packages()) of those the
-kubernetes role installs from pkgs.k8s.io (kubelet, kubeadm, kubectl, cri-tools) and from Docker's repository
+The packages carry the names, versions, installed paths and dependencies of those the kubernetes role installs from
+pkgs.k8s.io (kubelet, kubeadm, kubectl, cri-tools, kubernetes-cni) and from Docker's repository
 (containerd.io), but hold the binaries the test bed built from the pinned Go modules (build.py). Beside them lie the
 Debian packages a node of the test image lacks for them, so a node with no network installs everything from this one
 directory.
@@ -27,7 +27,7 @@ from email.utils import formatdate
 from pathlib import Path
 from string import Template
 
-from railforge.testbed.build import ROOT, binary, cache_root, component, pinned_versions
+from railforge.testbed.build import CNI_PLUGINS, ROOT, binary, cache_root, component, pinned_versions
 
 TEMPLATES = Path(__file__).with_name("debian")
 NODE_IMAGE_TAG_FILE = ROOT / "molecule/image/TAG"
@@ -40,11 +40,12 @@ VERSION_PINS = (
     "versions_crictl",
     "versions_containerd",
     "versions_containerd_package_revision",
+    "versions_cni_plugins",
+    "versions_cni_plugins_package_revision",
 )
 # Installed beside the packages' own dependencies, as upstream's install guides ask for them or the kubernetes role
-# needs them: CNI plugins for the pod network, the tools kube-proxy and kubeadm's preflight look for, gpg for the
-# role's signed-repository task.
-NODE_EXTRAS = ("containernetworking-plugins", "conntrack", "socat", "ebtables", "ethtool", "iptables", "gnupg")
+# needs them: the tools kube-proxy and kubeadm's preflight look for, gpg for the role's signed-repository task.
+NODE_EXTRAS = ("conntrack", "socat", "ebtables", "ethtool", "iptables", "gnupg")
 
 
 @dataclass(frozen=True)
@@ -85,10 +86,10 @@ def _pin(name: str) -> str:
 
 def packages() -> tuple[Package, ...]:
     """Our packages at the pinned versions. Dependencies follow pkgs.k8s.io's 1.36 packages: kubeadm has none (kubelet
-    and kubectl went at 1.30, cri-tools at 1.32), kubelet needs mount and util-linux and recommends iptables. One
-    left out: upstream's kubelet also depends on kubernetes-cni, which the test bed does not build (Debian's
-    containernetworking-plugins is in the repository instead)."""
+    and kubectl went at 1.30, cri-tools at 1.32), kubelet needs kubernetes-cni, mount and util-linux and recommends
+    iptables."""
     kubernetes = f"{_pin('versions_kubernetes')}-{_pin('versions_kubernetes_package_revision')}"
+    cni_plugins = _pin("versions_cni_plugins")
     unit_dir = "/usr/lib/systemd/system"
     return (
         Package(
@@ -102,7 +103,7 @@ def packages() -> tuple[Package, ...]:
                 "/etc/default/kubelet": TEMPLATES / "kubelet.default",
             },
             directories=("/var/lib/kubelet", "/etc/kubernetes/manifests"),
-            depends=("mount", "util-linux"),
+            depends=(f"kubernetes-cni (>= {cni_plugins})", "mount", "util-linux"),
             recommends=("iptables (>= 1.8.4)",),
             unit="kubelet.service",
         ),
@@ -130,6 +131,15 @@ def packages() -> tuple[Package, ...]:
             "Container Runtime Interface client\n crictl inspects and debugs a node's CRI runtime (Railforge "
             "test-bed build).",
             {"/usr/bin/crictl": Path(binary("crictl"))},
+        ),
+        Package(
+            "kubernetes-cni",
+            f"{cni_plugins}-{_pin('versions_cni_plugins_package_revision')}",
+            "net",
+            "Container Network Interface plugins\n The CNI reference plugins in /opt/cni/bin, where the container "
+            "runtime looks for them (Railforge test-bed build).",
+            {f"/opt/cni/bin/{name}": Path(binary(name)) for _, name in CNI_PLUGINS},
+            homepage="https://www.cni.dev",
         ),
         Package(
             "containerd.io",
@@ -174,9 +184,13 @@ def control_text(package: Package, shlib_depends: str = "") -> str:
     return "".join(f"{field}: {value}\n" for field, value in fields.items() if value)
 
 
+def _is_program(path: str) -> bool:
+    return path.startswith(("/usr/bin/", "/opt/cni/bin/"))
+
+
 def _shlib_depends(tree: Path, package: Package) -> str:
     """dpkg-shlibdeps over the package's binaries (only runc is dynamic: libc6, libseccomp2)."""
-    binaries = [tree / path.lstrip("/") for path in package.files if path.startswith("/usr/bin/")]
+    binaries = [tree / path.lstrip("/") for path in package.files if _is_program(path)]
     source_control = tree.parent / "control"  # dpkg-shlibdeps reads the package's entry from a source tree
     source_control.write_text(f"Source: railforge-lab\n\nPackage: {package.name}\nArchitecture: amd64\n")
     result = subprocess.run(
@@ -198,7 +212,7 @@ def build_package(package: Package, work: Path, out: Path) -> str:
         target = tree / path.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, target)
-        target.chmod(0o755 if path.startswith("/usr/bin/") else 0o644)
+        target.chmod(0o755 if _is_program(path) else 0o644)
     for directory in package.directories:
         (tree / directory.lstrip("/")).mkdir(parents=True, exist_ok=True)
     meta = tree / "DEBIAN"
@@ -338,7 +352,7 @@ def sign(repo: Path) -> str:
 def repo_dir() -> Path:
     """Where the repository is: keyed by the built components, the pins, the node image and this recipe."""
     digest = hashlib.sha256()
-    for name in ("kubernetes", "containerd", "runc", "crictl"):
+    for name in ("kubernetes", "containerd", "runc", "crictl", "cni-plugins"):
         digest.update(component(name).out_dir.name.encode())
     digest.update(json.dumps([_pin(name) for name in VERSION_PINS]).encode())
     digest.update(node_image().encode())

@@ -1,5 +1,5 @@
 """The kubernetes role's checks and filters: malformed input stops the run before any change, naming the variable;
-the join command, pod routes and image archive names are read as kubeadm, the API and the archives write them."""
+the join command, the pods' MTU and image archive names are read as kubeadm, the API and the archives write them."""
 
 import importlib.util
 import json
@@ -53,7 +53,19 @@ CASES = {
         "kubernetes_node_ip of cp-1 (192.0.2.11) lies inside kubernetes_pod_subnet 192.0.0.0/16",
     ),
     "bad token lifetime": ({"kubernetes_join_token_ttl": "forever"}, "kubernetes_join_token_ttl a duration"),
-    "unknown CNI": ({"kubernetes_cni": "flannel"}, "value of kubernetes_cni must be one of: bridge, none"),
+    "unknown CNI": ({"kubernetes_cni": "bridge"}, "value of kubernetes_cni must be one of: flannel, none"),
+    "unknown flannel backend": (
+        {"kubernetes_flannel_backend": "udp"},
+        "value of kubernetes_flannel_backend must be one of: vxlan, host-gw",
+    ),
+    "flannel interface with a space": (
+        {"kubernetes_flannel_iface": "eth 0"},
+        "kubernetes_flannel_iface an interface name, an IPv4 address or \"\" (got 'eth 0')",
+    ),
+    "flannel image without a tag": (
+        {"kubernetes_flannel_image": "ghcr.io/flannel-io/flannel"},
+        "kubernetes_flannel_image REGISTRY/NAME:TAG (got ghcr.io/flannel-io/flannel)",
+    ),
     "mirror not a list": (
         {"kubernetes_registry_mirrors": {"registry.k8s.io": "https://mirror.example"}},
         "kubernetes_registry_mirrors {registry: [mirror URL, ...]}",
@@ -110,23 +122,21 @@ def test_join_command_parts():
         filters.kubernetes_join_parts("error: timed out")
 
 
-def test_pod_routes_go_to_the_other_nodes_only():
-    def node(name, cidr, address):
-        status = {"addresses": [{"type": "Hostname", "address": name}, {"type": "InternalIP", "address": address}]}
-        return {"metadata": {"name": name}, "spec": {"podCIDR": cidr} if cidr else {}, "status": status}
+# ansible_facts of a node (gather_subset network), trimmed: eth0 with a secondary address, a jumbo-frame rail.
+NETWORK_FACTS = {
+    "interfaces": ["lo", "eth0", "rail-0"],
+    "lo": {"mtu": 65536, "ipv4": {"address": "127.0.0.1"}},
+    "eth0": {"mtu": 1500, "ipv4": {"address": "10.89.50.21"}, "ipv4_secondaries": [{"address": "10.89.50.10"}]},
+    "rail_0": {"mtu": 9000, "ipv4": {"address": "10.89.51.21"}},
+}
 
-    nodes = {
-        "items": [
-            node("w2", "10.244.10.0/24", "10.89.50.22"),
-            node("cp", "10.244.0.0/24", "10.89.50.11"),
-            node("w1", "10.244.2.0/24", "10.89.50.21"),
-            node("new", None, "10.89.50.23"),  # no range allocated yet: no route
-        ]
-    }
-    assert filters.kubernetes_pod_routes(nodes, "cp") == [
-        {"cidr": "10.244.2.0/24", "via": "10.89.50.21", "node": "w1"},
-        {"cidr": "10.244.10.0/24", "via": "10.89.50.22", "node": "w2"},
-    ]
+
+def test_pod_mtu_is_the_flannel_interfaces_less_vxlans_overhead():
+    assert filters.kubernetes_pod_mtu(NETWORK_FACTS, "10.89.50.21", "vxlan") == 1450
+    assert filters.kubernetes_pod_mtu(NETWORK_FACTS, "10.89.50.10", "host-gw") == 1500  # a secondary address
+    assert filters.kubernetes_pod_mtu(NETWORK_FACTS, "rail-0", "vxlan") == 8950  # by name; facts say rail_0
+    with pytest.raises(AnsibleFilterError, match=r"kubernetes_flannel_iface .* got '192.0.2.9'"):
+        filters.kubernetes_pod_mtu(NETWORK_FACTS, "192.0.2.9", "vxlan")
 
 
 def test_archive_names_from_docker_and_oci_metadata():
