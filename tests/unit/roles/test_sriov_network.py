@@ -100,6 +100,8 @@ def test_the_ib_sriov_cni_is_installed_only_where_a_pool_is_infiniband():
     assert sorted(daemonsets(sriov_network_pools(nodes(node_a=ROCE), []))) == ["sriov-cni", "sriov-device-plugin"]
     specs = daemonsets(sriov_network_pools(nodes(node_a=[*ROCE, IB]), []))
     assert sorted(specs) == ["ib-sriov-cni", "sriov-cni", "sriov-device-plugin"]
+    # each CNI installer only where a pool needs it: an InfiniBand-only cluster gets no sriov-cni
+    assert sorted(daemonsets(sriov_network_pools(nodes(node_a=[IB]), []))) == ["ib-sriov-cni", "sriov-device-plugin"]
     (ib_cni,) = specs["ib-sriov-cni"]["containers"]
     assert ib_cni["image"] == "ghcr.io/k8snetworkplumbingwg/ib-sriov-cni:v1.3.0"
     # the image's entrypoint copies its ib-sriov binary into the host directory mounted there
