@@ -189,8 +189,23 @@ def _proxy_url_problem(value: str) -> str | None:
     return _url_problem(value, ("http", "https"), "http://proxy.example.com:3128")
 
 
+SHA256 = re.compile(r"^sha256:[0-9a-f]{64}$")
+FILE_NAME = re.compile(r"^[A-Za-z0-9._+~\-]+$")
+
+
+def _sha256_by_file_problem(value: dict) -> str | None:
+    bad = [
+        f"{key}: {item!r}"
+        for key, item in value.items()
+        if not (isinstance(key, str) and FILE_NAME.match(key) and isinstance(item, str) and SHA256.match(item))
+    ]
+    if bad:
+        return f"file names mapped to sha256: and 64 lowercase hex digits, not {', '.join(bad)}"
+    return None
+
+
 # Formats that check a mapping (its keys or values); every other format checks a string.
-DICT_FORMATS = {"sysctl_keys", "label_values"}
+DICT_FORMATS = {"sysctl_keys", "label_values", "sha256_by_file"}
 FORMATS = {
     "ip": _ip_problem,
     "ip_or_empty": _empty_or(_ip_problem),
@@ -229,7 +244,8 @@ FORMATS = {
     "registry": _regex(
         r"^[^\s:/]+(:[0-9]+)?(/[^\s:/]+)*$", "a registry HOST[:PORT][/PATH] without a scheme or trailing /"
     ),
-    "sha256": _regex(r"^sha256:[0-9a-f]{64}$", "sha256: and 64 lowercase hex digits"),
+    "sha256": _regex(SHA256.pattern, "sha256: and 64 lowercase hex digits"),
+    "sha256_by_file": _sha256_by_file_problem,
     "file_name": _regex(r"^[A-Za-z0-9._\-]+$", "a file name"),
     "cuda_repo_distribution": _regex(r"^[a-z]+[0-9]+$", "a CUDA repository distribution like ubuntu2404 or debian12"),
     "cuda_repo_arch": _regex(r"^(x86_64|sbsa)$", "a CUDA repository architecture, x86_64 or sbsa"),
@@ -287,6 +303,7 @@ RULES = {
     "gpudirect_gdrcopy_base_url": {"format": "repo_url"},
     "gpudirect_gdrcopy_cuda": {"format": "cuda_version"},
     "gpudirect_gdrcopy_os": {"format": "gdrcopy_os"},
+    "gpudirect_gdrcopy_sha256": {"format": "sha256_by_file"},
     "gpudirect_kernel_args": {"format": "kernel_arg"},
     "gpudirect_hw_root": {"format": "absolute_path"},
     "nvidia_container_toolkit_version": {"format": "debian_version"},
@@ -350,6 +367,7 @@ RULES = {
     "versions_doca_repo_key_url": {"format": "repo_url"},
     "versions_doca_repo_key_fingerprint": {"format": "fingerprint_or_empty"},
     "versions_gdrcopy_url": {"format": "repo_url"},
+    "versions_gdrcopy_sha256": {"format": "sha256_by_file"},
     "versions_coredns": {"format": "semver"},
     "versions_flannel": {"format": "semver"},
     "versions_flannel_registry": {"format": "registry"},
@@ -636,6 +654,50 @@ CROSS_RULES = (
 )
 
 
+def _gdrcopy_downloads_pinned(v: dict) -> str | None:
+    """Source url downloads NVIDIA's .deb files, which come without checksums: each needs its sha256 pinned.
+
+    The file names carry the node's OS and architecture (facts the check has not got), so here each package needs
+    a pinned file of its version (<package>_<version>_<arch>.<Os>.deb); the role checks the exact names."""
+    if not v["gpudirect_gdrcopy_enabled"] or v["gpudirect_gdrcopy_source"] != "url":
+        return None
+    version, pinned = v["gpudirect_gdrcopy_version"], v["gpudirect_gdrcopy_sha256"]
+    unpinned = [
+        package
+        for package in v["gpudirect_gdrcopy_packages"]
+        if not any(
+            re.match(rf"^{re.escape(package)}_{re.escape(version)}_[a-z0-9]+\.[^/]+\.deb$", name) for name in pinned
+        )
+    ]
+    if not unpinned:
+        return None
+    return (
+        f"gpudirect_gdrcopy_sha256 pins no file of {', '.join(unpinned)} {version}, which gpudirect_gdrcopy_source url "
+        "downloads (NVIDIA publishes no checksums for them): add each file the nodes download as "
+        f"'{unpinned[0]}_{version}_<amd64|arm64>.<Os>.deb: sha256:<64 hex digits>' (e.g. "
+        f"{unpinned[0]}_{version}_amd64.Ubuntu24_04.deb; sha256sum of the file checked and kept on your mirror), or "
+        "set gpudirect_gdrcopy_source: apt with gpudirect_gdrcopy_repo_url and its key pointing at a signed mirror "
+        "that holds the packages (docs/operations/offline-mirror.md), or gpudirect_gdrcopy_enabled: false"
+    )
+
+
+# Rules for every host of the group a role runs on (the variable naming that group, and its default), whatever the
+# host sets: there the role's own defaults can be what is wrong, and the role would stop only after earlier roles.
+GROUP_RULES = (
+    (
+        ("doca_ofed_hca_group", "rdma_nodes"),
+        (
+            "gpudirect_gdrcopy_enabled",
+            "gpudirect_gdrcopy_source",
+            "gpudirect_gdrcopy_version",
+            "gpudirect_gdrcopy_packages",
+            "gpudirect_gdrcopy_sha256",
+        ),
+        _gdrcopy_downloads_pinned,
+    ),
+)
+
+
 # Variables that name an inventory group: when set, the group must exist.
 GROUP_VARIABLES = (
     "common_etc_hosts_group",
@@ -731,6 +793,7 @@ def _check_host(host: str, variables: dict, groups: dict[str, list[str]], specs:
             where = "every host (set it in group_vars/all)" if group == "all" else f"hosts in {group}"
             problems.append(f"{name} is required for {where}")
     problems += _check_cross_rules(variables, specs)
+    problems += _check_group_rules(host, variables, groups, specs)
     problems += _check_group_names(variables, groups)
     problems += _check_etc_hosts(host, variables, groups)
     return problems
@@ -777,17 +840,33 @@ def _effective(name: str, variables: dict, specs: dict[str, dict]):
     return resolve_pins(specs.get(name, {}).get("default"), lambda pin: _effective(pin, variables, specs))
 
 
+def _run_rule(names, rule, variables: dict, specs: dict[str, dict]) -> str | None:
+    """The rule's problem, when every value it reads passes its own checks and is no template left to the role."""
+    values = {name: _effective(name, variables, specs) for name in names}
+    usable = all(
+        "{{" not in str(value) and not check_value(name, value, specs.get(name, {})) for name, value in values.items()
+    )
+    return rule(values) if usable else None
+
+
 def _check_cross_rules(variables: dict, specs: dict[str, dict]) -> list[str]:
     problems = []
     for names, rule in CROSS_RULES:
         if not any(read in variables for name in names for read in (name, *_pins_read(name, specs))):
             continue
-        values = {name: _effective(name, variables, specs) for name in names}
-        usable = all(
-            "{{" not in str(value) and not check_value(name, value, specs.get(name, {}))
-            for name, value in values.items()
-        )
-        problem = rule(values) if usable else None
+        problem = _run_rule(names, rule, variables, specs)
+        if problem:
+            problems.append(problem)
+    return problems
+
+
+def _check_group_rules(host: str, variables: dict, groups: dict[str, list[str]], specs: dict[str, dict]) -> list[str]:
+    problems = []
+    for (group_variable, default_group), names, rule in GROUP_RULES:
+        group = variables.get(group_variable, default_group)
+        if not isinstance(group, str) or host not in groups.get(group, []):
+            continue
+        problem = _run_rule(names, rule, variables, specs)
         if problem:
             problems.append(problem)
     return problems

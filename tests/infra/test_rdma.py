@@ -127,6 +127,28 @@ def test_gdrcopy_pinned(host, hostvars, rdma_node):
         assert host.package(name).version == hostvars["gpudirect_gdrcopy_version"], name
 
 
+def test_gdrcopy_repository_signature_checked_by_apt(host, hostvars, rdma_node, check_signed_apt_source):
+    wanted = hostvars["gpudirect_gdrcopy_enabled"] and hostvars["gpudirect_gdrcopy_source"] == "apt"
+    if (
+        not rdma_node
+        or not wanted
+        or not hostvars["gpudirect_gdrcopy_repo_url"]
+        or hostvars["gpudirect_gdrcopy_repo_trusted"]
+    ):
+        pytest.skip("GDRCopy from its .deb files, from a source the node had, or from a trusted one here")
+    check_signed_apt_source("/etc/apt/sources.list.d/railforge-gdrcopy.list")
+
+
+def test_gdrcopy_files_kept_are_the_installed_packages(host, hostvars, rdma_node):
+    """Source url: the files downloaded and checked against their pins are what dpkg installed."""
+    if not rdma_node or not hostvars["gpudirect_gdrcopy_enabled"] or hostvars["gpudirect_gdrcopy_source"] != "url":
+        pytest.skip("GDRCopy not from its .deb files here")
+    for name in hostvars["gpudirect_gdrcopy_packages"]:
+        (kept,) = host.run(f"ls /var/cache/railforge/gdrcopy/{name}_*.deb").stdout.split()
+        fields = host.run(f"dpkg-deb --field {kept} Package Version").stdout
+        assert f"Package: {name}" in fields and f"Version: {host.package(name).version}" in fields, fields
+
+
 def test_acs_unit_only_where_acs_is_disabled(host, hostvars, rdma_node, in_vm):
     if not rdma_node:
         pytest.skip("not an RDMA node")

@@ -188,3 +188,63 @@ def test_the_playbooks_switches_carry_the_prefix_and_are_declared():
     }
     assert {"railforge_stage_hosts", "railforge_inventory_check_done"} <= switches
     assert sorted(switches - set(declared)) == []
+
+
+GDRCOPY_FILES = ("gdrdrv-dkms_2.5.1-1_amd64.Ubuntu24_04.deb", "libgdrapi_2.5.1-1_amd64.Ubuntu24_04.deb")
+
+
+def gdrcopy_problems(host_variables: dict, rdma_group: list[str] | None = None) -> list[str]:
+    checks = load_inventory_checks()
+    groups = {"all": ["n-01"], "kube_control_plane": ["n-01"], "kube_node": ["n-01"], "rdma_nodes": ["n-01"]}
+    if rdma_group is not None:
+        groups.update({"rdma_nodes": rdma_group, "site_rdma": ["n-01"]})
+    base = {
+        "railforge_cluster_name": "forge",
+        "railforge_node_ip": "10.0.0.1",
+        "railforge_rdma_hcas": ["mlx5_0"],
+        "railforge_rdma_link_layer": "infiniband",
+        "railforge_rdma_rate_gbps": 400,
+    }
+    return checks.validate(groups, {"n-01": {**base, **host_variables}}, role_specs())
+
+
+def test_gdrcopy_url_source_needs_a_pinned_sha256_for_each_package_even_when_the_host_sets_nothing():
+    """The defaults themselves (source url, no checksum pinned) are refused on every host gpudirect runs on."""
+    (problem,) = gdrcopy_problems({})
+    assert problem.startswith("n-01: gpudirect_gdrcopy_sha256 pins no file of gdrdrv-dkms, libgdrapi 2.5.1-1, which ")
+    assert "or set gpudirect_gdrcopy_source: apt with gpudirect_gdrcopy_repo_url" in problem
+    one = {"gpudirect_gdrcopy_sha256": {GDRCOPY_FILES[1]: "sha256:" + "a" * 64}}
+    (problem,) = gdrcopy_problems(one)
+    assert (
+        "pins no file of gdrdrv-dkms 2.5.1-1," in problem
+        and "e.g. gdrdrv-dkms_2.5.1-1_amd64.Ubuntu24_04.deb" in problem
+    )
+    both = {"gpudirect_gdrcopy_sha256": {name: "sha256:" + "a" * 64 for name in GDRCOPY_FILES}}
+    assert gdrcopy_problems(both) == []
+    # Pinned in the versions file, as a site's mirror file would.
+    assert gdrcopy_problems({"versions_gdrcopy_sha256": both["gpudirect_gdrcopy_sha256"]}) == []
+    # Pins of another version do not count.
+    assert gdrcopy_problems({**both, "gpudirect_gdrcopy_version": "2.6-1"})[0].startswith(
+        "n-01: gpudirect_gdrcopy_sha256 pins no file of gdrdrv-dkms, libgdrapi 2.6-1"
+    )
+    assert gdrcopy_problems({**both, "versions_gdrcopy": "2.6-1"})[0].startswith(
+        "n-01: gpudirect_gdrcopy_sha256 pins no file of gdrdrv-dkms, libgdrapi 2.6-1"
+    )
+
+
+def test_gdrcopy_rule_spares_other_sources_and_hosts_gpudirect_does_not_run_on():
+    assert gdrcopy_problems({"gpudirect_gdrcopy_source": "apt"}) == []
+    assert gdrcopy_problems({"gpudirect_gdrcopy_enabled": False}) == []
+    assert gdrcopy_problems({}, rdma_group=[]) == []
+    # gpudirect runs on the hosts of doca_ofed_hca_group (playbooks/nodes.yml), when the inventory names another.
+    assert len(gdrcopy_problems({"doca_ofed_hca_group": "site_rdma"}, rdma_group=[])) == 1
+
+
+def test_gdrcopy_checksums_are_sha256_by_file_name():
+    (problem,) = gdrcopy_problems({"gpudirect_gdrcopy_source": "apt", "gpudirect_gdrcopy_sha256": {"a b.deb": "md5:1"}})
+    assert problem == (
+        "n-01: gpudirect_gdrcopy_sha256 must be file names mapped to sha256: and 64 lowercase hex digits, "
+        "not a b.deb: 'md5:1', got {'a b.deb': 'md5:1'} (dict)"
+    )
+    (problem,) = gdrcopy_problems({"versions_gdrcopy_sha256": {GDRCOPY_FILES[0]: "sha256:" + "A" * 64}})
+    assert problem.startswith("n-01: versions_gdrcopy_sha256 must be file names mapped to sha256: and 64 lowercase")

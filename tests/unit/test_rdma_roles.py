@@ -3,8 +3,11 @@
 Each case runs one role against localhost in check mode with a fake sysfs tree, as an operator would run it.
 """
 
+import hashlib
 import json
 import os
+import platform
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -35,11 +38,12 @@ def run_role(tmp_path: Path, role: str, variables: dict, group: str = "plain_nod
     return check_run(str(inventory), playbook, extra)
 
 
-def check_run(inventory: str, playbook: Path, extra: dict) -> tuple[int, str]:
-    """ansible-playbook --check: its exit code and output."""
+def check_run(inventory: str, playbook: Path, extra: dict, check: bool = True) -> tuple[int, str]:
+    """ansible-playbook (--check unless told otherwise): its exit code and output."""
     env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    mode = ["--check"] if check else []
     result = subprocess.run(
-        ["ansible-playbook", "--check", "-i", inventory, str(playbook), "-e", json.dumps(extra)],
+        ["ansible-playbook", *mode, "-i", inventory, str(playbook), "-e", json.dumps(extra)],
         capture_output=True,
         text=True,
         env=env,
@@ -159,13 +163,86 @@ def test_connectx8_taken_by_the_default_release(tmp_path):
 
 def test_gdrcopy_check_run_before_its_apt_source_says_so_instead_of_hiding_a_failure(tmp_path):
     """A check run cannot preview packages of a source not added yet: one line, no failure hidden by ignore_errors."""
+    variables = {"ansible_python_interpreter": sys.executable, "gpudirect_gdrcopy_source": "apt"}
+    rc, out = check_run("localhost,", gdrcopy_playbook(tmp_path), variables)
+    assert rc == 0, out
+    assert "GDRCopy 2.5.1-1 is not in an apt source yet" in out, out
+    assert "ignoring" not in out and "failed=0" in out, out
+
+
+def test_gdrcopy_url_without_pinned_checksums_stops_the_role_before_any_change(tmp_path):
+    """NVIDIA publishes no checksums and roles/versions pins none: the default source url refuses every file."""
+    rc, out = run_role(tmp_path, "gpudirect", {})
+    assert rc == 2, out
+    unpinned = re.search(r"gpudirect_gdrcopy_sha256: no sha256 pinned for (\S+), (\S+) \(gpudirect_gdrcopy_source", out)
+    assert unpinned, out
+    assert [name.split("_")[0] for name in unpinned.groups()] == ["gdrdrv-dkms", "libgdrapi"], out
+    assert all(
+        re.match(r"^[a-z-]+_2\.5\.1-1_(amd64|arm64)\.[A-Z][a-z]+[0-9_]+\.deb$", name) for name in unpinned.groups()
+    )
+    assert "or set gpudirect_gdrcopy_source: apt with gpudirect_gdrcopy_repo_url" in out, out
+    assert "changed=0" in out, out
+    # Pinned, the same run goes on: a check run before the files exist says so in one line.
+    pins = {name: "sha256:" + "0" * 64 for name in unpinned.groups()}
+    rc, out = run_role(tmp_path, "gpudirect", {"gpudirect_gdrcopy_sha256": pins, "gpudirect_acs": "keep"})
+    assert rc == 0, out
+    assert "GDRCopy 2.5.1-1 is not downloaded yet" in out and "checks each sha256" in out, out
+
+
+@pytest.mark.parametrize(
+    ("pins", "message"),
+    [
+        ({"libgdrapi_2.5.1-1_amd64.Ubuntu24_04.deb": "md5:0123"}, "'libgdrapi_2.5.1-1_amd64.Ubuntu24_04.deb' must map"),
+        ({"libgdrapi_2.5.1-1_amd64.Ubuntu24_04.deb": 12}, "'libgdrapi_2.5.1-1_amd64.Ubuntu24_04.deb' must map"),
+    ],
+)
+def test_gdrcopy_checksum_that_is_no_sha256_is_refused(tmp_path, pins, message):
+    rc, out = run_role(tmp_path, "gpudirect", {"gpudirect_gdrcopy_sha256": pins, "gpudirect_gdrcopy_source": "apt"})
+    assert rc == 2, out
+    assert f"gpudirect_gdrcopy_sha256: {message} to sha256: and 64 lowercase hex digits" in out, out
+
+
+def gdrcopy_mirror(tmp_path: Path) -> tuple[Path, dict]:
+    """A mirror laid out like NVIDIA's downloads, with two files that are no packages (apt could not install them)."""
+    directory = tmp_path / "mirror/CUDA 12.8/ubuntu24_04/x64"
+    directory.mkdir(parents=True)
+    files = {}
+    for package in ("gdrdrv-dkms", "libgdrapi"):
+        name = f"{package}_2.5.1-1_amd64.Ubuntu24_04.deb"
+        (directory / name).write_bytes(f"not a package: {package}\n".encode())
+        files[name] = "sha256:" + hashlib.sha256((directory / name).read_bytes()).hexdigest()
+    return tmp_path / "mirror", files
+
+
+def gdrcopy_playbook(tmp_path: Path) -> Path:
+    """A play of the role's GDRCopy tasks alone, on this machine."""
     playbook = tmp_path / "gdrcopy.yml"
     playbook.write_text(
         "- hosts: localhost\n  connection: local\n  gather_facts: true\n  tasks:\n"
         "    - ansible.builtin.include_role: {name: gpudirect, tasks_from: gdrcopy.yml}\n"
     )
-    variables = {"ansible_python_interpreter": sys.executable, "gpudirect_gdrcopy_source": "apt"}
-    rc, out = check_run("localhost,", playbook, variables)
+    return playbook
+
+
+def run_gdrcopy_tasks(tmp_path: Path, variables: dict, check: bool) -> tuple[int, str]:
+    extra = {"ansible_python_interpreter": sys.executable, "gpudirect_gdrcopy_os": "ubuntu24_04", **variables}
+    return check_run("localhost,", gdrcopy_playbook(tmp_path), extra, check=check)
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the mirror holds the x64 directory")
+def test_gdrcopy_file_whose_sha256_differs_from_its_pin_is_not_kept_and_nothing_installed(tmp_path):
+    mirror, pins = gdrcopy_mirror(tmp_path)
+    kept = tmp_path / "kept"
+    wrong = {**pins, "libgdrapi_2.5.1-1_amd64.Ubuntu24_04.deb": "sha256:" + "0" * 64}
+    variables = {"gpudirect_gdrcopy_base_url": f"file://{mirror}", "gpudirect_gdrcopy_download_dir": str(kept)}
+    rc, out = run_gdrcopy_tasks(tmp_path, {**variables, "gpudirect_gdrcopy_sha256": wrong}, check=False)
+    assert rc == 2, out
+    assert "TASK [gpudirect : Install the checked GDRCopy files]" not in out, out
+    assert re.search(r"The checksum for \S+ did not match 0{64}; it was [0-9a-f]{64}", out), out
+    # The first file matched its pin and is kept; the second is not, and the install never started.
+    assert sorted(path.name for path in kept.iterdir()) == ["gdrdrv-dkms_2.5.1-1_amd64.Ubuntu24_04.deb"]
+    # A check run with the right pins fetches nothing new and predicts no install of files not yet kept.
+    rc, out = run_gdrcopy_tasks(tmp_path, {**variables, "gpudirect_gdrcopy_sha256": pins}, check=True)
     assert rc == 0, out
-    assert "GDRCopy 2.5.1-1 is not in an apt source yet" in out, out
-    assert "ignoring" not in out and "failed=0" in out, out
+    assert "GDRCopy 2.5.1-1 is not downloaded yet" in out and "libgdrapi_2.5.1-1_amd64.Ubuntu24_04.deb" in out, out
+    assert sorted(path.name for path in kept.iterdir()) == ["gdrdrv-dkms_2.5.1-1_amd64.Ubuntu24_04.deb"]
