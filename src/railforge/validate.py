@@ -4,7 +4,10 @@
 
 The checks are the ones Molecule runs; here they reach each host through the inventory's own Ansible
 connection. Prints a table (node x checks passed / failed / skipped, with the failures named) and writes the
-same as JSON for machines. Exit status 1 when any check failed on any node.
+same as JSON for machines. With ``--benchmark`` (a report of playbooks/benchmark.yml, or the reports directory and
+``--cluster``: its newest), prints instead one table joining per node the checks, the rails, the bandwidth and the
+verdict, and the JSON carries the benchmark's part. Exit status 1 when any check failed on any node or the
+benchmark failed a floor, a check or a job.
 """
 
 import argparse
@@ -58,12 +61,76 @@ def table(nodes: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def benchmark_report(path: Path, cluster: str | None) -> tuple[Path | None, dict]:
+    """The benchmark report ``path`` names, or the newest of ``cluster`` in directory ``path``; (None, {}) if none."""
+    if path.is_dir():
+        found = sorted(path.glob(f"benchmark-{cluster or '*'}-*.json"))
+        if not found:
+            return None, {}
+        path = found[-1]
+    return path, json.loads(path.read_text())
+
+
+def joined(nodes: dict[str, dict], benchmark: dict) -> dict[str, dict]:
+    """Per node (of either side): its checks, its rails and bandwidth in the benchmark, and one verdict."""
+    measured = benchmark.get("nodes", {})
+    rows = {}
+    for host in sorted(set(nodes) | set(measured)):
+        checks, bench = nodes.get(host), measured.get(host)
+        failed = []
+        if checks:
+            failed += [f"check {name}" for name in checks["failed"]]
+        if bench:
+            failed += bench["failed"]
+        if failed:
+            verdict = "FAIL"
+        elif checks and bench:
+            verdict = "PASS"
+        else:
+            verdict = "PASS (checks only)" if checks else "PASS (benchmark only)"
+        rows[host] = {
+            "checks": checks,
+            "rails": bench["rails"] if bench else [],
+            "bandwidth": bench["bandwidth"] if bench else [],
+            "benchmark_verdict": bench["verdict"] if bench else None,
+            "verdict": verdict,
+            "failed": failed,
+        }
+    # a failure of the whole run (a job that did not end) names no node: it fails every node
+    orphans = [
+        message for message in benchmark.get("failed", []) if not any(message in r["failed"] for r in rows.values())
+    ]
+    for row in rows.values():
+        if orphans:
+            row["failed"] += orphans
+            row["verdict"] = "FAIL"
+    return rows
+
+
+def joined_table(rows: dict[str, dict]) -> str:
+    lines = ["| node | checks | rails | bandwidth | verdict | failed |", "| --- | --- | --- | --- | --- | --- |"]
+    for host, row in rows.items():
+        checks = row["checks"]
+        summary = (
+            f"{len(checks['passed'])} passed, {len(checks['failed'])} failed, {len(checks['skipped'])} skipped"
+            if checks
+            else "-"
+        )
+        rails = ", ".join(row["rails"]) or "-"
+        bandwidth = "; ".join(row["bandwidth"]) or "-"
+        failed = "; ".join(row["failed"]) or "-"
+        lines.append(f"| {host} | {summary} | {rails} | {bandwidth} | {row['verdict']} | {failed} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="railforge-validate", description=__doc__.splitlines()[0])
     parser.add_argument("--inventory", required=True)
     parser.add_argument("--checks", default=str(Path(__file__).resolve().parents[2] / "tests/infra"))
     parser.add_argument("--json", dest="json_path", help="write the per-node result here")
     parser.add_argument("--limit", default="all", help="inventory host pattern")
+    parser.add_argument("--benchmark", type=Path, help="a benchmark report (JSON), or the directory of the reports")
+    parser.add_argument("--cluster", help="with a directory --benchmark: the cluster whose newest report to join")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp) / "junit.xml"
@@ -90,14 +157,30 @@ def main(argv: list[str] | None = None) -> int:
             stdout=subprocess.DEVNULL,
         )
         nodes = parse_junit(junit)
-    print(table(nodes))
+    return report(nodes, args)
+
+
+def report(nodes: dict[str, dict], args: argparse.Namespace) -> int:
+    """Print and write the checks, joined with the benchmark report where one is named; the exit status."""
+    source, benchmark = benchmark_report(args.benchmark, args.cluster) if args.benchmark else (None, {})
+    if source:
+        rows = joined(nodes, benchmark)
+        print(f"benchmark report: {source} ({benchmark.get('created', '?')})")
+        print(joined_table(rows))
+        document = {"benchmark_report": str(source), "nodes": rows}
+    else:
+        if args.benchmark:
+            print(f"no benchmark report of {args.cluster or 'any cluster'} in {args.benchmark}: checks only")
+        print(table(nodes))
+        document = nodes
     if args.json_path:
         Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_path).write_text(json.dumps(nodes, indent=2) + "\n")
+        Path(args.json_path).write_text(json.dumps(document, indent=2) + "\n")
     if not nodes:
         print("no node was checked: is the inventory reachable?", file=sys.stderr)
         return 1
-    return 1 if any(result["failed"] for result in nodes.values()) else 0
+    checks_failed = any(result["failed"] for result in nodes.values())
+    return 1 if checks_failed or benchmark.get("failed") else 0
 
 
 if __name__ == "__main__":

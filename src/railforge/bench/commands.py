@@ -1,4 +1,5 @@
-"""``railforge bench judge``: parse a directory of benchmark outputs, judge them against a hardware class."""
+"""``railforge bench judge``: parse a directory of benchmark outputs, judge them against a hardware class.
+``render``, ``collect`` and ``report``: the steps of playbooks/benchmark.yml around its server-side apply."""
 
 from __future__ import annotations
 
@@ -22,6 +23,30 @@ def register(sub) -> None:
     p.add_argument("--floors", type=Path, help="YAML overriding the floors (railforge_benchmark_floors: ...)")
     p.add_argument("--json", type=Path, help="write results and verdicts here as JSON")
     p.set_defaults(func=cmd_judge)
+
+    p = actions.add_parser("render", help="the benchmark jobs of a plan (playbooks/benchmark.yml's), as YAML")
+    p.add_argument("--plan", type=Path, required=True, help="the plan as JSON or YAML ('-': standard input)")
+    p.set_defaults(func=cmd_render)
+
+    p = actions.add_parser("collect", help="follow a benchmark run to its end and write its logs")
+    p.add_argument("--kubeconfig", required=True)
+    p.add_argument("--namespace", required=True)
+    p.add_argument("--job", required=True, help="the MPIJob's name (the perftest pods carry it as a label)")
+    p.add_argument("--timeout", type=float, default=900, help="seconds to wait for the jobs to end")
+    p.add_argument("--results", type=Path, required=True, help="directory for the logs and jobs.json")
+    p.set_defaults(func=cmd_collect)
+
+    p = actions.add_parser(
+        "report",
+        help="judge collected results, write reports/benchmark-CLUSTER-TIME.json, .md and .png",
+        description="Exit status: 0 every floor met, 1 a floor, check or job failed, 2 bad input.",
+    )
+    p.add_argument("--results", type=Path, required=True, help="the directory `collect` wrote")
+    p.add_argument("--cluster", required=True)
+    p.add_argument("--class", dest="hw_class", required=True, help="hardware class in floors.yml")
+    p.add_argument("--floors-json", help="railforge_benchmark_floors as JSON")
+    p.add_argument("--reports", type=Path, required=True, help="directory of the reports")
+    p.set_defaults(func=cmd_report)
 
 
 def cmd_judge(args: argparse.Namespace) -> int:
@@ -53,3 +78,58 @@ def cmd_judge(args: argparse.Namespace) -> int:
     failed = sum(v.status == "fail" for v in verdicts)
     print(f"{failed} failed, {len(verdicts)} verdicts")
     return 1 if failed else 0
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    import yaml
+
+    from railforge.bench.jobs import PlanError, plan_from_mapping, render_all
+
+    text = sys.stdin.read() if str(args.plan) == "-" else args.plan.read_text()
+    try:
+        objects = render_all(plan_from_mapping(yaml.safe_load(text)))
+    except PlanError as exc:
+        print(f"railforge bench render: {exc}", file=sys.stderr)
+        return 2
+    print(yaml.safe_dump_all(objects, sort_keys=False), end="")
+    return 0
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    from kubernetes import config
+
+    from railforge.bench.report import collect
+
+    api = config.new_client_from_config(args.kubeconfig or None)
+    try:
+        record = collect(api, args.namespace, args.job, args.timeout, args.results)
+    finally:
+        api.close()
+    mpijob = record["mpijob"]
+    print(f"MPIJob {mpijob['name']}: {mpijob['state']} after {mpijob['seconds']} s")
+    for pod, seen in record["perftest"].items():
+        print(f"perftest {pod} on {seen['node']}: {seen['phase']}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    import json
+
+    from railforge.bench.floors import FloorsError, load_floors
+    from railforge.bench.judge import node_table
+    from railforge.bench.report import write_report
+
+    try:
+        overrides = json.loads(args.floors_json) if args.floors_json else None
+        hw = load_floors(args.hw_class, overrides or None)
+    except (FloorsError, json.JSONDecodeError) as exc:
+        print(f"railforge bench report: {exc}", file=sys.stderr)
+        return 2
+    report = write_report(args.results, args.cluster, hw, args.reports)
+    print(node_table(report.verdicts))
+    for path in (report.json_path, report.markdown_path, report.plot_path):
+        print(f"wrote {path}")
+    for message in report.failures:
+        print(f"FAILED {message}")
+    print(f"{len(report.failures)} failed, {len(report.verdicts)} verdicts")
+    return 1 if report.failures else 0

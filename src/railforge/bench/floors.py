@@ -46,6 +46,8 @@ KINDS = {
     "ib_send_lat": FloorKind("t_typical_usec", "us", ceiling=True),
     "resnet50_per_gpu": FloorKind("images_per_sec", "images/s per GPU", sized=False),
     "resnet50_scaling": FloorKind("efficiency", "of linear", sized=False),
+    # the CPU fallback of playbooks/benchmark.yml: allreduce (deploy/openmpi) over the pod network
+    "mpi_allreduce": FloorKind("busbw_gbps", "GB/s"),
 }
 
 

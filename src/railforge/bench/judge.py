@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, replace
 
 from railforge.bench.dcgm import DcgmDiag
 from railforge.bench.floors import KINDS, HardwareClass
+from railforge.bench.mpi import MpiAllreduceRun
 from railforge.bench.nccl import NcclRun
 from railforge.bench.perftest import PerftestRun
 from railforge.bench.resnet import ResnetRun
@@ -42,6 +43,7 @@ class Results:
     perftest: tuple[tuple[str, PerftestRun], ...] = ()  # (node, run): perftest output does not name the host
     dcgm: tuple[tuple[str, DcgmDiag], ...] = ()
     resnet: tuple[ResnetRun, ...] = ()
+    mpi: tuple[MpiAllreduceRun, ...] = ()  # the CPU fallback's allreduce
 
 
 def size_text(size: int) -> str:
@@ -192,8 +194,27 @@ def judge_resnet(runs: Sequence[ResnetRun], hw: HardwareClass) -> list[Verdict]:
     return verdicts
 
 
+def judge_mpi(run: MpiAllreduceRun, hw: HardwareClass) -> list[Verdict]:
+    """The CPU fallback's allreduce: every rank's sum checked by the program itself, bus bandwidth against
+    ``mpi_allreduce``."""
+    subject = run.label
+    verdicts = []
+    wrong = [rank for rank in run.ranks if not rank.ok]
+    if wrong or not run.ok:
+        named = ", ".join(f"rank {rank.rank} ({rank.node})" for rank in wrong) or "the summary"
+        verdicts.append(Verdict(subject, "correctness", "fail", f"{subject}: wrong sums on {named}", len(wrong)))
+    floor = hw.floors.get("mpi_allreduce")
+    note = ""
+    if floor and floor.message_bytes > run.size_bytes:
+        note = f" (message {size_text(run.size_bytes)} < {size_text(floor.message_bytes)} of the floor)"
+    what = f"bus bandwidth at {size_text(run.size_bytes)}"
+    verdicts.append(_figure(subject, "mpi_allreduce", hw, run.busbw_gbps, what, note))
+    return [replace(v, nodes=run.hosts) for v in verdicts]
+
+
 def judge(results: Results, hw: HardwareClass) -> list[Verdict]:
     verdicts = [v for run in results.nccl for v in judge_nccl(run, hw)]
+    verdicts += [v for run in results.mpi for v in judge_mpi(run, hw)]
     verdicts += [v for node, run in results.perftest for v in judge_perftest(node, run, hw)]
     verdicts += [v for node, diag in results.dcgm for v in judge_dcgm(node, diag)]
     return verdicts + judge_resnet(results.resnet, hw)

@@ -1,0 +1,221 @@
+"""Collect a benchmark run from the cluster, judge it and write the report (``playbooks/benchmark.yml``).
+
+``collect`` follows the run's MPIJob and perftest pods to their end, recording where each pod ran while it ran
+(mpi-operator deletes the workers once the job is done), then writes the launcher's and the perftest clients' logs
+and ``jobs.json`` into a results directory. ``write_report`` parses and judges that directory and writes
+``benchmark-<cluster>-<timestamp>.json``, ``.md`` and ``.png`` (bus bandwidth against message size per run, and
+each rail's perftest figure) under the reports directory.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from railforge.bench.errors import ParseError
+from railforge.bench.floors import HardwareClass
+from railforge.bench.judge import STATUSES, Results, Verdict, judge, node_table, table
+from railforge.bench.results import load_results
+
+JOB_NAME = "training.kubeflow.org/job-name"
+JOB_ROLE = "training.kubeflow.org/job-role"
+ROLE = "railforge.io/benchmark-role"
+RUN = "railforge.io/benchmark-job"
+MPIJOB = ("kubeflow.org", "v2beta1", "mpijobs")
+ENDED = ("Succeeded", "Failed")
+
+
+def _mpijob_state(status: dict) -> str | None:
+    for condition in status.get("conditions", []):
+        if condition["type"] in ENDED and condition["status"] == "True":
+            return condition["type"]
+    return None
+
+
+def collect(api, namespace: str, job_name: str, timeout: float, results: Path, poll: float = 2.0) -> dict:
+    """Follow the run until its MPIJob and perftest clients end (or ``timeout`` seconds); write what it left."""
+    from kubernetes import client
+
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    started = time.monotonic()
+    pods: dict[str, str] = {}  # every pod of the run seen bound: pod -> node
+    launcher = ""
+    state, clients = None, {}
+    while True:
+        for pod in core.list_namespaced_pod(namespace, label_selector=f"{JOB_NAME}={job_name}").items:
+            if pod.spec.node_name:
+                pods[pod.metadata.name] = pod.spec.node_name
+            if (pod.metadata.labels or {}).get(JOB_ROLE) == "launcher":
+                launcher = pod.metadata.name
+        clients = {
+            pod.metadata.name: (pod.spec.node_name or "", pod.status.phase)
+            for pod in core.list_namespaced_pod(namespace, label_selector=f"{RUN}={job_name},{ROLE}=client").items
+        }
+        job = custom.get_namespaced_custom_object(*MPIJOB[:2], namespace, MPIJOB[2], job_name)
+        state = _mpijob_state(job.get("status") or {})
+        if state and all(phase in ENDED for _, phase in clients.values()):
+            break
+        if time.monotonic() - started > timeout:
+            state = state or f"not ended after {timeout:g} s"
+            break
+        time.sleep(poll)
+    outputs = results / "outputs"
+    shutil.rmtree(outputs, ignore_errors=True)  # the last run's logs are not this run's results
+    outputs.mkdir(parents=True)
+    if launcher:
+        (outputs / "mpijob-launcher.log").write_text(core.read_namespaced_pod_log(launcher, namespace))
+    for pod, (node, _phase) in clients.items():
+        (outputs / node).mkdir(exist_ok=True)
+        (outputs / node / f"{pod}.txt").write_text(core.read_namespaced_pod_log(pod, namespace))
+    record = {
+        "mpijob": {"name": job_name, "state": state, "seconds": round(time.monotonic() - started, 1), "pods": pods},
+        "perftest": {pod: {"node": node, "phase": phase} for pod, (node, phase) in clients.items()},
+    }
+    (results / "jobs.json").write_text(json.dumps(record, indent=2) + "\n")
+    return record
+
+
+@dataclass(frozen=True)
+class Report:
+    json_path: Path
+    markdown_path: Path
+    plot_path: Path
+    verdicts: tuple[Verdict, ...]
+
+    @property
+    def failures(self) -> list[str]:
+        return [v.message for v in self.verdicts if v.status == "fail"]
+
+
+def _job_verdicts(jobs: dict) -> list[Verdict]:
+    verdicts = []
+    mpijob = jobs.get("mpijob") or {}
+    if mpijob and mpijob.get("state") != "Succeeded":
+        subject = f"MPIJob {mpijob.get('name')}"
+        nodes = tuple(sorted(set(mpijob.get("pods", {}).values())))
+        verdicts.append(Verdict(subject, "job", "fail", f"{subject}: {mpijob.get('state')}", nodes=nodes))
+    for pod, seen in (jobs.get("perftest") or {}).items():
+        if seen["phase"] != "Succeeded":
+            subject = f"node {seen['node']} perftest {pod}"
+            verdicts.append(Verdict(subject, "job", "fail", f"{subject}: {seen['phase']}", nodes=(seen["node"],)))
+    return verdicts
+
+
+def node_summary(verdicts: Sequence[Verdict]) -> dict[str, dict]:
+    """Per node: its rails, its bandwidth figures, its worst verdict and what failed (validate.yml's join)."""
+    nodes: dict[str, list[Verdict]] = {}
+    for verdict in verdicts:
+        for node in verdict.nodes:
+            nodes.setdefault(node, []).append(verdict)
+    summary = {}
+    for node, own in sorted(nodes.items()):
+        figures = [
+            f"{v.rail or v.subject.removeprefix(f'node {node} ')}: {v.measured:g} {v.unit}"
+            for v in own
+            if v.measured is not None and v.unit in ("GB/s", "Gb/s")
+        ]
+        summary[node] = {
+            "rails": sorted({v.rail for v in own if v.rail}),
+            "bandwidth": list(dict.fromkeys(figures)),
+            "verdict": min((v.status for v in own), key=STATUSES.index),
+            "failed": [v.message for v in own if v.status == "fail"],
+        }
+    return summary
+
+
+def _plot(results: Results, path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    perftest = [(node, run) for node, run in results.perftest if run.bandwidth]
+    figure, axes = plt.subplots(1, 2 if perftest else 1, figsize=(12 if perftest else 7, 4.5), squeeze=False)
+    bandwidth = axes[0][0]
+    for run in results.nccl:
+        sizes = [row.size_bytes for row in run.rows]
+        bandwidth.plot(sizes, [row.out_of_place.busbw_gbps for row in run.rows], marker=".", label=run.label)
+    for run in results.mpi:
+        bandwidth.plot([run.size_bytes], [run.busbw_gbps], marker="o", linestyle="", label=run.label)
+    bandwidth.set_xscale("log", base=2)
+    bandwidth.set_xlabel("message size (bytes)")
+    bandwidth.set_ylabel("bus bandwidth (GB/s)")
+    bandwidth.set_title("all_reduce")
+    bandwidth.grid(True, alpha=0.3)
+    if results.nccl or results.mpi:
+        bandwidth.legend(fontsize="small")
+    if perftest:
+        rails = axes[0][1]
+        labels = [f"{node}\n{run.device}" for node, run in perftest]
+        rails.bar(labels, [run.bandwidth[-1].average_gbps for _, run in perftest])
+        rails.set_ylabel("BW average (Gb/s)")
+        rails.set_title("perftest per node and rail")
+        rails.tick_params(axis="x", labelsize="small")
+    figure.suptitle(title)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def write_report(results_dir: Path, cluster: str, hw: HardwareClass, reports: Path, now: datetime | None = None):
+    """Parse and judge ``results_dir`` (``collect``'s), write the JSON, Markdown and PNG; return the Report."""
+    now = now or datetime.now(UTC)
+    jobs_file = results_dir / "jobs.json"
+    jobs = json.loads(jobs_file.read_text()) if jobs_file.exists() else {}
+    pods = (jobs.get("mpijob") or {}).get("pods") or {}
+    outputs = results_dir / "outputs"
+    verdicts = _job_verdicts(jobs)
+    try:
+        results, skipped = load_results(outputs, pods) if outputs.is_dir() else (Results(), [])
+    except ParseError as error:
+        results, skipped = Results(), []
+        verdicts.append(Verdict("benchmark output", "complete", "fail", f"benchmark output: {error}"))
+    verdicts += judge(results, hw)
+    if not (results.nccl or results.mpi or results.perftest) and not any(v.status == "fail" for v in verdicts):
+        verdicts.append(Verdict("benchmark output", "complete", "fail", "benchmark output: no result to judge"))
+    stem = f"benchmark-{cluster}-{now.strftime('%Y%m%dT%H%M%SZ')}"
+    reports.mkdir(parents=True, exist_ok=True)
+    paths = [reports / f"{stem}.{suffix}" for suffix in ("json", "md", "png")]
+    _plot(results, paths[2], f"{cluster}, {now:%Y-%m-%d %H:%M} UTC, class {hw.name}")
+    failed = [v.message for v in verdicts if v.status == "fail"]
+    document = {
+        "cluster": cluster,
+        "created": now.isoformat(timespec="seconds"),
+        "hardware_class": asdict(hw),
+        "jobs": jobs,
+        "results": asdict(results),
+        "verdicts": [asdict(v) for v in verdicts],
+        "nodes": node_summary(verdicts),
+        "failed": failed,
+        "skipped": [str(path) for path in skipped],
+        "plot": paths[2].name,
+    }
+    paths[0].write_text(json.dumps(document, indent=2) + "\n")
+    lines = [
+        f"# Benchmark of {cluster}, {now:%Y-%m-%d %H:%M:%S} UTC",
+        "",
+        f"Hardware class `{hw.name}`: {hw.gpu} / {hw.nic} / {hw.link}.",
+        "",
+        f"**{'FAILED' if failed else 'PASSED'}**: {len(failed)} failed of {len(verdicts)} verdicts.",
+        *[f"- {message}" for message in failed],
+        "",
+        "## Jobs",
+        "",
+        "| job | state | pods (node) |",
+        "| --- | --- | --- |",
+    ]
+    mpijob = jobs.get("mpijob") or {}
+    if mpijob:
+        placed = ", ".join(f"{pod} ({node})" for pod, node in sorted(mpijob.get("pods", {}).items())) or "-"
+        lines.append(f"| MPIJob {mpijob['name']} | {mpijob['state']} | {placed} |")
+    for pod, seen in sorted((jobs.get("perftest") or {}).items()):
+        lines.append(f"| perftest {pod} | {seen['phase']} | {pod} ({seen['node']}) |")
+    lines += ["", "## Per node", "", node_table(verdicts), "", "## Verdicts", "", table(verdicts), ""]
+    lines += [f"![bus bandwidth and rails]({paths[2].name})", ""]
+    paths[1].write_text("\n".join(lines))
+    return Report(*paths, tuple(verdicts))

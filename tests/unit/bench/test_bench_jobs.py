@@ -1,0 +1,206 @@
+"""railforge.bench.jobs: the benchmark's MPIJob and perftest pairs rendered from the fixtures' machine shapes (their
+railforge_hw facts read from a fake sysfs), and every refusal naming its variable."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from railforge.bench.jobs import PlanError, perftest_pairs, plan_from_mapping, render_all, render_mpijob
+
+ROOT = Path(__file__).resolve().parents[3]
+_spec = importlib.util.spec_from_file_location("networks_example", ROOT / "scripts/networks_example.py")
+example = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(example)
+
+
+@pytest.fixture(scope="module")
+def shapes():
+    return {shape: example.shape_facts(shape) for shape in ("dgx_h100", "roce_node", "pcie_2gpu")}
+
+
+def gpu_plan(facts: dict, **changes) -> dict:
+    return {
+        "cluster": "forge-a",
+        "mode": "gpu",
+        "namespace": "bench",
+        "job_name": "nccl",
+        "hardware_class": "h100-sxm-cx7-ndr",
+        "image": "registry.example/nccl-tests:2.13",
+        "perftest_image": "registry.example/perftest:25.01",
+        "queue": "acceptance",
+        "nodes": sorted(facts),
+        "facts": facts,
+        **changes,
+    }
+
+
+def containers(job: dict) -> dict:
+    return {role: spec["template"]["spec"] for role, spec in job["spec"]["mpiReplicaSpecs"].items()}
+
+
+def test_a_gpu_mpijob_attaches_every_rail_with_its_rdma_device_and_ncclss_settings(shapes):
+    dgx = shapes["dgx_h100"]
+    job = render_mpijob(plan_from_mapping(gpu_plan({"dgx-01": dgx, "dgx-02": dgx})))
+    pods = containers(job)
+    worker, launcher = pods["Worker"], pods["Launcher"]
+    hcas = [rail["hca"] for rail in dgx["rails"]]
+    assert len(hcas) == 8
+    rails = [f"rail{i}" for i in range(8)]
+    annotations = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"]
+    assert annotations["k8s.v1.cni.cncf.io/networks"] == ",".join(f"railforge-network/{rail}" for rail in rails)
+    requests = worker["containers"][0]["resources"]["requests"]
+    assert requests == {"cpu": "500m", "memory": "256Mi", "nvidia.com/gpu": 8, **{f"rdma/{r}": 1 for r in rails}}
+    assert worker["containers"][0]["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK"]}
+    assert job["spec"]["slotsPerWorker"] == 8 and job["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 2
+    command = launcher["containers"][0]["command"]
+    assert command[:4] == ["wait-for-workers", "mpirun", "-np", "16"]
+    exported = dict(command[i + 1].split("=", 1) for i, arg in enumerate(command) if arg == "-x")
+    # the NCCL settings railforge_nccl_env gives the node class, in GPU order, plus the transport in the log
+    assert exported["NCCL_IB_HCA"] == "=" + ",".join(f"{hca}:1" for hca in dict.fromkeys(hcas))
+    assert exported["NCCL_DEBUG"] == "INFO"
+    assert "NCCL_IB_DISABLE" not in exported
+    assert command[command.index("all_reduce_perf") :][-10:] == ["-b", "8", "-e", "8G", "-f", "2", "-g", "1", "-c", "1"]
+    # gang-scheduled by railforge: a queue label on every pod, and the gang's node constraint on the launcher too
+    for spec in pods.values():
+        terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        assert terms == [
+            {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["dgx-01", "dgx-02"]}]}
+        ]
+    labels = {role: s["template"]["metadata"]["labels"] for role, s in job["spec"]["mpiReplicaSpecs"].items()}
+    assert labels == {"Launcher": {"railforge.io/queue": "acceptance"}, "Worker": {"railforge.io/queue": "acceptance"}}
+
+
+def test_roce_rails_hand_nccl_their_gid_index_and_perftest_its_x(shapes):
+    roce = shapes["roce_node"]
+    settings = {"rail_networks_nccl_gid_index": 5, "rail_networks_namespace": "rails"}
+    nodes = {"r1": roce, "r2": roce}
+    plan = plan_from_mapping(gpu_plan(nodes, hardware_class="l40s-roce-200g", rail_networks=settings))
+    command = containers(render_mpijob(plan))["Launcher"]["containers"][0]["command"]
+    assert "NCCL_IB_GID_INDEX=5" in command
+    server = next(o for o in render_all(plan) if o["kind"] == "Pod" and o["metadata"]["name"].endswith("-server"))
+    args = server["spec"]["containers"][0]["command"]
+    assert args[args.index("-x") + 1] == "5"
+    assert server["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"] == "rails/rail0"
+
+
+def test_perftest_pairs_measure_every_node_as_a_client_on_every_rail(shapes):
+    dgx = shapes["dgx_h100"]
+    plan = plan_from_mapping(gpu_plan({n: dgx for n in ("dgx-01", "dgx-02", "dgx-03")}))
+    pairs = perftest_pairs(plan)
+    assert len(pairs) == 3 * 8
+    assert {(p.server, p.client) for p in pairs} == {("dgx-01", "dgx-02"), ("dgx-02", "dgx-03"), ("dgx-03", "dgx-01")}
+    for rail in range(8):
+        assert sorted(p.client for p in pairs if p.rail == rail) == ["dgx-01", "dgx-02", "dgx-03"]
+    objects = render_all(plan)
+    assert [o["kind"] for o in objects].count("Pod") == 2 * len(pairs)
+    first = next(p for p in pairs if p.rail == 3 and p.client == "dgx-03")
+    service, server, client = (o for o in objects if o["metadata"]["name"].startswith(first.name))
+    assert service["kind"] == "Service" and service["spec"]["clusterIP"] == "None"
+    assert (server["spec"]["nodeName"], client["spec"]["nodeName"]) == ("dgx-02", "dgx-03")
+    for pod in (server, client):
+        assert pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"] == "railforge-network/rail3"
+        assert pod["spec"]["containers"][0]["resources"]["limits"] == {"rdma/rail3": 1}
+        assert pod["metadata"]["labels"]["railforge.io/benchmark-job"] == "nccl"
+    hca = dgx["rails"][3]["hca"]
+    args = server["spec"]["containers"][0]["command"]
+    assert args[:5] == ["ib_write_bw", "-d", hca, "-i", "1"] and "--report_gbits" in args
+    assert args[args.index("-s") + 1] == "8388608"
+    assert (server["spec"]["hostname"], server["spec"]["subdomain"]) == (f"{first.name}-server", first.name)
+    script = client["spec"]["containers"][0]["command"][2]
+    assert f"{first.name}-server.{first.name}.bench.svc" in script and f"-d {hca}" in script
+
+
+def test_the_cpu_fallback_runs_allreduce_from_the_same_template_without_devices():
+    plan = plan_from_mapping(
+        {
+            "cluster": "bed",
+            "mode": "cpu",
+            "namespace": "bench",
+            "hardware_class": "cpu-fallback",
+            "image": "localhost/railforge-openmpi:0.1.0",
+            "nodes": ["rf-node-0"],
+            "workers": 2,
+            "allreduce_elements": 4096,
+        }
+    )
+    objects = render_all(plan)
+    assert [o["kind"] for o in objects] == ["MPIJob"]  # no rails: no perftest
+    pods = containers(objects[0])
+    command = pods["Launcher"]["containers"][0]["command"]
+    assert command == ["wait-for-workers", "mpirun", "-np", "2", "--bind-to", "none", "allreduce", "--elements", "4096"]
+    worker = pods["Worker"]["containers"][0]
+    assert worker["resources"]["requests"] == {"cpu": "500m", "memory": "256Mi"}
+    assert "add" not in worker["securityContext"]["capabilities"]
+    assert objects[0]["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"] == {}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"mode": "tpu"}, "railforge_benchmark_mode: expected one of gpu, cpu, got 'tpu'"),
+        ({"cluster": "Forge A"}, "railforge_cluster_name: expected a DNS label"),
+        ({"nodes": []}, "railforge_benchmark_nodes: expected a list of at least one node name"),
+        ({"namespace": "Bench"}, "railforge_benchmark_namespace: 'Bench' is not a DNS label"),
+        ({"image": ""}, "railforge_benchmark_image: expected a non-empty string"),
+        ({"perftest_tools": ["ib_send_bw"]}, "railforge_benchmark_perftest_tools: 'ib_send_bw'"),
+        ({"hardware_class": "b200"}, "railforge_benchmark_hardware_class: hardware class 'b200' is not known"),
+        (
+            {"floors": {"h100-sxm-cx7-ndr": {"floors": {"ib_write_bw": {"bw_avg_gbps": "fast"}}}}},
+            "railforge_benchmark_floors.h100-sxm-cx7-ndr.floors.ib_write_bw.bw_avg_gbps: expected a positive number",
+        ),
+        ({"workers": 3}, "railforge_benchmark_workers: mode gpu runs one worker per node (2), got 3"),
+        ({"rail_networks": {"rail_networks_namespace": "Rails"}}, "rail_networks_namespace: 'Rails' is not a DNS"),
+        ({"rail_networks": {"rail_networks_cidrs": []}}, "rail_networks: expected some of rail_networks_namespace"),
+    ],
+)
+def test_bad_settings_are_refused_naming_the_variable(shapes, change, message):
+    dgx = shapes["dgx_h100"]
+    with pytest.raises(PlanError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        plan_from_mapping(gpu_plan({"dgx-01": dgx, "dgx-02": dgx}, **change))
+
+
+def test_nodes_of_different_classes_or_without_gpus_are_refused(shapes):
+    dgx, pcie = shapes["dgx_h100"], shapes["pcie_2gpu"]
+    with pytest.raises(PlanError, match="railforge_benchmark_nodes: node pcie-01 has gpus 2 but dgx-01 has 8"):
+        plan_from_mapping(gpu_plan({"dgx-01": dgx, "pcie-01": pcie}))
+    other = copy.deepcopy(dgx)
+    other["default_interface"] = "eno9"  # another bootstrap interface: another NCCL class
+    with pytest.raises(PlanError, match="node dgx-02 has nccl_env"):
+        plan_from_mapping(gpu_plan({"dgx-01": dgx, "dgx-02": other}))
+    with pytest.raises(PlanError, match="node dgx-03: railforge_hw shows 0 GPUs; mode gpu needs GPU nodes"):
+        plan_from_mapping(gpu_plan({"dgx-01": dgx}, nodes=["dgx-01", "dgx-03"]))
+
+
+def test_the_playbook_refuses_bad_settings_before_any_change_naming_the_variable(tmp_path):
+    """playbooks/benchmark.yml's first step is the render: bad settings stop it with nothing applied (no cluster is
+    needed to see that; the API server is never reached)."""
+    variables = {
+        "railforge_cluster_name": "forge-a",
+        "railforge_benchmark_mode": "cpu",
+        "railforge_benchmark_nodes": ["n1"],
+        "railforge_benchmark_floors": {
+            "cpu-fallback": {"floors": {"mpi_allreduce": {"busbw_gbps": -1, "message_bytes": 8, "source": "ours"}}}
+        },
+    }
+    (tmp_path / "vars.json").write_text(json.dumps(variables))
+    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    env["ANSIBLE_SSH_ARGS"] = "-o ProxyCommand=false"
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "playbooks/benchmark.yml",
+         f"--extra-vars=@{tmp_path / 'vars.json'}"],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=120,
+    )  # fmt: skip
+    output = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode == 2, output
+    assert "changed=0" in output and "failed=1" in output
+    assert "railforge_benchmark_floors.cpu-fallback.floors.mpi_allreduce.busbw_gbps: expected a positive number" in (
+        output.replace("'", "")
+    )
