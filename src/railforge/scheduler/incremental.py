@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import operator
 from bisect import bisect_left, insort
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Generic, TypeVar
 
 from railforge.scheduler.memo import Memo
 from railforge.scheduler.model import Gang, Queue, RunningGang, add_resources
 
 AGE_ORDER = operator.attrgetter("submit_time", "name")
+_QUEUE_ORDER = operator.itemgetter(1)  # of a ClassEntry
 T = TypeVar("T")
 ClassEntry = tuple[float, tuple, Gang]  # (run time, queue order, gang): a class sorts shortest first
 ClassRecord = Callable[[Gang], tuple[int, int, ClassEntry]]  # gang -> (failure key, required GPUs, entry)
@@ -30,9 +31,9 @@ def queue_order_key(gang: Gang) -> tuple:
     return -gang.priority, gang.submit_time, gang.name
 
 
-def end_order(running: RunningGang) -> tuple[float, str]:
-    """Running gangs by expected end (then name, which is unique among them)."""
-    return running.expected_end, running.gang.name
+# Running gangs by expected end (then name, which is unique among them), read in C: a cold start
+# sorts every running gang by it.
+end_order = operator.attrgetter("expected_end", "gang.name")
 
 
 def _remove(items: list, item: object, sort_key: Callable | None = None) -> None:
@@ -71,22 +72,51 @@ class PendingIndex:
             self.names.update([gang.name for gang in gone], [gang.name for gang in new])
         if len(new) > len(self.gangs.items) // 2:  # mostly new (a cold start): sorting once is cheaper
             self._clear()
-            for gang in self.gangs.items.values():
-                self._add(gang, record, append)
-            for members in self.classes.values():
-                members.sort()
-            for queued in self.by_queue.values():
-                queued.sort(key=queue_order_key)
-            self.by_age.sort(key=AGE_ORDER)
+            self._build(record)
         else:
             for gang in gone:
                 self._discard(gang, record)
             for gang in new:
-                self._add(gang, record, insort)
+                self._add(gang, record)
         return self
 
-    def _add(self, gang: Gang, record: ClassRecord, put: Callable) -> None:
-        """Put the gang in every list with ``put`` (``insort``, or ``append`` before a sort)."""
+    def _build(self, record: ClassRecord) -> None:
+        """``_add`` every gang held, then sort each list once. A queue's gangs are sorted by the
+        queue order their class entries hold already."""
+        classes, demand, required, timed = self.classes, self.demand, self.required, self.timed
+        profile, declared, by_age = self.memo.profile, self.declared, self.by_age
+        queued_entries: dict[str, list[ClassEntry]] = {}
+        for gang in self.gangs.items.values():
+            queue = gang.queue
+            if queue not in declared:
+                self.undeclared[id(gang)] = gang
+                continue
+            key, required_gpu, entry = record(gang)
+            members = classes.get(key)
+            if members is None:
+                classes[key] = [entry]
+            else:
+                members.append(entry)
+            queued = queued_entries.get(queue)
+            if queued is None:
+                queued = queued_entries[queue] = []
+                demand[queue] = 0
+            queued.append(entry)
+            demand[queue] += profile(gang).gpu
+            by_age.append(gang)
+            required[required_gpu] = required.get(required_gpu, 0) + 1
+            if gang.schedule_timeout is not None or gang.not_before is not None:
+                timed[id(gang)] = gang
+        for members in classes.values():
+            if len(members) > 1:
+                members.sort()
+        for queue, entries in queued_entries.items():
+            entries.sort(key=_QUEUE_ORDER)  # an entry's queue order is queue_order_key(gang)
+            self.by_queue[queue] = [entry[2] for entry in entries]
+        by_age.sort(key=AGE_ORDER)
+
+    def _add(self, gang: Gang, record: ClassRecord) -> None:
+        """Put the gang in every list, in order."""
         if gang.queue not in self.declared:
             self.undeclared[id(gang)] = gang
             return
@@ -94,15 +124,15 @@ class PendingIndex:
         members = self.classes.get(key)
         if members is None:
             members = self.classes[key] = []
-        put(members, entry)
+        insort(members, entry)
         queue = gang.queue
         queued = self.by_queue.get(queue)
         if queued is None:
             queued = self.by_queue[queue] = []
             self.demand[queue] = 0
-        put(queued, gang, key=queue_order_key)
+        insort(queued, gang, key=queue_order_key)
         self.demand[queue] += self.memo.profile(gang).gpu
-        put(self.by_age, gang, key=AGE_ORDER)
+        insort(self.by_age, gang, key=AGE_ORDER)
         self.required[required_gpu] = self.required.get(required_gpu, 0) + 1
         if gang.schedule_timeout is not None or gang.not_before is not None:
             self.timed[id(gang)] = gang
@@ -165,8 +195,7 @@ class RunningIndex:
             self.start_memo = None
         for gang in gone:
             self._change(gang, -1)
-        for gang in new:
-            self._change(gang, +1)
+        self._add(new)
         if len(new) > len(self.running.items) // 2:  # mostly new (a cold start): sorting once is cheaper
             self.by_end = sorted(self.running.items.values(), key=end_order)
         else:
@@ -175,6 +204,31 @@ class RunningIndex:
             for gang in new:
                 insort(self.by_end, gang, key=end_order)
         return self
+
+    def _add(self, new: list[RunningGang]) -> None:
+        """``_change(running, +1)`` for each of ``new``, with the lookups done once (a cold start
+        adds every running gang)."""
+        placed, next_version = self.memo.placed_by_node, self.memo.next_use_version
+        used, node_gangs, use_version = self.used, self.node_gangs, self.use_version
+        for running in new:
+            gang = running.gang
+            if len(gang.members) == 1 and len(running.placement) == 1:  # most: read off the one member
+                charge = gang.members[0].requests
+                (node,) = running.placement.values()
+                per_node: Iterable[tuple[str, Mapping[str, int]]] = ((node, charge),)
+            else:
+                _, per_node, charge = placed(running)
+            for node, requests in per_node:
+                _count_in(used, node_gangs, node, requests)
+                use_version[node] = next_version()
+            _count_in(self.by_queue, self.queue_gangs, gang.queue, charge)
+            if running.borrowed:
+                self.borrowed[id(running)] = running
+            passed = running.backfilled_past
+            if passed is not None:
+                self.backfilled.setdefault(passed, {})[id(running)] = running
+            if running.failed_members:
+                self.failed += 1
 
     def _change(self, running: RunningGang, sign: int) -> None:
         _, per_node, charge = self.memo.placed_by_node(running)
@@ -198,6 +252,17 @@ class RunningIndex:
                     del self.backfilled[passed]
         if running.failed_members:
             self.failed += sign
+
+
+def _count_in(totals: dict[str, dict[str, int]], counts: dict[str, int], key: str, amounts: Mapping[str, int]) -> None:
+    """``_count(..., sign=+1)``, without its checks."""
+    counts[key] = counts.get(key, 0) + 1
+    total = totals.get(key)
+    if total is None:
+        totals[key] = dict(amounts)
+    else:
+        for name, amount in amounts.items():
+            total[name] = total.get(name, 0) + amount
 
 
 def _count(totals: dict[str, dict[str, int]], counts: dict[str, int], key: str, amounts: dict, sign: int) -> None:
@@ -320,8 +385,3 @@ def _equal_run(a: tuple, i: int, b: tuple, j: int) -> int:
         else:
             high = middle
     return low
-
-
-def append(items: list, item: object, key: Callable | None = None) -> None:
-    """``list.append`` with ``insort``'s signature (the order is restored by one sort after)."""
-    items.append(item)

@@ -20,10 +20,13 @@ PerNode = tuple[tuple[str, ...], list[tuple[str, dict[str, int]]], dict]
 
 
 class Memo:
-    __slots__ = ("_key_ids", "_placed", "_profiles", "_static", "_use_versions")
+    __slots__ = ("_gangs", "_key_ids", "_placed", "_profiles", "_static", "_use_versions")
 
     def __init__(self) -> None:
-        self._profiles: dict[int, tuple[Gang, GangProfile]] = {}
+        # id -> profile, and id -> the gang itself, kept alive so that its id stays its own (two
+        # dicts rather than one of pairs: a pair per gang is one more object for the collector)
+        self._profiles: dict[int, GangProfile] = {}
+        self._gangs: dict[int, Gang] = {}
         self._placed: dict[int, tuple[RunningGang, PerNode]] = {}
         # Structural keys (selectors, pod shapes) as small ints: the keys nest tuples and frozen
         # dataclasses, which Python re-hashes on every dict lookup; in passes over thousands of
@@ -52,6 +55,7 @@ class Memo:
         running = {id(r) for r in snapshot.running}
         gangs = {id(g) for g in snapshot.pending} | {id(r.gang) for r in snapshot.running}
         self._profiles = {key: held for key, held in self._profiles.items() if key in gangs}
+        self._gangs = {key: gang for key, gang in self._gangs.items() if key in gangs}
         self._placed = {key: held for key, held in self._placed.items() if key in running}
 
     def key_id(self, key: tuple) -> int:
@@ -62,13 +66,15 @@ class Memo:
         """``placement.gang_profile``, worked out once per Gang object."""
         held = self._profiles.get(id(gang))
         if held is None:
-            held = self._profiles[id(gang)] = (gang, gang_profile(gang, self.key_id))
-        return held[1]
+            held = self._profiles[id(gang)] = gang_profile(gang, self.key_id)
+            self._gangs[id(gang)] = gang
+        return held
 
     def placed_by_node(self, running: RunningGang) -> PerNode:
         """(distinct node names, [(node name, summed requests of the gang's members there)], charge)
         of a running gang, worked out once per RunningGang object, so decide() does not walk every
-        member of every running gang on every call."""
+        member of every running gang on every call. A gang of one pod (most) is read off its member
+        each time instead: that costs less than keeping it (and leaves the collector less to walk)."""
         held = self._placed.get(id(running))
         if held is not None:
             return held[1]
@@ -76,9 +82,7 @@ class Memo:
         if len(gang.members) == 1 and len(running.placement) == 1:  # most gangs: its one member's (read-only) requests
             (node,) = running.placement.values()
             requests = gang.members[0].requests
-            result: PerNode = ((node,), [(node, requests)], requests)
-            self._placed[id(running)] = (running, result)
-            return result
+            return ((node,), [(node, requests)], requests)
         requests = {member.name: member.requests for member in gang.members}
         per_node: dict[str, dict[str, int]] = {}
         for member, node in running.placement.items():

@@ -59,7 +59,7 @@ class GangProfile(NamedTuple):
 
 def _others(requests: Resources) -> tuple[tuple[str, int], ...]:
     """A pod's non-GPU requests, sorted by resource name (``Shape.others``)."""
-    return tuple(sorted([item for item in requests.items() if item[1] > 0 and item[0] != GPU]))
+    return tuple(sorted([(name, amount) for name, amount in requests.items() if amount > 0 and name != GPU]))
 
 
 def _summed(members: Sequence[Member]) -> dict[str, int]:
@@ -82,6 +82,18 @@ def _shapes(members: Sequence[Member]) -> tuple[Shape, ...]:
 
 
 NO_NODE_RULES = ((), (), ())
+# A named tuple built from a tuple of its fields in C: its own constructor is a Python function,
+# which costs more than the rest of a one-pod gang's profile (made once per gang).
+_new_tuple = tuple.__new__
+
+
+def failure_key_of(filter_key: int, topology: object, signatures: tuple, required_gpu: int) -> tuple:
+    """The structural failure key (``GangProfile.failure_key`` is its ``key_id``): gangs with equal
+    keys fail to place in the same state. One shape's signature (most gangs) is spelt out in the
+    key, a tuple fewer per gang; such a key has another length than one of several shapes."""
+    if len(signatures) == 1:
+        return (filter_key, topology, *signatures[0], required_gpu)
+    return (filter_key, topology, signatures, required_gpu)
 
 
 def gang_profile(gang: Gang, key_id: Callable[[tuple], int]) -> GangProfile:
@@ -102,20 +114,21 @@ def gang_profile(gang: Gang, key_id: Callable[[tuple], int]) -> GangProfile:
         pod_gpu = first.get(GPU, 0)
         others = _others(first)
         if required == count:
-            required_shapes: tuple[Shape, ...] = (Shape(pod_gpu, others, names),)
+            required_shapes: tuple[Shape, ...] = (_new_tuple(Shape, (pod_gpu, others, names)),)
             optional_shapes: tuple[Shape, ...] = ()
         else:
             required_shapes = (Shape(pod_gpu, others, names[:required]),)
             optional_shapes = (Shape(pod_gpu, others, names[required:]),)
         admission = dict(first) if required == 1 else {name: amount * required for name, amount in first.items()}
         gpu = pod_gpu * count
-        signatures: tuple = ((pod_gpu, others, required),)
+        signature: tuple | None = (pod_gpu, others, required)
     else:
         required_shapes = _shapes(members[:required])
         optional_shapes = _shapes(members[required:])
         admission = _summed(members[:required])
         gpu = _summed(members).get(GPU, 0)
         signatures = tuple([shape.signature for shape in required_shapes])
+        signature = signatures[0] if len(signatures) == 1 else None
     if gang.min_resources:
         for name, amount in gang.min_resources.items():
             admission[name] = max(admission.get(name, 0), amount)
@@ -128,17 +141,12 @@ def gang_profile(gang: Gang, key_id: Callable[[tuple], int]) -> GangProfile:
             tuple(sorted(gang.tolerations, key=repr)),
         )
     filter_key = key_id(rules)
-    failure_key = key_id((filter_key, gang.topology, signatures, required_gpu))
-    return GangProfile(
-        admission,
-        member_requests,
-        gpu,
-        required_gpu,
-        required_shapes,
-        optional_shapes,
-        filter_key,
-        failure_key,
-    )
+    if signature is not None:  # failure_key_of, without the tuple of one signature
+        failure_key = key_id((filter_key, gang.topology, *signature, required_gpu))
+    else:
+        failure_key = key_id((filter_key, gang.topology, signatures, required_gpu))
+    fields = (admission, member_requests, gpu, required_gpu, required_shapes, optional_shapes, filter_key, failure_key)
+    return _new_tuple(GangProfile, fields)
 
 
 def node_loads(profile: GangProfile, assignment: Assignment) -> dict[int, dict[str, int]]:
@@ -334,6 +342,11 @@ def gpu_counts_suffice(profile: GangProfile, total_free_gpu: int, gpu_histogram:
     return True
 
 
+# How many node filters a Cluster keeps its free GPUs summed for (``free_gpu_on``); each costs a
+# little in every change of a node's free GPUs.
+TRACKED_FILTERS = 8
+
+
 class Cluster:
     """Free capacity of the schedulable, ready nodes during one decide() call."""
 
@@ -380,6 +393,11 @@ class Cluster:
         self.gpu_histogram: dict[int, int] = {}  # free GPUs -> number of nodes
         for free_gpu in self.free_gpu:
             self.gpu_histogram[free_gpu] = self.gpu_histogram.get(free_gpu, 0) + 1
+        # GPUs per pod -> pods of that size the free GPUs hold, node by node (``could_fit``); worked
+        # out from the histogram on first use and forgotten whenever it changes (``adjust``)
+        self.gpu_slots: dict[int, int] = {}
+        # id of a node filter -> [the filter, free GPUs on the nodes it accepts] (``free_gpu_on``)
+        self.filter_free_gpu: dict[int, list] = {}
         self.total_gpu = static.total_gpu
         self.now_free_gpu: list[int] | None = None  # see future()
         self.reserved_start = [math.inf] * len(eligible)  # earliest reservation start per node
@@ -413,6 +431,8 @@ class Cluster:
         self.owned = set()  # the free dicts are shared now: both views copy before changing one
         clone.free_gpu = list(self.free_gpu)
         clone.gpu_histogram = dict(self.gpu_histogram)
+        clone.gpu_slots = dict(self.gpu_slots)
+        clone.filter_free_gpu = {}
         clone.gpu_nodes = {free_gpu: set(indexes) for free_gpu, indexes in self.gpu_nodes.items()}
         clone.reserved_start = list(self.reserved_start)
         clone.windows = {index: list(windows) for index, windows in self.windows.items()}
@@ -437,7 +457,11 @@ class Cluster:
         if key not in self._filters:
             counts = dict.fromkeys(NODE_RULES, 0)
             values = []
+            labelled = bool(gang.node_selector or gang.affinity)
             for node in self.nodes:
+                if not (labelled or node.taints):  # no rule can keep it off, none to avoid
+                    values.append(ACCEPTS)
+                    continue
                 broken = broken_rules(node, gang)
                 for rule in broken:
                     counts[rule] += 1
@@ -446,6 +470,18 @@ class Cluster:
             self._filters[key] = None if all(a == ACCEPTS for a in accepted) else accepted
             self._static.broken_counts[key] = counts
         return self._filters[key]
+
+    def free_gpu_on(self, allowed: Acceptance) -> int:
+        """Free GPUs summed over the nodes a node filter accepts. The sums of the first few
+        filters asked about are kept up to date by ``adjust`` (a cluster full but for a few GPUs
+        changes a handful of nodes between two reasons, and most gangs share a few filters)."""
+        held = self.filter_free_gpu.get(id(allowed))
+        if held is not None:
+            return held[1]
+        total = sum(compress(self.free_gpu, allowed))
+        if len(self.filter_free_gpu) < TRACKED_FILTERS:
+            self.filter_free_gpu[id(allowed)] = [allowed, total]  # holds the filter, so its id stays its own
+        return total
 
     def broken_rule_counts(self, gang: Gang, profile: GangProfile) -> dict[str, int]:
         """How many nodes each of ``NODE_RULES`` keeps the gang off (counted with ``allowed_nodes``)."""
@@ -462,6 +498,8 @@ class Cluster:
             free[name] = free.get(name, 0) + sign * amount
         gpu = requests.get(GPU, 0)
         if gpu:
+            if self.gpu_slots:
+                self.gpu_slots = {}
             histogram = self.gpu_histogram
             old = self.free_gpu[node_index]
             histogram[old] -= 1
@@ -475,6 +513,9 @@ class Cluster:
             self.total_free_gpu += sign * gpu
             for level in self.levels:
                 level.change(node_index, sign * gpu)
+            for held in self.filter_free_gpu.values():
+                if held[0][node_index]:
+                    held[1] += sign * gpu
 
     def reserve(self, holds: Mapping[int, Resources], start: float, end: float) -> None:
         """Hold ``holds[node]`` resources on each node for [start, end): a later placement whose run
@@ -566,13 +607,15 @@ class Cluster:
                 held = alike.setdefault(tuple(node.allocatable.items()), [node.allocatable, 0])
                 held[1] += 1
             types = self._static.empty_types[profile.filter_key] = [(free, nodes) for free, nodes in alike.values()]
-        shape = profile.required_shapes[0]
-        count = len(shape.member_names)
+        gpu, others, names = profile.required_shapes[0]
+        count = len(names)
         slots = 0
         for free, nodes in types:
-            fits = free.get(GPU, 0) // shape.gpu if shape.gpu else count
-            for name, amount in shape.others:
-                fits = min(fits, free.get(name, 0) // amount)
+            fits = free.get(GPU, 0) // gpu if gpu else count
+            for name, amount in others:
+                room = free.get(name, 0) // amount
+                if room < fits:
+                    fits = room
             if fits > 0:
                 slots += nodes * fits
                 if slots >= count:
@@ -588,7 +631,20 @@ class Cluster:
         return empty
 
     def could_fit(self, profile: GangProfile) -> bool:
-        return gpu_counts_suffice(profile, self.total_free_gpu, self.gpu_histogram)
+        """``gpu_counts_suffice`` in this view, with the pod slots per pod size kept until the free
+        GPUs change: most gangs tried between two binds ask about the same few pod sizes."""
+        if profile.required_gpu > self.total_free_gpu:
+            return False
+        known = self.gpu_slots
+        for shape in profile.required_shapes:
+            gpu = shape.gpu
+            if gpu:
+                slots = known.get(gpu)
+                if slots is None:
+                    slots = known[gpu] = sum(n * (free // gpu) for free, n in self.gpu_histogram.items() if free >= gpu)
+                if slots < len(shape.member_names):
+                    return False
+        return True
 
     def nodes_with_gpus(self, gpus: int) -> Iterable[int]:
         """The nodes with at least ``gpus`` GPUs free, in no particular order."""
@@ -647,15 +703,30 @@ class Cluster:
         """Necessary for placing the gang, and cheaper to refute than trying every domain: for
         each shape of its required pods, taken alone, the nodes it may use hold as many such pods."""
         every = range(len(self.nodes))
+        end = window[1]
+        reserved_start, free_gpu, free = self.reserved_start, self.free_gpu, self.free
         for shape in profile.required_shapes:
-            count = len(shape.member_names)
+            gpu, others, count = shape.gpu, shape.others, len(shape.member_names)
             slots = 0
             # only nodes with the shape's GPUs free now can hold one of its pods
-            for index in self.nodes_with_gpus(shape.gpu) if shape.gpu else every:
-                if allowed is None or allowed[index]:
+            for index in self.nodes_with_gpus(gpu) if gpu else every:
+                if allowed is not None and not allowed[index]:
+                    continue
+                if reserved_start[index] < end:  # a reservation may hold part of it
                     slots += self._pods_fit(index, shape, window, None)
-                    if slots >= count:
-                        break
+                else:  # _pods_fit without reservations, inline: this loop runs for most tries
+                    fits = free_gpu[index] // gpu if gpu else count
+                    node_free = free[index]
+                    for name, amount in others:
+                        if fits <= 0:
+                            break
+                        room = node_free.get(name, 0) // amount
+                        if room < fits:
+                            fits = room
+                    if fits > 0:
+                        slots += fits
+                if slots >= count:
+                    break
             if slots < count:
                 return False
         return True
@@ -781,20 +852,27 @@ class Cluster:
             if allowed is not None and not allowed[index]:
                 continue
             held = self._held(index, start, end) if reserved_start[index] < end else None
-            already = taken.get(index)
-            node_gpu = free_gpu[index] - (already.get(GPU, 0) if already else 0)
-            room_gpu = node_gpu - (held.get(GPU, 0) if held else 0)
+            already = taken.get(index) if taken else None
+            room_gpu = free_gpu[index]
+            if already:
+                room_gpu -= already.get(GPU, 0)
+            if held:
+                room_gpu -= held.get(GPU, 0)
             fits = room_gpu // gpu if gpu else len(names)
             if fits <= 0:
                 continue
             node_free = free[index]
             for name, amount in others:
-                room = node_free.get(name, 0) - (already.get(name, 0) if already else 0)
+                room = node_free.get(name, 0)
+                if already:
+                    room -= already.get(name, 0)
                 if held:
                     room -= held.get(name, 0)
-                fits = min(fits, room // amount)
-                if fits <= 0:
-                    break
+                room //= amount
+                if room < fits:  # min(), without the call: this loop runs for every node tried
+                    fits = room
+                    if fits <= 0:
+                        break
             if fits > 0:
                 found.append((index, fits, room_gpu, already is None))
                 holds += fits

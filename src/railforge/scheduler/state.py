@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
 from railforge.scheduler.fairshare import QueueTree, Usage
 from railforge.scheduler.incremental import ClassEntry, PendingIndex, RunningIndex, queue_order_key
 from railforge.scheduler.memo import Memo
-from railforge.scheduler.model import GPU, Bind, Decisions, Gang, Reservation, RunningGang, Snapshot
+from railforge.scheduler.model import GPU, Bind, Decisions, Gang, Reason, Reservation, RunningGang, Snapshot
 from railforge.scheduler.placement import Cluster, GangProfile
 
 
@@ -63,6 +64,7 @@ class CycleState:
         self.blocked = 0  # gangs blocked on capacity so far; only the first ones may reclaim
         self.borrow_cache: dict[tuple, tuple[int, bool]] = {}  # (queue, charge) -> (version, borrows)
         self.allowed_views: dict[int, tuple[int, object]] = {}  # filter key -> (version, explain.FreeView)
+        self.made_reasons: dict[tuple, Reason] = {}  # (wording function, its arguments) -> the reason (``reason``)
         # Waiting gangs by failure key as (run time, queue order, gang), shortest first (the backfill
         # order; from the PendingIndex), and a cursor past the ones already tried; a key is "open"
         # while one of its untried gangs might still be placed.
@@ -71,6 +73,14 @@ class CycleState:
         self.open_classes: set[int] = set()
         self.tried: set[str] = set()
         self.min_gpu = 0  # the fewest GPUs any waiting gang requires
+
+    def reason(self, make: Callable[..., Reason], *args: object) -> Reason:
+        """``make(*args)``, made once per cycle: gangs short of the same amount say the same."""
+        key = (make, *args)
+        made = self.made_reasons.get(key)
+        if made is None:
+            made = self.made_reasons[key] = make(*args)
+        return made
 
     # -- gangs ---------------------------------------------------------------------------------
 

@@ -32,7 +32,7 @@ from railforge.scheduler import (
 )
 from railforge.scheduler.core import run_cycle
 from railforge.scheduler.fairshare import QueueTree
-from railforge.scheduler.placement import _shapes, _summed, gang_profile
+from railforge.scheduler.placement import _shapes, _summed, failure_key_of, gang_profile, gpu_counts_suffice
 from railforge.scheduler.stages import recover
 from railforge.scheduler.state import CycleState
 
@@ -361,6 +361,31 @@ def check_empty_cluster_counts_agree(snap: Snapshot) -> None:
             assert cluster.fits_when_empty(profile, allowed, -1, -1) == placed, gang
 
 
+def check_kept_counts_follow_changes(snap: Snapshot) -> None:
+    """What a view keeps between changes (pod slots per pod size for ``could_fit``, free GPUs per
+    node filter for the reasons) equals what counting afresh gives, after every bind-like take and
+    give-back, in the view and in a copy of it (a future view)."""
+    state = CycleState(snap, *Scheduler().indexes_for(snap))
+    cluster = recover.run(state)
+    gangs = list(snap.pending) if cluster.nodes else []  # a view with no node takes no change
+    filters = [cluster.allowed_nodes(gang, state.memo.profile(gang)) for gang in gangs]
+    rng = random.Random(len(gangs) * 31 + len(cluster.nodes))
+    views = [cluster]
+    for step in range(12):
+        if step == 6:
+            views.append(views[0].copy())
+        view = rng.choice(views)
+        for gang, allowed in zip(gangs, filters, strict=True):
+            profile = state.memo.profile(gang)
+            fresh = gpu_counts_suffice(profile, view.total_free_gpu, view.gpu_histogram)
+            assert view.could_fit(profile) == fresh, gang
+            if allowed is not None:
+                assert view.free_gpu_on(allowed) == sum(itertools.compress(view.free_gpu, allowed)), gang
+        if gangs:
+            requests = rng.choice(rng.choice(gangs).members).requests
+            view.adjust(rng.randrange(len(view.nodes)), requests, rng.choice((-1, +1)))
+
+
 PROPERTIES = (
     check_capacity_and_whole_gangs,
     check_evictions_have_a_cause,
@@ -371,6 +396,7 @@ PROPERTIES = (
     check_warm_index_changes_nothing,
     check_every_reason_has_a_code,
     check_empty_cluster_counts_agree,
+    check_kept_counts_follow_changes,
 )
 
 
@@ -501,4 +527,4 @@ def test_profile_of_alike_members_matches_member_by_member(requests, count, data
     assert profile.gpu == _summed(members).get(GPU, 0)
     assert profile.member_requests == {member.name: requests for member in members}
     signatures = tuple(shape.signature for shape in _shapes(required))
-    assert keys[(profile.filter_key, None, signatures, admission.get(GPU, 0))] == profile.failure_key
+    assert keys[failure_key_of(profile.filter_key, None, signatures, admission.get(GPU, 0))] == profile.failure_key

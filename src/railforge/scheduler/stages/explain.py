@@ -13,11 +13,11 @@ from __future__ import annotations
 import functools
 import math
 import operator
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import compress
 
 from railforge.scheduler import reasons
-from railforge.scheduler.model import GPU, Gang, Reservation
+from railforge.scheduler.model import GPU, Gang, Reason, Reservation
 from railforge.scheduler.placement import Acceptance, Cluster, GangProfile
 from railforge.scheduler.stages import admit
 from railforge.scheduler.state import CycleState
@@ -83,16 +83,23 @@ def capacity_reason(
             free_gpu = free_view(state, profile, allowed).free_gpu
             best = max((sum(free_gpu[index] for index in members) for members in level.members.values()), default=0)
         if need > best:
-            return reasons.within_domain(need, state.level_names[widest], best)
+            return state.reason(reasons.within_domain, need, state.level_names[widest], best)
     if need > cluster.total_free_gpu:
-        return reasons.cluster_short(GPU, need, cluster.total_free_gpu)
+        return state.reason(reasons.cluster_short, GPU, need, cluster.total_free_gpu)
     view = free_view(state, profile, allowed)
     if allowed is not None and need > view.total_gpu:
-        return reasons.no_matching_nodes(need, view.total_gpu, *admit.excluded(state, gang, profile))
+        # the words for the node rules follow the filter, but for the order of affinity terms
+        key = (need, view.total_gpu, profile.filter_key, gang.affinity)
+        made = state.made_reasons.get(key)
+        if made is None:
+            made = state.made_reasons[key] = reasons.no_matching_nodes(
+                need, view.total_gpu, *admit.excluded(state, gang, profile)
+            )
+        return made
     if state.decisions.reservations and cluster.fits(profile, allowed, (state.now, state.now), finest, widest):
         blocking = blocking_reservation(state, profile, allowed, finest, widest)
         return reasons.behind_reservation(blocking.gang_name, blocking.start - state.now)
-    return requests_reason(profile, view)
+    return requests_reason(profile, view, state.reason)
 
 
 def blocking_reservation(
@@ -119,13 +126,17 @@ class FreeView:
         self.cluster = cluster
         self.allowed = allowed
         self._gpu_slots: dict[int, int] = {}
+
+    @functools.cached_property
+    def total_gpu(self) -> int:
+        """Free GPUs on the nodes the gang may use."""
+        cluster, allowed = self.cluster, self.allowed
         if allowed is None:
-            self.total_gpu = cluster.total_free_gpu
-        elif len(cluster.free_gpu) - cluster.gpu_histogram.get(0, 0) < len(cluster.free_gpu) // 32:
+            return cluster.total_free_gpu
+        if len(cluster.free_gpu) - cluster.gpu_histogram.get(0, 0) < len(cluster.free_gpu) // 32:
             # few nodes have GPUs free (a full cluster): count those alone
-            self.total_gpu = sum(gpus * self._count(nodes) for gpus, nodes in cluster.gpu_nodes.items() if gpus)
-        else:
-            self.total_gpu = sum(compress(cluster.free_gpu, allowed))
+            return sum(gpus * self._count(nodes) for gpus, nodes in cluster.gpu_nodes.items() if gpus)
+        return cluster.free_gpu_on(allowed)
 
     def _count(self, nodes: Iterable[int]) -> int:
         """How many of the nodes the gang may use."""
@@ -184,9 +195,14 @@ def free_view(state: CycleState, profile: GangProfile, allowed: Acceptance | Non
     return cached[1]
 
 
-def requests_reason(profile: GangProfile, view: FreeView) -> str:
+def _made(make: Callable[..., Reason], *args: object) -> Reason:
+    return make(*args)
+
+
+def requests_reason(profile: GangProfile, view: FreeView, made: Callable[..., Reason] = _made) -> str:
     """The gang's GPUs are free in number but it does not fit: name the request it finds too
-    little of (in all, then node by node for one shape of pod), else fragmentation."""
+    little of (in all, then node by node for one shape of pod), else fragmentation. ``made``
+    makes the reason from its wording function and arguments (``CycleState.reason``)."""
     needed: dict[str, int] = {}
     for shape in profile.required_shapes:
         for name, amount in shape.others:
@@ -197,11 +213,11 @@ def requests_reason(profile: GangProfile, view: FreeView) -> str:
     for shape in profile.required_shapes:
         count = len(shape.member_names)
         if shape.gpu and view.gpu_slots(shape.gpu) < count:
-            return reasons.fragmented(profile.required_gpu, shape.gpu, view.most_gpu)
+            return made(reasons.fragmented, profile.required_gpu, shape.gpu, view.most_gpu)
         for name, amount in shape.others:
             if not reaches((node_free.get(name, 0) // amount for node_free in view.free()), count):
                 room = sum(node_free.get(name, 0) // amount for node_free in view.free())
                 most = max((node_free.get(name, 0) for node_free in view.free()), default=0)
                 return reasons.pods_short(count, name, amount, room, most)
     largest = profile.required_shapes[0].gpu if profile.required_shapes else 0
-    return reasons.requests_apart(profile.required_gpu, largest)
+    return made(reasons.requests_apart, profile.required_gpu, largest)

@@ -119,12 +119,20 @@ def backfill_order(state: CycleState) -> Iterator[Gang]:
     """
     classes, cursor = state.classes, state.cursor
     skip_closed = state.shortcuts and not any(queue.limit for queue in state.snapshot.queues)
-    heap = [(classes[key][cursor[key]], key) for key in classes if state.untried_runtime(key) is not None]
+    untried_runtime = state.untried_runtime  # state.open_classes may be replaced (reclaim): read it anew
+    # (run time, queue order, key, gang): the class entry flattened, so that the heap compares one
+    # tuple instead of two nested; the queue order names the gang, so no two entries tie
+    heap = []
+    for key in classes:
+        if untried_runtime(key) is not None:
+            runtime, order, gang = classes[key][cursor[key]]
+            heap.append((runtime, order, key, gang))
     heapq.heapify(heap)
     while heap:
-        entry, key = heap[0]
-        yield entry[2]
-        if (skip_closed and key not in state.open_classes) or state.untried_runtime(key) is None:
+        key, gang = heap[0][2:]
+        yield gang
+        if (skip_closed and key not in state.open_classes) or untried_runtime(key) is None:
             heapq.heappop(heap)
         else:
-            heapq.heapreplace(heap, (classes[key][cursor[key]], key))
+            runtime, order, gang = classes[key][cursor[key]]
+            heapq.heapreplace(heap, (runtime, order, key, gang))
