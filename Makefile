@@ -38,7 +38,8 @@ cluster-up:       ## a test-bed cluster to debug against (prints KUBECONFIG); Ct
 test-slow:        ## long property-based runs and the full trace replays
 	pytest -n 2 -m slow
 
-molecule: $(addprefix molecule-,$(SCENARIOS))
+molecule:         ## every scenario side by side: each has its own containers (no network) and ephemeral directory
+	$(MAKE) --no-print-directory --output-sync=target -j $(words $(SCENARIOS)) $(addprefix molecule-,$(SCENARIOS))
 
 $(addprefix molecule-,$(SCENARIOS)): molecule-%:
 	molecule test -s $*

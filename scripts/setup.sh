@@ -22,7 +22,10 @@ else
     echo "host: ${host_packages[*]} present"
 fi
 
-molecule/image/build.sh
+# The test image (debootstrap: network and disk) builds while the Python toolchain installs; the test bed's apt
+# repository reads it.
+molecule/image/build.sh &
+image_build=$!
 
 stamp=.venv/.requirements.sha256
 wanted="$(cat requirements-dev.txt pyproject.toml | sha256sum | cut -d' ' -f1)"
@@ -49,4 +52,5 @@ if [[ -z $go_minor || $go_minor -lt 21 ]]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -t bookworm-backports golang-go
     hash -r
 fi
+wait "$image_build"
 .venv/bin/railforge testbed build
