@@ -293,7 +293,7 @@ def go_env() -> dict[str, str]:
     return {
         **os.environ,
         "GOTOOLCHAIN": pinned_versions()["versions_go_toolchain"],
-        "GOFLAGS": "-trimpath -mod=readonly",
+        "GOFLAGS": "-trimpath -mod=readonly -gcflags=all=-dwarf=false",
         "GOCACHE": str(cache / "go-build"),
         "GOMODCACHE": str(cache / "gomod"),
     }
