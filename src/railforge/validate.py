@@ -63,7 +63,7 @@ def table(nodes: dict[str, dict]) -> str:
 
 def benchmark_report(path: Path, cluster: str | None) -> tuple[Path | None, dict]:
     """The benchmark report ``path`` names, or the newest of ``cluster`` in directory ``path``; (None, {}) if none."""
-    if path.is_dir():
+    if path.is_dir() or not path.exists():  # a reports directory no benchmark has made yet holds no report
         found = sorted(path.glob(f"benchmark-{cluster or '*'}-*.json"))
         if not found:
             return None, {}

@@ -177,6 +177,9 @@ def test_a_failure_naming_no_node_fails_every_node_and_no_report_means_checks_on
     rows = joined({"n1": checks()}, json.loads(document_path.read_text()))
     assert rows["n1"]["verdict"] == "FAIL" and rows["n1"]["failed"] == ["benchmark output: no result to judge"]
     args = argparse.Namespace(benchmark=tmp_path / "nowhere-yet", cluster="c", json_path=None)
+    # a fresh checkout has no reports directory until a benchmark runs: checks only, as with an empty one
+    assert report({"n1": checks()}, args) == 0
+    assert "no benchmark report of c in" in capsys.readouterr().out
     (tmp_path / "nowhere-yet").mkdir()
     assert report({"n1": checks()}, args) == 0
     assert "no benchmark report of c in" in capsys.readouterr().out
