@@ -123,6 +123,32 @@ def node_table(pods: list[JobPod], ranks: list[Rank]) -> list[tuple[str, ...]]:
     return rows
 
 
+def diagnosis(nodes: list, pods: list, events: list) -> list[str]:
+    """Why a job may not have run, from kubernetes client objects: each node's pressure conditions and taints, each
+    pod that is not running or done (with the reason it waits), the newest events of the job's namespace."""
+    lines = []
+    for node in nodes:
+        conditions = [c.type for c in node.status.conditions or [] if (c.status == "True") != (c.type == "Ready")]
+        taints = [f"{t.key}:{t.effect}" for t in node.spec.taints or []]
+        lines.append(f"node {node.metadata.name}: not ok {conditions or '-'}, taints {taints or '-'}")
+    for pod in pods:
+        if pod.status.phase in ("Running", "Succeeded"):
+            continue
+        waits = [
+            f"{c.type} {c.reason}: {c.message}" for c in pod.status.conditions or [] if c.status != "True" and c.reason
+        ]
+        waits += [
+            f"{s.name} {s.state.waiting.reason}: {s.state.waiting.message}"
+            for s in pod.status.container_statuses or []
+            if s.state and s.state.waiting
+        ]
+        where = pod.spec.node_name or "unbound"
+        lines.append(f"pod {pod.metadata.namespace}/{pod.metadata.name} {pod.status.phase} ({where}): {waits or '-'}")
+    newest = sorted(events, key=lambda e: e.last_timestamp or e.event_time or e.metadata.creation_timestamp)[-15:]
+    lines += [f"event {e.involved_object.kind}/{e.involved_object.name} {e.reason}: {e.message}" for e in newest]
+    return lines
+
+
 def run_job(
     kubeconfig: str,
     namespace: str,
@@ -212,6 +238,10 @@ def run_job(
             f"addresses {[(pod.devices, pod.rail_address) for pod in worker_pods]}",
             file=sys.stderr,
         )
+        pods = core.list_pod_for_all_namespaces().items
+        events = core.list_namespaced_event(namespace).items
+        for line in diagnosis(core.list_node().items, pods, events):
+            print(f"lab: {line}", file=sys.stderr)
     return 0 if good else 1
 
 

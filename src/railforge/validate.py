@@ -21,18 +21,21 @@ import xml.etree.ElementTree as ET
 from collections import defaultdict
 from pathlib import Path
 
-# pytest ids look like test_name[ansible://host] for a testinfra host parameter.
-HOST_ID = re.compile(r"^(?P<check>[^\[]+)\[(?:\w+://)?(?P<host>[^\]]+)\]$")
+# pytest ids look like test_name[podman://host] or test_name[ansible://host-param-...] (tests/infra)
+CHECK_ID = re.compile(r"^(?P<check>[^\[]+)\[(?:\w+://)?(?P<params>[^\]]+)\]$")
 
 
 def parse_junit(path: Path) -> dict[str, dict]:
     """{host: {"passed": [...], "failed": {check: message}, "skipped": {check: reason}}} from a JUnit XML."""
     nodes: dict[str, dict] = defaultdict(lambda: {"passed": [], "failed": {}, "skipped": {}})
     for case in ET.parse(path).getroot().iter("testcase"):
-        match = HOST_ID.match(case.get("name", ""))
-        if not match:
+        match = CHECK_ID.match(case.get("name", ""))
+        host = case.find("properties/property[@name='node']")
+        if not match or host is None:
             continue
-        node, check = nodes[match["host"]], match["check"]
+        node, check = nodes[host.get("value")], match["check"]
+        if params := match["params"].removeprefix(host.get("value")).removeprefix("-"):
+            check += f"[{params}]"
         failure = case.find("failure")
         if failure is None:
             failure = case.find("error")

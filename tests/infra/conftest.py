@@ -60,6 +60,14 @@ def inventory_name(host) -> str:
     return getattr(host.backend, "name", None) or host.backend.host
 
 
+@pytest.fixture(autouse=True)
+def _node_in_junit(request, record_property) -> None:
+    """The node a check ran on, as a JUnit property: railforge.validate reads it (a parametrized check's id adds its
+    own parameters after the host's, joined by "-" as host names may be)."""
+    if "host" in request.fixturenames:
+        record_property("node", request.getfixturevalue("inventory_name"))
+
+
 @pytest.fixture(scope="module")
 def hostvars(inventory_name) -> dict:
     """The host's expected settings: role defaults overlaid with its inventory variables."""

@@ -2,8 +2,11 @@
 (the lab itself: tests/lab)."""
 
 import json
+from datetime import UTC, datetime
 
-from railforge.lab import JobPod, Rank, node_table, rail_address, render_job
+from kubernetes import client
+
+from railforge.lab import JobPod, Rank, diagnosis, node_table, rail_address, render_job
 
 
 def test_the_rail_address_is_the_first_address_of_net1():
@@ -44,3 +47,66 @@ def test_the_lab_job_asks_for_a_gpu_and_the_rail_it_names():
     assert worker["metadata"]["annotations"] == {"k8s.v1.cni.cncf.io/networks": "railforge-network/rail0"}
     bare = render_job("j", "ns", 2, "1")["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
     assert bare["spec"]["containers"][0]["resources"]["limits"] == {"memory": "256Mi", "nvidia.com/gpu": 1}
+
+
+def test_the_diagnosis_names_pressured_nodes_waiting_pods_and_the_newest_events():
+    def node(name, pressure):
+        conditions = [client.V1NodeCondition(type="Ready", status="True")]
+        conditions.append(client.V1NodeCondition(type="DiskPressure", status="True" if pressure else "False"))
+        taints = [client.V1Taint(key="node.kubernetes.io/disk-pressure", effect="NoSchedule")] if pressure else None
+        return client.V1Node(
+            metadata=client.V1ObjectMeta(name=name),
+            spec=client.V1NodeSpec(taints=taints),
+            status=client.V1NodeStatus(conditions=conditions),
+        )
+
+    def pod(name, phase, node_name=None, conditions=None, waiting=None):
+        statuses = (
+            [
+                client.V1ContainerStatus(
+                    name="worker",
+                    image="i",
+                    image_id="",
+                    ready=False,
+                    restart_count=0,
+                    state=client.V1ContainerState(waiting=client.V1ContainerStateWaiting(reason=waiting, message="m")),
+                )
+            ]
+            if waiting
+            else None
+        )
+        return client.V1Pod(
+            metadata=client.V1ObjectMeta(name=name, namespace="lab"),
+            spec=client.V1PodSpec(containers=[], node_name=node_name),
+            status=client.V1PodStatus(phase=phase, conditions=conditions, container_statuses=statuses),
+        )
+
+    unschedulable = client.V1PodCondition(
+        type="PodScheduled", status="False", reason="Unschedulable", message="0/2 nodes are available"
+    )
+    events = [
+        client.CoreV1Event(
+            metadata=client.V1ObjectMeta(creation_timestamp=datetime(2026, 1, 1, 0, minute, tzinfo=UTC)),
+            involved_object=client.V1ObjectReference(kind="Pod", name="job-worker-0"),
+            reason=reason,
+            message=message,
+        )
+        for minute, reason, message in [(2, "Scheduled", "bound"), (1, "Pulled", "image present")]
+    ]
+    lines = diagnosis(
+        [node("node-a", pressure=True), node("node-b", pressure=False)],
+        [
+            pod("job-worker-0", "Pending", conditions=[unschedulable]),
+            pod("job-worker-1", "Pending", "node-b", waiting="ErrImageNeverPull"),
+            pod("job-launcher", "Running", "node-b"),
+        ],
+        events,
+    )
+    assert lines == [
+        "node node-a: not ok ['DiskPressure'], taints ['node.kubernetes.io/disk-pressure:NoSchedule']",
+        "node node-b: not ok -, taints -",
+        "pod lab/job-worker-0 Pending (unbound): ['PodScheduled Unschedulable: 0/2 nodes are available']",
+        "pod lab/job-worker-1 Pending (node-b): ['worker ErrImageNeverPull: m']",
+        "event Pod/job-worker-0 Pulled: image present",
+        "event Pod/job-worker-0 Scheduled: bound",
+    ]
