@@ -55,17 +55,23 @@ def _inventory_checks():
     return module
 
 
-@pytest.fixture(scope="module")
-def inventory_name(host) -> str:
+def _inventory_name(host) -> str:
     return getattr(host.backend, "name", None) or host.backend.host
 
 
-@pytest.fixture(autouse=True)
-def _node_in_junit(request, record_property) -> None:
-    """The node a check ran on, as a JUnit property: railforge.validate reads it (a parametrized check's id adds its
-    own parameters after the host's, joined by "-" as host names may be)."""
-    if "host" in request.fixturenames:
-        record_property("node", request.getfixturevalue("inventory_name"))
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each check's node as a JUnit property, read by railforge.validate: a parametrized check's id adds its own
+    parameters after the host's, joined by "-" as host names may be. Set at collection, so that a check a marker
+    skips carries it too."""
+    for item in items:
+        host = getattr(item, "callspec", None) and item.callspec.params.get("_testinfra_host")
+        if host:
+            item.user_properties.append(("node", _inventory_name(host)))
+
+
+@pytest.fixture(scope="module")
+def inventory_name(host) -> str:
+    return _inventory_name(host)
 
 
 @pytest.fixture(scope="module")
