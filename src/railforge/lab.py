@@ -238,9 +238,8 @@ def run_job(
             f"addresses {[(pod.devices, pod.rail_address) for pod in worker_pods]}",
             file=sys.stderr,
         )
-        pods = core.list_pod_for_all_namespaces().items
-        events = core.list_namespaced_event(namespace).items
-        for line in diagnosis(core.list_node().items, pods, events):
+        nodes, every_pod = core.list_node().items, core.list_pod_for_all_namespaces().items
+        for line in diagnosis(nodes, every_pod, core.list_namespaced_event(namespace).items):
             print(f"lab: {line}", file=sys.stderr)
     return 0 if good else 1
 
