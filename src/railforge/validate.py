@@ -30,11 +30,12 @@ def parse_junit(path: Path) -> dict[str, dict]:
     nodes: dict[str, dict] = defaultdict(lambda: {"passed": [], "failed": {}, "skipped": {}})
     for case in ET.parse(path).getroot().iter("testcase"):
         match = CHECK_ID.match(case.get("name", ""))
-        host = case.find("properties/property[@name='node']")
-        if not match or host is None:
+        prop = case.find("properties/property[@name='node']")
+        if not match or prop is None:
             continue
-        node, check = nodes[host.get("value")], match["check"]
-        if params := match["params"].removeprefix(host.get("value")).removeprefix("-"):
+        host = prop.get("value")
+        node, check = nodes[host], match["check"]
+        if params := match["params"].removeprefix(host).removeprefix("-"):
             check += f"[{params}]"
         failure = case.find("failure")
         if failure is None:
