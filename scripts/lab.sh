@@ -104,7 +104,7 @@ up)
     mkdir -p "$state" "$job_images"
     # The images the cluster stages need besides kubeadm's: the scheduler and the MPIJob's OpenMPI image.
     RAILFORGE_SCHEDULER_ARCHIVE="$job_images/railforge-scheduler.tar" deploy/scheduler/build.sh >/dev/null
-    RAILFORGE_OPENMPI_ARCHIVE="$job_images/railforge-openmpi.tar" deploy/openmpi/build.sh >/dev/null
+    RAILFORGE_IMAGE_ARCHIVE="$job_images/railforge-openmpi.tar" deploy/openmpi/build.sh >/dev/null
     if [[ ! -f $state/sysctls ]]; then
         for key in "${sysctls[@]}"; do echo "$key=$(sysctl -n "$key")"; done >"$state/sysctls"
     fi

@@ -1,10 +1,10 @@
 """playbooks/benchmark.yml's CPU fallback end to end on the test bed: the real API server, the real node, the real
-mpi-operator gang-scheduling with railforge, the lab's OpenMPI image. The playbook renders the MPIJob, applies it
-server-side, follows it to its end, reads the launcher's log and writes the report; an impossible floor fails the
-run naming the floor.
+mpi-operator gang-scheduling with railforge, the lab's OpenMPI image and the ResNet-50 image. The playbook renders the
+two MPIJobs (allreduce, and ResNet-50 training over Gloo), applies them server-side, follows them to their end, reads
+the launchers' logs and writes the report; an impossible floor fails the run naming the floor.
 
 The test bed has no cluster DNS (no CoreDNS, pods have no route off the node's bridge), so this test plays it for
-the launcher: once the workers run, their job names (the hostfile's <pod>.<job>.<namespace>.svc) go into the
+each launcher: once the workers run, their job names (the hostfile's <pod>.<job>.<namespace>.svc) go into the
 launcher's /etc/hosts, the file the kubelet keeps for the pod. Everything else is what a cluster does.
 """
 
@@ -26,19 +26,23 @@ PODMAN_ENV = {**os.environ, "CONTAINERS_CONF": str(ROOT / "molecule/containers.c
 
 
 @pytest.fixture(scope="module")
-def openmpi_image(node, tmp_path_factory):
-    """The lab's OpenMPI image (deploy/openmpi/build.sh), imported into the node's containerd."""
-    archive = tmp_path_factory.mktemp("openmpi") / "openmpi.tar"
-    built = subprocess.run(
-        [ROOT / "deploy/openmpi/build.sh"],
-        capture_output=True,
-        text=True,
-        env={**PODMAN_ENV, "RAILFORGE_OPENMPI_ARCHIVE": str(archive)},
-        timeout=900,
-    )
-    assert built.returncode == 0, built.stderr
-    node.ctr("images", "import", str(archive))
-    return built.stdout.strip().splitlines()[-1]
+def job_images(node, tmp_path_factory):
+    """The OpenMPI and the ResNet-50 images (deploy/openmpi/build.sh), imported into the node's containerd."""
+    names = []
+    for target in ("openmpi", "resnet50"):
+        archive = tmp_path_factory.mktemp(target) / f"{target}.tar"
+        built = subprocess.run(
+            [ROOT / "deploy/openmpi/build.sh", target],
+            capture_output=True,
+            text=True,
+            env={**PODMAN_ENV, "RAILFORGE_IMAGE_ARCHIVE": str(archive)},
+            timeout=900,
+        )
+        assert built.returncode == 0, built.stderr
+        node.ctr("images", "import", str(archive))
+        archive.unlink()
+        names.append(built.stdout.strip().splitlines()[-1])
+    return names
 
 
 def play_dns(plane, node, stop: threading.Event) -> None:
@@ -46,16 +50,18 @@ def play_dns(plane, node, stop: threading.Event) -> None:
     core = client.CoreV1Api(plane.api)
     written: set[tuple[str, str]] = set()
     while not stop.is_set():
-        pods = core.list_namespaced_pod(NAMESPACE, label_selector=f"training.kubeflow.org/job-name={JOB}").items
+        pods = core.list_namespaced_pod(NAMESPACE, label_selector="training.kubeflow.org/job-name").items
         launchers = [p for p in pods if p.metadata.labels.get("training.kubeflow.org/job-role") == "launcher"]
         workers = [p for p in pods if p.metadata.labels.get("training.kubeflow.org/job-role") == "worker"]
         for launcher in launchers:
+            job = launcher.metadata.labels["training.kubeflow.org/job-name"]
             hosts = node.directory / "kubelet/pods" / launcher.metadata.uid / "etc-hosts"
             for worker in workers:
                 key = (launcher.metadata.uid, worker.metadata.name)
-                if worker.status.pod_ip and hosts.exists() and key not in written:
+                ours = worker.metadata.labels["training.kubeflow.org/job-name"] == job
+                if ours and worker.status.pod_ip and hosts.exists() and key not in written:
                     with hosts.open("a") as file:
-                        file.write(f"{worker.status.pod_ip}\t{worker.metadata.name}.{JOB}.{NAMESPACE}.svc\n")
+                        file.write(f"{worker.status.pod_ip}\t{worker.metadata.name}.{job}.{NAMESPACE}.svc\n")
                     written.add(key)
         stop.wait(0.5)
 
@@ -92,7 +98,7 @@ def benchmark(plane, node, tmp_path, **variables) -> subprocess.CompletedProcess
 
 
 def test_the_cpu_fallback_runs_end_to_end_and_an_impossible_floor_fails_by_name(
-    control_plane, node, mpi_operator, run_scheduler, openmpi_image, tmp_path
+    control_plane, node, mpi_operator, run_scheduler, job_images, tmp_path
 ):
     run_scheduler(
         {
@@ -108,8 +114,10 @@ def test_the_cpu_fallback_runs_end_to_end_and_an_impossible_floor_fails_by_name(
     assert passed.returncode == 0, output[-6000:]
     (report,) = (tmp_path / "first/reports").glob("benchmark-testbed-*.json")
     document = json.loads(report.read_text())
-    assert document["jobs"]["mpijob"]["state"] == "Succeeded"
-    pods = document["jobs"]["mpijob"]["pods"]
+    allreduce, resnet = document["jobs"]["mpijobs"]
+    assert (allreduce["name"], resnet["name"]) == (JOB, f"{JOB}-resnet50")
+    assert (allreduce["state"], resnet["state"]) == ("Succeeded", "Succeeded")
+    pods = allreduce["pods"]
     assert sorted(pods)[-2:] == [f"{JOB}-worker-0", f"{JOB}-worker-1"] and set(pods.values()) == {node.name}
     (run,) = document["results"]["mpi"]
     assert [(rank["pod"], rank["node"], rank["ok"]) for rank in run["ranks"]] == [
@@ -118,18 +126,30 @@ def test_the_cpu_fallback_runs_end_to_end_and_an_impossible_floor_fails_by_name(
     assert run["size_bytes"] == ELEMENTS * 8 and run["busbw_gbps"] > 0 and run["ok"]
     (verdict,) = [v for v in document["verdicts"] if v["check"] == "mpi_allreduce"]
     assert verdict["status"] == "info" and verdict["measured"] == run["busbw_gbps"]  # no floor by default
+    # ResNet-50 trained on both ranks, its gradients all-reduced by DDP over Gloo between the two pods
+    (trained,) = document["results"]["resnet"]
+    result = trained["result"]
+    assert (result["device"], result["ranks"], result["nodes"], result["steps"]) == ("cpu", 2, 1, 5)
+    assert len(trained["steps"]) == 5 and trained["result"]["images_per_sec"] > 0
+    (verdict,) = [v for v in document["verdicts"] if v["check"] == "resnet50"]
+    assert verdict["status"] == "info" and verdict["measured"] == trained["result"]["images_per_sec"]
     assert document["nodes"][node.name]["verdict"] == "info" and document["failed"] == []
     assert report.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
     assert f"| MPIJob {JOB} | Succeeded |" in report.with_suffix(".md").read_text()
+    assert f"| MPIJob {JOB}-resnet50 | Succeeded |" in report.with_suffix(".md").read_text()
     # the pods were bound by railforge, as a gang
-    launcher = next(p for p in pods if "launcher" in p)
-    bound = client.CoreV1Api(control_plane.api).read_namespaced_pod(launcher, NAMESPACE)
-    assert bound.spec.scheduler_name == "railforge"
+    for job in (allreduce, resnet):
+        launcher = next(p for p in job["pods"] if "launcher" in p)
+        bound = client.CoreV1Api(control_plane.api).read_namespaced_pod(launcher, NAMESPACE)
+        assert bound.spec.scheduler_name == "railforge"
 
     impossible = {"busbw_gbps": 99999, "message_bytes": ELEMENTS * 8, "source": "impossible: the test bed's floor"}
     floor = {"cpu-fallback": {"floors": {"mpi_allreduce": impossible}}}
     started = time.monotonic()
-    failed = benchmark(control_plane, node, tmp_path / "second", railforge_benchmark_floors=floor)
+    # the allreduce alone this time (no ResNet-50 image named)
+    failed = benchmark(
+        control_plane, node, tmp_path / "second", railforge_benchmark_floors=floor, railforge_benchmark_resnet_image=""
+    )
     second_seconds = time.monotonic() - started
     output = " ".join((failed.stdout + failed.stderr).split())
     assert failed.returncode == 2, output[-6000:]

@@ -31,7 +31,12 @@ def register(sub) -> None:
     p = actions.add_parser("collect", help="follow a benchmark run to its end and write its logs")
     p.add_argument("--kubeconfig", required=True)
     p.add_argument("--namespace", required=True)
-    p.add_argument("--job", required=True, help="the MPIJob's name (the perftest pods carry it as a label)")
+    p.add_argument(
+        "--job",
+        action="append",
+        required=True,
+        help="an MPIJob of the run, once per job; the first names the run (the perftest pods carry it as a label)",
+    )
     p.add_argument("--timeout", type=float, default=900, help="seconds to wait for the jobs to end")
     p.add_argument("--results", type=Path, required=True, help="directory for the logs and jobs.json")
     p.set_defaults(func=cmd_collect)
@@ -105,8 +110,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
         record = collect(api, args.namespace, args.job, args.timeout, args.results)
     finally:
         api.close()
-    mpijob = record["mpijob"]
-    print(f"MPIJob {mpijob['name']}: {mpijob['state']} after {mpijob['seconds']} s")
+    for mpijob in record["mpijobs"]:
+        print(f"MPIJob {mpijob['name']}: {mpijob['state']} after {mpijob['seconds']} s")
     for pod, seen in record["perftest"].items():
         print(f"perftest {pod} on {seen['node']}: {seen['phase']}")
     return 0

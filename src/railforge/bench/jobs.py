@@ -5,6 +5,10 @@
   each worker filling its node's GPUs, attached to every rail (the rails' NetworkAttachmentDefinitions) with one
   RDMA device of each and NCCL's settings of the node class (``railforge_nccl_env``) handed to every rank; on a
   cluster without GPUs (``mode: cpu``) the same template runs the OpenMPI image's ``allreduce`` instead;
+- with an image for it (``resnet_image``; in CPU mode the project's own, versions_resnet50_image), a second MPIJob
+  of the same template: deploy/openmpi/railforge-resnet50, ResNet-50 training on synthetic data with PyTorch DDP,
+  over NCCL on GPUs (the rails' settings as above), over Gloo on the pod network in CPU mode (small images, a few
+  steps: the CPU fallback proves the plumbing); on GPU nodes railforge starts it once the first has freed the GPUs;
 - per rail, a ring of perftest pairs (deploy/benchmark/perftest-pair.yml.j2): node i serves, node i+1 is the
   client, so every node is measured once as a client on every rail (GPU mode, two nodes or more).
 
@@ -30,6 +34,15 @@ PERFTEST_TOOLS = ("ib_write_bw", "ib_read_bw", "ib_write_lat", "ib_read_lat")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 # nccl-tests: 8 B to 8 GiB doubling, one GPU per rank, results checked (the judge reads #wrong)
 NCCL_ARGS = ("-b", "8", "-e", "8G", "-f", "2", "-g", "1", "-c", "1")
+# railforge-resnet50: batch 32 per GPU at 224 px (the seeds' scaling run); on CPU a few small steps
+RESNET_ARGS = {
+    "gpu": ("--device", "cuda", "--batch", "32", "--steps", "100", "--warmup", "10"),
+    "cpu": (
+        *("--device", "cpu", "--batch", "4", "--image-size", "64"),
+        *("--steps", "5", "--warmup", "1", "--log-every", "1"),
+    ),
+}
+RESNET_SUFFIX = "-resnet50"
 
 
 class PlanError(ValueError):
@@ -66,6 +79,9 @@ class Plan:
     worker_memory: str = "256Mi"
     gid_index: str = ""
     extra_env: dict[str, str] = field(default_factory=dict)
+    resnet_image: str = ""  # none: no ResNet-50 job
+    resnet_args: tuple[str, ...] = ()  # none: RESNET_ARGS of the mode
+    resnet_worker_memory: str = ""  # none: 2Gi per CPU worker, 4Gi per GPU
 
 
 @dataclass(frozen=True)
@@ -181,6 +197,9 @@ def plan_from_mapping(data: Mapping) -> Plan:
     nccl_args = data.get("nccl_args", NCCL_ARGS)
     if not isinstance(nccl_args, list | tuple) or not all(isinstance(a, str | int) for a in nccl_args):
         raise PlanError(f"railforge_benchmark_nccl_args: expected a list of arguments, got {nccl_args!r}")
+    resnet_args = data.get("resnet_args", [])
+    if not isinstance(resnet_args, list | tuple) or not all(isinstance(a, str | int) for a in resnet_args):
+        raise PlanError(f"railforge_benchmark_resnet_args: expected a list of arguments, got {resnet_args!r}")
     extra_env = data.get("extra_env") or {}
     if not isinstance(extra_env, dict):
         raise PlanError(f"railforge_benchmark_extra_env: expected a mapping of NCCL_* -> value, got {extra_env!r}")
@@ -205,7 +224,12 @@ def plan_from_mapping(data: Mapping) -> Plan:
         worker_memory=_text(data, "worker_memory", "256Mi"),
         gid_index=str(gid_index) if nodes[0].nccl_env.get("NCCL_IB_GID_INDEX") else "",
         extra_env={str(k): str(v) for k, v in extra_env.items()},
+        resnet_image=_text(data, "resnet_image", ""),
+        resnet_args=tuple(str(a) for a in resnet_args),
+        resnet_worker_memory=_text(data, "resnet_worker_memory", ""),
     )
+    if plan.resnet_image and len(resnet_job_name(plan) + "-launcher") > 63:
+        raise PlanError(f"railforge_benchmark_job_name: {plan.job_name!r} is too long for its ResNet-50 job's pods")
     if mode == "gpu":
         _same_across_nodes(plan)
     _check_floors(data)
@@ -291,8 +315,30 @@ def mpijob_variables(plan: Plan) -> dict:
     }
 
 
-def render_mpijob(plan: Plan) -> dict:
-    return yaml.safe_load(_template(MPIJOB_TEMPLATE).render(**mpijob_variables(plan)))
+def render_mpijob(variables: dict) -> dict:
+    return yaml.safe_load(_template(MPIJOB_TEMPLATE).render(**variables))
+
+
+def resnet_job_name(plan: Plan) -> str:
+    return plan.job_name + RESNET_SUFFIX
+
+
+def resnet_variables(plan: Plan) -> dict:
+    """The template's variables for the ResNet-50 job: the first job's nodes, rails and devices, another program."""
+    variables = mpijob_variables(plan)
+    if plan.mode == "cpu":
+        # Gloo over the pod network; one thread per rank, as each worker asks for a share of a core
+        env, memory = {"GLOO_SOCKET_IFNAME": "eth0", "OMP_NUM_THREADS": "1"}, "2Gi"
+    else:
+        env, memory = variables["mpirun_env"], f"{4 * plan.nodes[0].gpus}Gi"
+    return {
+        **variables,
+        "job_name": resnet_job_name(plan),
+        "image": plan.resnet_image,
+        "worker_memory": plan.resnet_worker_memory or memory,
+        "mpirun_env": env,
+        "program": ["railforge-resnet50", *(plan.resnet_args or RESNET_ARGS[plan.mode])],
+    }
 
 
 def perftest_pairs(plan: Plan) -> list[Pair]:
@@ -333,7 +379,9 @@ def render_perftest(plan: Plan, pair: Pair) -> list[dict]:
 
 def render_all(plan: Plan) -> list[dict]:
     """Every object of the run, in the order they are applied."""
-    objects = [render_mpijob(plan)]
+    objects = [render_mpijob(mpijob_variables(plan))]
+    if plan.resnet_image:
+        objects.append(render_mpijob(resnet_variables(plan)))
     for pair in perftest_pairs(plan):
         objects += render_perftest(plan, pair)
     return objects

@@ -1,10 +1,10 @@
 """Collect a benchmark run from the cluster, judge it and write the report (``playbooks/benchmark.yml``).
 
-``collect`` follows the run's MPIJob and perftest pods to their end, recording where each pod ran while it ran
-(mpi-operator deletes the workers once the job is done), then writes the launcher's and the perftest clients' logs
-and ``jobs.json`` into a results directory. ``write_report`` parses and judges that directory and writes
-``benchmark-<cluster>-<timestamp>.json``, ``.md`` and ``.png`` (bus bandwidth against message size per run, and
-each rail's perftest figure) under the reports directory.
+``collect`` follows the run's MPIJobs (the first names the run: its perftest pods carry that name) and perftest pods
+to their end, recording where each pod ran while it ran (mpi-operator deletes the workers once the job is done),
+then writes each launcher's and each perftest client's log and ``jobs.json`` into a results directory.
+``write_report`` parses and judges that directory and writes ``benchmark-<cluster>-<timestamp>.json``, ``.md`` and
+``.png`` (bus bandwidth against message size per run, and each rail's perftest figure) under the reports directory.
 """
 
 from __future__ import annotations
@@ -37,43 +37,48 @@ def _mpijob_state(status: dict) -> str | None:
     return None
 
 
-def collect(api, namespace: str, job_name: str, timeout: float, results: Path, poll: float = 2.0) -> dict:
-    """Follow the run until its MPIJob and perftest clients end (or ``timeout`` seconds); write what it left."""
+def collect(api, namespace: str, jobs: Sequence[str], timeout: float, results: Path, poll: float = 2.0) -> dict:
+    """Follow the run until its MPIJobs and perftest clients end (or ``timeout`` seconds); write what it left."""
     from kubernetes import client
 
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     started = time.monotonic()
-    pods: dict[str, str] = {}  # every pod of the run seen bound: pod -> node
-    launcher = ""
-    state, clients = None, {}
+    seen = {job: {"name": job, "state": None, "seconds": None, "pods": {}} for job in jobs}  # pods: pod -> node
+    launchers: dict[str, str] = {}
+    clients = {}
     while True:
-        for pod in core.list_namespaced_pod(namespace, label_selector=f"{JOB_NAME}={job_name}").items:
-            if pod.spec.node_name:
-                pods[pod.metadata.name] = pod.spec.node_name
-            if (pod.metadata.labels or {}).get(JOB_ROLE) == "launcher":
-                launcher = pod.metadata.name
+        for job, record in seen.items():
+            for pod in core.list_namespaced_pod(namespace, label_selector=f"{JOB_NAME}={job}").items:
+                if pod.spec.node_name:
+                    record["pods"][pod.metadata.name] = pod.spec.node_name
+                if (pod.metadata.labels or {}).get(JOB_ROLE) == "launcher":
+                    launchers[job] = pod.metadata.name
+            if record["state"] is None:
+                found = custom.get_namespaced_custom_object(*MPIJOB[:2], namespace, MPIJOB[2], job)
+                record["state"] = _mpijob_state(found.get("status") or {})
+                record["seconds"] = round(time.monotonic() - started, 1)
         clients = {
             pod.metadata.name: (pod.spec.node_name or "", pod.status.phase)
-            for pod in core.list_namespaced_pod(namespace, label_selector=f"{RUN}={job_name},{ROLE}=client").items
+            for pod in core.list_namespaced_pod(namespace, label_selector=f"{RUN}={jobs[0]},{ROLE}=client").items
         }
-        job = custom.get_namespaced_custom_object(*MPIJOB[:2], namespace, MPIJOB[2], job_name)
-        state = _mpijob_state(job.get("status") or {})
-        if state and all(phase in ENDED for _, phase in clients.values()):
+        ended = all(record["state"] for record in seen.values())
+        if ended and all(phase in ENDED for _, phase in clients.values()):
             break
         if time.monotonic() - started > timeout:
-            state = state or f"not ended after {timeout:g} s"
+            for record in seen.values():
+                record["state"] = record["state"] or f"not ended after {timeout:g} s"
             break
         time.sleep(poll)
     outputs = results / "outputs"
     shutil.rmtree(outputs, ignore_errors=True)  # the last run's logs are not this run's results
     outputs.mkdir(parents=True)
-    if launcher:
-        (outputs / "mpijob-launcher.log").write_text(core.read_namespaced_pod_log(launcher, namespace))
+    for job, launcher in launchers.items():
+        (outputs / f"{job}-launcher.log").write_text(core.read_namespaced_pod_log(launcher, namespace))
     for pod, (node, _phase) in clients.items():
         (outputs / node).mkdir(exist_ok=True)
         (outputs / node / f"{pod}.txt").write_text(core.read_namespaced_pod_log(pod, namespace))
     record = {
-        "mpijob": {"name": job_name, "state": state, "seconds": round(time.monotonic() - started, 1), "pods": pods},
+        "mpijobs": list(seen.values()),
         "perftest": {pod: {"node": node, "phase": phase} for pod, (node, phase) in clients.items()},
     }
     (results / "jobs.json").write_text(json.dumps(record, indent=2) + "\n")
@@ -94,11 +99,11 @@ class Report:
 
 def _job_verdicts(jobs: dict) -> list[Verdict]:
     verdicts = []
-    mpijob = jobs.get("mpijob") or {}
-    if mpijob and mpijob.get("state") != "Succeeded":
-        subject = f"MPIJob {mpijob.get('name')}"
-        nodes = tuple(sorted(set(mpijob.get("pods", {}).values())))
-        verdicts.append(Verdict(subject, "job", "fail", f"{subject}: {mpijob.get('state')}", nodes=nodes))
+    for mpijob in jobs.get("mpijobs") or []:
+        if mpijob.get("state") != "Succeeded":
+            subject = f"MPIJob {mpijob.get('name')}"
+            nodes = tuple(sorted(set(mpijob.get("pods", {}).values())))
+            verdicts.append(Verdict(subject, "job", "fail", f"{subject}: {mpijob.get('state')}", nodes=nodes))
     for pod, seen in (jobs.get("perftest") or {}).items():
         if seen["phase"] != "Succeeded":
             subject = f"node {seen['node']} perftest {pod}"
@@ -167,7 +172,7 @@ def write_report(results_dir: Path, cluster: str, hw: HardwareClass, reports: Pa
     now = now or datetime.now(UTC)
     jobs_file = results_dir / "jobs.json"
     jobs = json.loads(jobs_file.read_text()) if jobs_file.exists() else {}
-    pods = (jobs.get("mpijob") or {}).get("pods") or {}
+    pods = {pod: node for mpijob in jobs.get("mpijobs") or [] for pod, node in mpijob.get("pods", {}).items()}
     outputs = results_dir / "outputs"
     verdicts = _job_verdicts(jobs)
     try:
@@ -176,7 +181,8 @@ def write_report(results_dir: Path, cluster: str, hw: HardwareClass, reports: Pa
         results, skipped = Results(), []
         verdicts.append(Verdict("benchmark output", "complete", "fail", f"benchmark output: {error}"))
     verdicts += judge(results, hw)
-    if not (results.nccl or results.mpi or results.perftest) and not any(v.status == "fail" for v in verdicts):
+    judged = results.nccl or results.mpi or results.perftest or results.resnet
+    if not judged and not any(v.status == "fail" for v in verdicts):
         verdicts.append(Verdict("benchmark output", "complete", "fail", "benchmark output: no result to judge"))
     stem = f"benchmark-{cluster}-{now.strftime('%Y%m%dT%H%M%SZ')}"
     reports.mkdir(parents=True, exist_ok=True)
@@ -209,8 +215,7 @@ def write_report(results_dir: Path, cluster: str, hw: HardwareClass, reports: Pa
         "| job | state | pods (node) |",
         "| --- | --- | --- |",
     ]
-    mpijob = jobs.get("mpijob") or {}
-    if mpijob:
+    for mpijob in jobs.get("mpijobs") or []:
         placed = ", ".join(f"{pod} ({node})" for pod, node in sorted(mpijob.get("pods", {}).items())) or "-"
         lines.append(f"| MPIJob {mpijob['name']} | {mpijob['state']} | {placed} |")
     for pod, seen in sorted((jobs.get("perftest") or {}).items()):

@@ -1,19 +1,22 @@
-"""Lines of Railforge's own ResNet-50 synthetic-data benchmark (the job of issue #23 item 3; not built yet).
+"""Lines of Railforge's own ResNet-50 synthetic-data benchmark (deploy/openmpi/railforge-resnet50).
 
 The benchmark prints, on rank 0, one progress line per logged step and one result line at the end:
 
-    railforge-resnet50: step=40 images_per_sec=2901.4 gpus=8 nodes=1 batch_per_gpu=32
-    railforge-resnet50: result images_per_sec=2893.7 gpus=8 nodes=1 batch_per_gpu=32 steps=100
+    railforge-resnet50: step=40 images_per_sec=2901.4 gpus=8 ranks=8 hosts=w-0,w-1 batch_per_gpu=32 device=cuda
+    railforge-resnet50: result images_per_sec=2893.7 gpus=8 ranks=8 hosts=w-0,w-1 batch_per_gpu=32 device=cuda steps=100
 
-``images_per_sec`` is for the whole job (all GPUs); the result line averages the measured steps (warm-up steps
-excluded). Keys are ``key=value`` separated by spaces; other lines of the log are ignored, so the lines can
-be read out of a pod log. An output with step lines but no result line parses with ``result`` None and
-``missing`` saying so; a railforge-resnet50 line without its required keys raises ParseError.
+``images_per_sec`` is for the whole job (all ranks); the result line averages the measured steps (warm-up steps
+excluded). The CPU fallback prints ``gpus=0 device=cpu`` and its ``ranks``. ``hosts`` are the ranks' host names
+(pods), which the node mapping of ``parse_resnet`` turns into nodes; a line may give ``nodes=N`` instead. Keys are
+``key=value`` separated by spaces; other lines of the log are ignored, so the lines can be read out of a pod log.
+An output with step lines but no result line parses with ``result`` None and ``missing`` saying so; a
+railforge-resnet50 line without its required keys raises ParseError.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from railforge.bench.errors import ParseError
@@ -31,10 +34,20 @@ class ResnetMeasure:
     batch_per_gpu: int | None
     step: int | None = None  # progress lines
     steps: int | None = None  # the result line
+    device: str = "cuda"
+    ranks: int | None = None  # processes: one per GPU, or per CPU worker
+
+    @property
+    def on_cpu(self) -> bool:
+        return self.device == "cpu"
 
     @property
     def per_gpu(self) -> float:
         return self.images_per_sec / self.gpus
+
+    @property
+    def processes(self) -> str:
+        return f"{self.ranks} CPU ranks" if self.on_cpu else f"{self.gpus} GPUs"
 
 
 @dataclass(frozen=True)
@@ -47,10 +60,10 @@ class ResnetRun:
     @property
     def label(self) -> str:
         shape = self.result or self.steps[-1]
-        return f"resnet50 {shape.gpus} GPUs on {shape.nodes} node{'s' if shape.nodes != 1 else ''}"
+        return f"resnet50 {shape.processes} on {shape.nodes} node{'s' if shape.nodes != 1 else ''}"
 
 
-def _measure(fields: dict[str, str], source: str, lineno: int, line: str) -> ResnetMeasure:
+def _measure(fields: dict[str, str], source: str, lineno: int, line: str, nodes: Mapping[str, str]) -> ResnetMeasure:
     absent = [k for k in REQUIRED if k not in fields]
     if absent:
         raise ParseError(source, lineno, f"{PREFIX} keys {', '.join(REQUIRED)}", line)
@@ -63,27 +76,39 @@ def _measure(fields: dict[str, str], source: str, lineno: int, line: str) -> Res
         except ValueError:
             raise ParseError(source, lineno, f"{key}=<{kind.__name__}>", line) from None
 
-    gpus = number("gpus", int)
-    if gpus < 1:
+    device = fields.get("device", "cuda")
+    if device not in ("cuda", "cpu"):
+        raise ParseError(source, lineno, "device=cuda or device=cpu", line)
+    gpus, ranks = number("gpus", int), number("ranks", int)
+    if device == "cuda" and gpus < 1:
         raise ParseError(source, lineno, "gpus=<at least 1>", line)
+    if device == "cpu" and (ranks is None or ranks < 1):
+        raise ParseError(source, lineno, "ranks=<at least 1> on device=cpu", line)
+    if "hosts" in fields:
+        node_count = len({nodes.get(host, host) for host in fields["hosts"].split(",")})
+    else:
+        node_count = number("nodes", int) or 1
     return ResnetMeasure(
         images_per_sec=number("images_per_sec", float),
         gpus=gpus,
-        nodes=number("nodes", int) or 1,
+        nodes=node_count,
         batch_per_gpu=number("batch_per_gpu", int),
         step=number("step", int),
         steps=number("steps", int),
+        device=device,
+        ranks=ranks,
     )
 
 
-def parse_resnet(text: str, source: str = "") -> ResnetRun:
+def parse_resnet(text: str, source: str = "", nodes: Mapping[str, str] | None = None) -> ResnetRun:
+    """The benchmark's lines; ``nodes`` maps a host (a pod) to its node (unmapped hosts count as their own)."""
     steps, result = [], None
     for lineno, line in enumerate(text.splitlines(), 1):
         at = line.find(PREFIX)
         if at < 0:
             continue
         rest = line[at + len(PREFIX) :]
-        measure = _measure(dict(PAIR.findall(rest)), source, lineno, line)
+        measure = _measure(dict(PAIR.findall(rest)), source, lineno, line, nodes or {})
         if rest.split(None, 1)[0] == "result":
             result = measure
         else:

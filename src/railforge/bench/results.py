@@ -56,7 +56,7 @@ def load_results(directory: Path, nodes: Mapping[str, str] | None = None) -> tup
             case "dcgm":
                 dcgm.append((node, parse_dcgmi_diag(text, source)))
             case "resnet":
-                resnet.append(parse_resnet(text, source))
+                resnet.append(parse_resnet(text, source, nodes))
             case "mpi":
                 mpi.append(parse_mpi_allreduce(text, source, nodes))
             case _:

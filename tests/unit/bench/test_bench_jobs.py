@@ -13,7 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from railforge.bench.jobs import PlanError, perftest_pairs, plan_from_mapping, render_all, render_mpijob
+from railforge.bench.jobs import (
+    RESNET_ARGS,
+    PlanError,
+    mpijob_variables,
+    perftest_pairs,
+    plan_from_mapping,
+    render_all,
+    render_mpijob,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 _spec = importlib.util.spec_from_file_location("networks_example", ROOT / "scripts/networks_example.py")
@@ -42,13 +50,18 @@ def gpu_plan(facts: dict, **changes) -> dict:
     }
 
 
+def exported(command: list[str]) -> dict[str, str]:
+    """mpirun's -x NAME=value pairs."""
+    return dict(command[i + 1].split("=", 1) for i, arg in enumerate(command) if arg == "-x")
+
+
 def containers(job: dict) -> dict:
     return {role: spec["template"]["spec"] for role, spec in job["spec"]["mpiReplicaSpecs"].items()}
 
 
 def test_a_gpu_mpijob_attaches_every_rail_with_its_rdma_device_and_ncclss_settings(shapes):
     dgx = shapes["dgx_h100"]
-    job = render_mpijob(plan_from_mapping(gpu_plan({"dgx-01": dgx, "dgx-02": dgx})))
+    job = render_mpijob(mpijob_variables(plan_from_mapping(gpu_plan({"dgx-01": dgx, "dgx-02": dgx}))))
     pods = containers(job)
     worker, launcher = pods["Worker"], pods["Launcher"]
     hcas = [rail["hca"] for rail in dgx["rails"]]
@@ -62,11 +75,11 @@ def test_a_gpu_mpijob_attaches_every_rail_with_its_rdma_device_and_ncclss_settin
     assert job["spec"]["slotsPerWorker"] == 8 and job["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 2
     command = launcher["containers"][0]["command"]
     assert command[:4] == ["wait-for-workers", "mpirun", "-np", "16"]
-    exported = dict(command[i + 1].split("=", 1) for i, arg in enumerate(command) if arg == "-x")
+    env = exported(command)
     # the NCCL settings railforge_nccl_env gives the node class, in GPU order, plus the transport in the log
-    assert exported["NCCL_IB_HCA"] == "=" + ",".join(f"{hca}:1" for hca in dict.fromkeys(hcas))
-    assert exported["NCCL_DEBUG"] == "INFO"
-    assert "NCCL_IB_DISABLE" not in exported
+    assert env["NCCL_IB_HCA"] == "=" + ",".join(f"{hca}:1" for hca in dict.fromkeys(hcas))
+    assert env["NCCL_DEBUG"] == "INFO"
+    assert "NCCL_IB_DISABLE" not in env
     assert command[command.index("all_reduce_perf") :][-10:] == ["-b", "8", "-e", "8G", "-f", "2", "-g", "1", "-c", "1"]
     # gang-scheduled by railforge: a queue label on every pod, and the gang's node constraint on the launcher too
     for spec in pods.values():
@@ -83,7 +96,7 @@ def test_roce_rails_hand_nccl_their_gid_index_and_perftest_its_x(shapes):
     settings = {"rail_networks_nccl_gid_index": 5, "rail_networks_namespace": "rails"}
     nodes = {"r1": roce, "r2": roce}
     plan = plan_from_mapping(gpu_plan(nodes, hardware_class="l40s-roce-200g", rail_networks=settings))
-    command = containers(render_mpijob(plan))["Launcher"]["containers"][0]["command"]
+    command = containers(render_mpijob(mpijob_variables(plan)))["Launcher"]["containers"][0]["command"]
     assert "NCCL_IB_GID_INDEX=5" in command
     server = next(o for o in render_all(plan) if o["kind"] == "Pod" and o["metadata"]["name"].endswith("-server"))
     args = server["spec"]["containers"][0]["command"]
@@ -118,19 +131,22 @@ def test_perftest_pairs_measure_every_node_as_a_client_on_every_rail(shapes):
     assert f"{first.name}-server.{first.name}.bench.svc" in script and f"-d {hca}" in script
 
 
+def cpu_plan(**changes) -> dict:
+    """The test bed's plan: two workers on its one node."""
+    return {
+        "cluster": "bed",
+        "mode": "cpu",
+        "namespace": "bench",
+        "hardware_class": "cpu-fallback",
+        "image": "localhost/railforge-openmpi:0.1.0",
+        "nodes": ["rf-node-0"],
+        "workers": 2,
+        **changes,
+    }
+
+
 def test_the_cpu_fallback_runs_allreduce_from_the_same_template_without_devices():
-    plan = plan_from_mapping(
-        {
-            "cluster": "bed",
-            "mode": "cpu",
-            "namespace": "bench",
-            "hardware_class": "cpu-fallback",
-            "image": "localhost/railforge-openmpi:0.1.0",
-            "nodes": ["rf-node-0"],
-            "workers": 2,
-            "allreduce_elements": 4096,
-        }
-    )
+    plan = plan_from_mapping(cpu_plan(allreduce_elements=4096))
     objects = render_all(plan)
     assert [o["kind"] for o in objects] == ["MPIJob"]  # no rails: no perftest
     pods = containers(objects[0])
@@ -142,9 +158,42 @@ def test_the_cpu_fallback_runs_allreduce_from_the_same_template_without_devices(
     assert objects[0]["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"] == {}
 
 
+def test_the_resnet50_job_shares_the_first_jobs_shape_and_runs_our_benchmark(shapes):
+    dgx = shapes["dgx_h100"]
+    plan = plan_from_mapping(gpu_plan({"dgx-01": dgx, "dgx-02": dgx}, resnet_image="registry.example/rn50:1"))
+    nccl, resnet = (o for o in render_all(plan) if o["kind"] == "MPIJob")
+    assert resnet["metadata"]["name"] == "nccl-resnet50"
+    nccl_pods, resnet_pods = containers(nccl), containers(resnet)
+    assert resnet_pods["Worker"]["affinity"]["nodeAffinity"] == nccl_pods["Worker"]["affinity"]["nodeAffinity"]
+    worker = resnet_pods["Worker"]["containers"][0]
+    assert worker["image"] == "registry.example/rn50:1" and worker["resources"]["requests"]["memory"] == "32Gi"
+    devices = {k: v for k, v in nccl_pods["Worker"]["containers"][0]["resources"]["requests"].items() if "/" in k}
+    assert {k: v for k, v in worker["resources"]["requests"].items() if "/" in k} == devices
+    command = resnet_pods["Launcher"]["containers"][0]["command"]
+    assert command[command.index("railforge-resnet50") :] == ["railforge-resnet50", *RESNET_ARGS["gpu"]]
+    nccl_command = nccl_pods["Launcher"]["containers"][0]["command"]
+    assert exported(command) == exported(nccl_command) and "NCCL_IB_HCA" in exported(command)
+    # no image named in GPU mode: no ResNet-50 job
+    assert [o["kind"] for o in render_all(plan_from_mapping(gpu_plan({"dgx-01": dgx})))].count("MPIJob") == 1
+
+
+def test_the_cpu_resnet50_job_trains_a_few_small_steps_over_gloo():
+    image = "localhost/railforge-resnet50:0.1.0"
+    plan = plan_from_mapping(cpu_plan(resnet_image=image, resnet_args=["--device", "cpu", "--steps", 2]))
+    _, resnet = render_all(plan)
+    command = containers(resnet)["Launcher"]["containers"][0]["command"]
+    assert command == [
+        "wait-for-workers", "mpirun", "-np", "2", "--bind-to", "none", "-x", "GLOO_SOCKET_IFNAME=eth0",
+        "-x", "OMP_NUM_THREADS=1", "railforge-resnet50", "--device", "cpu", "--steps", "2",
+    ]  # fmt: skip
+    assert containers(resnet)["Worker"]["containers"][0]["resources"]["limits"] == {"memory": "2Gi"}
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
+        ({"resnet_image": "rn50:1", "job_name": "n" * 50}, "railforge_benchmark_job_name: 'nnnn"),
+        ({"resnet_args": "--steps 5"}, "railforge_benchmark_resnet_args: expected a list of arguments"),
         ({"mode": "tpu"}, "railforge_benchmark_mode: expected one of gpu, cpu, got 'tpu'"),
         ({"cluster": "Forge A"}, "railforge_cluster_name: expected a DNS label"),
         ({"nodes": []}, "railforge_benchmark_nodes: expected a list of at least one node name"),

@@ -171,6 +171,15 @@ def test_resnet_per_gpu_and_scaling_from_operator_floors():
     ]
 
 
+def test_resnet_cpu_fallback_is_information_without_a_floor():
+    cpu = parse_resnet(
+        "railforge-resnet50: result images_per_sec=6.5 gpus=0 ranks=2 nodes=2 batch_per_gpu=4 device=cpu steps=5\n"
+    )
+    (verdict,) = judge(Results(resnet=(cpu,)), load_floors("cpu-fallback"))
+    assert (verdict.status, verdict.check, verdict.measured, verdict.unit) == ("info", "resnet50", 6.5, "images/s")
+    assert verdict.message == "resnet50 2 CPU ranks on 2 nodes: 6.5 images/s, 3.25 per rank (CPU fallback: no floor)"
+
+
 def test_table_and_json():
     hw = load_floors("h200-sxm-cx7-ndr")
     results = Results(nccl=(nccl(H200),), perftest=(("dgx-03", parse_perftest(read_body(BW200))),))

@@ -88,10 +88,10 @@ def results_dir(tmp_path: Path, state: str = "Succeeded", log: str | None = None
     results = tmp_path / "results"
     (results / "outputs" / "node-b").mkdir(parents=True)
     pods = {**PODS, "bench-launcher-x": "node-a"}
-    jobs = {"mpijob": {"name": "bench", "state": state, "seconds": 12.5, "pods": pods}}
+    jobs = {"mpijobs": [{"name": "bench", "state": state, "seconds": 12.5, "pods": pods}]}
     jobs["perftest"] = {"pt-r0-node-b-client": {"node": "node-b", "phase": "Succeeded"}}
     (results / "jobs.json").write_text(json.dumps(jobs))
-    (results / "outputs" / "mpijob-launcher.log").write_text(allreduce_log() if log is None else log)
+    (results / "outputs" / "bench-launcher.log").write_text(allreduce_log() if log is None else log)
     perftest = read_body("perftest/ib_write_bw-a-report_gbits-roce-200g-k8s-pod-client.txt")
     (results / "outputs" / "node-b" / "pt-r0-node-b-client.txt").write_text(perftest)
     return results

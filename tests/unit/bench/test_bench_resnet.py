@@ -31,6 +31,17 @@ def test_pod_log_prefix_and_default_nodes():
     assert (run.result.nodes, run.result.batch_per_gpu, run.label) == (1, None, "resnet50 8 GPUs on 1 node")
 
 
+def test_cpu_fallback_counts_ranks_not_gpus_and_maps_hosts_to_nodes():
+    log = (
+        "railforge-resnet50: step=1 images_per_sec=3.1 gpus=0 ranks=2 hosts=w0,w1 batch_per_gpu=4 device=cpu\n"
+        "railforge-resnet50: result images_per_sec=3.0 gpus=0 ranks=2 hosts=w0,w1 batch_per_gpu=4 device=cpu steps=3\n"
+    )
+    run = parse_resnet(log, "cpu.log", {"w0": "node-a", "w1": "node-a"})
+    assert run.result.on_cpu and (run.result.ranks, run.result.gpus) == (2, 0)
+    assert run.label == "resnet50 2 CPU ranks on 1 node"
+    assert parse_resnet(log).label == "resnet50 2 CPU ranks on 2 nodes"  # unmapped hosts count as their own
+
+
 def test_unfinished_run_says_what_is_missing():
     run = parse_resnet(LOG.rsplit("railforge-resnet50: result", 1)[0])
     assert run.result is None and len(run.steps) == 2
@@ -43,6 +54,8 @@ def test_unfinished_run_says_what_is_missing():
         ("railforge-resnet50: step=1 gpus=8", "expected railforge-resnet50: keys images_per_sec, gpus"),
         ("railforge-resnet50: step=1 images_per_sec=fast gpus=8", "expected images_per_sec=<float>"),
         ("railforge-resnet50: step=1 images_per_sec=10 gpus=0", "expected gpus=<at least 1>"),
+        ("railforge-resnet50: step=1 images_per_sec=10 gpus=0 device=cpu", "expected ranks=<at least 1> on device=cpu"),
+        ("railforge-resnet50: step=1 images_per_sec=10 gpus=1 device=tpu", "expected device=cuda or device=cpu"),
     ],
 )
 def test_malformed_line_names_file_line_and_key(line, expected):
