@@ -2,7 +2,8 @@
 playbooks/site.yml (kubeadm from the local signed apt repository, every image preloaded: nothing pulled), the
 scheduler and the MPI operator deployed by their roles, Multus and whereabouts by the network stage, fake GPUs and
 RDMA devices served to the workers' kubelets by the device-plugin stand-in, and an MPIJob gang-scheduled by railforge
-whose two workers run on two nodes, each with the devices it requested and an address on the rail network; then a
+whose two workers run on two nodes, each with the devices it requested and an address on the rail network;
+playbooks/benchmark.yml's CPU fallback runs its allreduce and trains ResNet-50 across the two workers; then a
 second run and a check run change nothing; flannel routes every node's pod range to the others; two more control
 planes are added by playbooks/scale.yml without a change on the running hosts, whose flannel routes the new pod
 ranges, and are taken out again by playbooks/reset.yml; and `lab.sh down` leaves nothing."""
@@ -153,6 +154,54 @@ def test_mpijob_is_gang_scheduled_across_two_nodes(lab):
     addresses = {ipaddress.ip_address(re.search(r"\s(\d+\.\d+\.\d+\.\d+)\s", row)[1]) for row in table.values()}
     assert len(addresses) == 2 and all(address in RAIL_CIDR for address in addresses), table
     assert "lab: bound by railforge; 2 worker nodes" in out
+
+
+def allocatable_millicores(node: str) -> int:
+    cpu = kubectl("get", "node", node, "-o", "jsonpath={.status.allocatable.cpu}").strip()
+    return int(cpu[:-1]) if cpu.endswith("m") else int(cpu) * 1000
+
+
+def test_benchmark_trains_resnet50_across_the_two_workers(lab, tmp_path):
+    """benchmark.yml in mode cpu: the allreduce and the ResNet-50 job, each gang-scheduled by railforge over the
+    two workers, DDP's gradients all-reduced between them over flannel. The ResNet-50 image (1.6 GB) is imported
+    into the workers only, not preloaded on every node as the cluster's images are."""
+    archive = tmp_path / "resnet50.tar"
+    env = {**ENV, "RAILFORGE_IMAGE_ARCHIVE": str(archive)}
+    built = subprocess.run(["deploy/openmpi/build.sh", "resnet50"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    for worker in WORKERS:
+        with archive.open("rb") as image:
+            imported = subprocess.run(
+                ["podman", "exec", "-i", worker, "ctr", "--namespace", "k8s.io", "images", "import", "-"],
+                stdin=image, env=ENV, capture_output=True, text=True,
+            )  # fmt: skip
+        assert imported.returncode == 0, imported.stderr
+    settings = {
+        "railforge_benchmark_mode": "cpu",
+        # railforge packs a gang by its requests (it reads no pod anti-affinity): two workers of 60% of a node's
+        # CPUs cannot share one, so each job spans both workers, and the second waits for the first to end
+        "railforge_benchmark_worker_cpu": f"{int(allocatable_millicores(WORKERS[0]) * 0.6)}m",
+        "railforge_benchmark_kubeconfig": str(ROOT / "inventories/lab/artifacts/admin.conf"),
+        "railforge_benchmark_timeout": 600,
+        "railforge_benchmark_results": str(tmp_path / "results"),
+        "railforge_benchmark_reports": str(tmp_path / "reports"),
+    }
+    result = run("ansible-playbook", "-i", INVENTORY, "-e", json.dumps(settings), "playbooks/benchmark.yml")
+    print(result.stdout[result.stdout.rfind("TASK [Show the per-node result]") :])
+    (report,) = (tmp_path / "reports").glob("benchmark-lab-*.json")
+    document = json.loads(report.read_text())
+    assert document["failed"] == [] and [job["state"] for job in document["jobs"]["mpijobs"]] == ["Succeeded"] * 2
+    for job in document["jobs"]["mpijobs"]:
+        workers = {pod: node for pod, node in job["pods"].items() if "-worker-" in pod}
+        assert sorted(workers.values()) == list(WORKERS), job
+    (trained,) = document["results"]["resnet"]
+    assert (trained["result"]["ranks"], trained["result"]["nodes"], trained["result"]["steps"]) == (2, 2, 5)
+    assert trained["result"]["images_per_sec"] > 0
+    (allreduce,) = document["results"]["mpi"]
+    assert allreduce["ok"] and sorted(rank["node"] for rank in allreduce["ranks"]) == list(WORKERS)
+    pods = json.loads(kubectl("get", "pods", "--namespace", "railforge-benchmark", "-o", "json"))["items"]
+    assert pods and {pod["spec"]["schedulerName"] for pod in pods} == {"railforge"}
+    kubectl("delete", "namespace", "railforge-benchmark", "--wait=false")
 
 
 def test_second_run_and_check_run_change_nothing(lab):
