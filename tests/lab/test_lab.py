@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from railforge.k8s.quantity import parse_quantity
+
 ROOT = Path(__file__).resolve().parents[2]
 INVENTORY = "inventories/lab/hosts.yml"
 NODES = ("lab-cp-01", "lab-node-01", "lab-node-02")
@@ -157,8 +159,7 @@ def test_mpijob_is_gang_scheduled_across_two_nodes(lab):
 
 
 def allocatable_millicores(node: str) -> int:
-    cpu = kubectl("get", "node", node, "-o", "jsonpath={.status.allocatable.cpu}").strip()
-    return int(cpu[:-1]) if cpu.endswith("m") else int(cpu) * 1000
+    return int(parse_quantity(kubectl("get", "node", node, "-o", "jsonpath={.status.allocatable.cpu}").strip()) * 1000)
 
 
 def test_benchmark_trains_resnet50_across_the_two_workers(lab, tmp_path):
