@@ -134,6 +134,42 @@ def test_bad_input_is_named_and_never_stops_the_loop(cluster, run_scheduler):
     eventually(completed)
 
 
+def test_pods_pinned_by_hostname_start_whole_each_on_its_own_node(cluster, run_scheduler):
+    """A perftest pair's shape: one PodGroup, each pod pinned by nodeSelector kubernetes.io/hostname (whose value
+    need not be the node's name). A gang pinning some pods and not others is refused, naming them."""
+    hostname = "kubernetes.io/hostname"
+    (node_a,) = cluster.add_nodes(1, gpus=8, labels={hostname: f"{cluster.name}-host-a"}, prefix="a")
+    (node_b,) = cluster.add_nodes(1, gpus=8, labels={hostname: f"{cluster.name}-host-b"}, prefix="b")
+    cluster.add_nodes(1, gpus=8, prefix="c")  # where best fit could as well put both 1-GPU pods
+    run_scheduler(cluster.settings())
+    cluster.podgroup("pair", 2)
+    cluster.pod("pair-server", 1, group="pair", nodeSelector={hostname: f"{cluster.name}-host-b"})
+    cluster.pod("pair-client", 1, group="pair", nodeSelector={hostname: f"{cluster.name}-host-a"})
+    cluster.podgroup("mixed", 2)
+    cluster.pod("mixed-0", 1, group="mixed", nodeSelector={hostname: f"{cluster.name}-host-a"})
+    cluster.pod("mixed-1", 1, group="mixed")
+    cluster.podgroup("full", 2)  # 9 GPUs pinned to node b, which has 8 (one taken by pair-server)
+    cluster.pod("full-0", 8, group="full", nodeSelector={hostname: f"{cluster.name}-host-b"})
+    cluster.pod("full-1", 1, group="full", nodeSelector={hostname: f"{cluster.name}-host-b"})
+
+    def decided() -> None:
+        def reason(group: str) -> str:
+            return cluster.group_object(group)["metadata"].get("annotations", {}).get("railforge.io/reason", "")
+
+        assert cluster.bound("pair") == {"pair-server": node_b, "pair-client": node_a}
+        assert reason("mixed") == (
+            "pods ['mixed-0'] set nodeSelector kubernetes.io/hostname and ['mixed-1'] do not; expected every pod "
+            "of a gang pinned to its node, or none"
+        )
+        assert reason("full") == (
+            f"does not fit even with nothing running: member full-0 is pinned to node {node_b}, which has 8 GPUs "
+            "allocatable; its members there need 9 GPUs"
+        )
+
+    eventually(decided)
+    assert cluster.bound("mixed") == {} and cluster.bound("full") == {}
+
+
 def test_a_64_pod_gang_is_bound_whole_and_fast(cluster, run_scheduler):
     nodes = cluster.add_nodes(8, gpus=8)
     adapter = run_scheduler(cluster.settings())

@@ -10,7 +10,8 @@
   over NCCL on GPUs (the rails' settings as above), over Gloo on the pod network in CPU mode (small images, a few
   steps: the CPU fallback proves the plumbing); on GPU nodes railforge starts it once the first has freed the GPUs;
 - per rail, a ring of perftest pairs (deploy/benchmark/perftest-pair.yml.j2): node i serves, node i+1 is the
-  client, so every node is measured once as a client on every rail (GPU mode, two nodes or more).
+  client, so every node is measured once as a client on every rail (GPU mode, two nodes or more); each pair is a
+  gang railforge starts whole, its pods pinned to their nodes by nodeSelector kubernetes.io/hostname.
 
 The plan is what the playbook hands over (``railforge bench render``): a mapping, checked whole before anything is
 rendered; a :class:`PlanError` names the ``railforge_benchmark_*`` variable at fault.
@@ -67,6 +68,7 @@ class Plan:
     nodes: tuple[Node, ...]
     workers: int
     queue: str = ""
+    scheduler_name: str = "railforge"  # the perftest pods' schedulerName (mpi-operator sets the MPIJobs' pods')
     perftest_image: str = ""
     perftest_tools: tuple[str, ...] = ("ib_write_bw",)
     perftest_bytes: int = 8388608
@@ -212,6 +214,7 @@ def plan_from_mapping(data: Mapping) -> Plan:
         nodes=nodes,
         workers=workers,
         queue=_text(data, "queue", ""),
+        scheduler_name=_text(data, "scheduler_name", "railforge", label=True),
         perftest_image=_text(data, "perftest_image", ""),
         perftest_tools=tools,
         perftest_bytes=_count(data, "perftest_bytes", 8388608),
@@ -362,6 +365,8 @@ def render_perftest(plan: Plan, pair: Pair) -> list[dict]:
     text = _template(PERFTEST_TEMPLATE).render(
         pair_name=pair.name,
         pair_namespace=plan.namespace,
+        scheduler_name=plan.scheduler_name,
+        queue=plan.queue,
         image=plan.perftest_image,
         tool=pair.tool,
         server_node=pair.server,

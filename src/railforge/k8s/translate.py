@@ -46,6 +46,7 @@ RUNTIME = LABEL_PREFIX + "runtime"
 TOPOLOGY_REQUIRED = LABEL_PREFIX + "topology-required"
 TOPOLOGY_PREFERRED = LABEL_PREFIX + "topology-preferred"
 TERMINAL = ("Succeeded", "Failed")
+HOSTNAME = "kubernetes.io/hostname"  # a pod's nodeSelector on it pins the pod to that node
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
 
 
@@ -361,10 +362,36 @@ def _tolerations(pod_spec: dict) -> tuple[Toleration, ...]:
     )
 
 
-def build_gang(objects: GangObjects, pods: list[dict], queue: str, now: float, settings: Settings, **extra) -> Gang:
-    """The core's Gang for ``pods`` of ``objects`` (all of them, or the bound ones of a running gang)."""
+def _pins(pods: list[dict], hostnames: Mapping[str, str]) -> dict[str, str]:
+    """Pod name -> the node its nodeSelector on kubernetes.io/hostname names (``hostnames``: label value ->
+    node name; a value no node carries is kept as the name, which the core reports as no such node)."""
+    named = {pod["metadata"]["name"]: (pod["spec"].get("nodeSelector") or {}).get(HOSTNAME) for pod in pods}
+    pinned = sorted(name for name, value in named.items() if value is not None)
+    if pinned and len(pinned) < len(named):
+        loose = sorted(set(named) - set(pinned))
+        raise ValueError(
+            f"pods {pinned} set nodeSelector {HOSTNAME} and {loose} do not; expected every pod of a gang "
+            "pinned to its node, or none"
+        )
+    return {name: hostnames.get(value, value) for name, value in named.items() if value is not None}
+
+
+def build_gang(
+    objects: GangObjects,
+    pods: list[dict],
+    queue: str,
+    now: float,
+    settings: Settings,
+    hostnames: Mapping[str, str],
+    **extra,
+) -> Gang:
+    """The core's Gang for ``pods`` of ``objects`` (all of them, or the bound ones of a running gang). Pods
+    pinned by nodeSelector kubernetes.io/hostname become members pinned to their nodes; the rest of the
+    first pod's nodeSelector is the gang's."""
     first = min(pods, key=lambda pod: pod["metadata"]["name"])
     spec = first["spec"]
+    pins = _pins(pods, hostnames)
+    node_selector = {key: value for key, value in (spec.get("nodeSelector") or {}).items() if key != HOSTNAME}
     group_spec = (objects.group or {}).get("spec") or {}
     runtimes = [pod["spec"]["activeDeadlineSeconds"] for pod in pods if pod["spec"].get("activeDeadlineSeconds")]
     annotated = _first_annotation(objects, RUNTIME)
@@ -384,7 +411,10 @@ def build_gang(objects: GangObjects, pods: list[dict], queue: str, now: float, s
     return Gang(
         name=objects.name,
         queue=queue,
-        members=tuple(Member(pod["metadata"]["name"], pod_requests(pod)) for pod in sorted(pods, key=_member_order)),
+        members=tuple(
+            Member(pod["metadata"]["name"], pod_requests(pod), pins.get(pod["metadata"]["name"]))
+            for pod in sorted(pods, key=_member_order)
+        ),
         priority=max(int(pod["spec"].get("priority") or 0) for pod in pods),
         submit_time=timestamp(owner_meta.get("creationTimestamp"), now),
         max_runtime=max_runtime,
@@ -392,7 +422,7 @@ def build_gang(objects: GangObjects, pods: list[dict], queue: str, now: float, s
         if group_spec.get("scheduleTimeoutSeconds")
         else None,
         topology=_topology_constraint(objects, settings),
-        node_selector=spec.get("nodeSelector") or {},
+        node_selector=node_selector,
         affinity=_affinity(spec),
         tolerations=_tolerations(spec),
         min_resources=min_resources,
@@ -463,8 +493,9 @@ def translate(
         if any(pod["spec"].get("nodeName") in unselected for pod in objects.pods):
             del grouped[name]  # running on nodes this scheduler does not use: not its to count or restart
     out.gangs = grouped
+    hostnames = {node.labels[HOSTNAME]: node.name for node in out.nodes if HOSTNAME in node.labels}
     for name in sorted(grouped):
-        _add_gang(out, grouped[name], queue_names, ready_nodes, namespaces, settings, now)
+        _add_gang(out, grouped[name], queue_names, ready_nodes, namespaces, settings, now, hostnames)
     return out
 
 
@@ -476,6 +507,7 @@ def _add_gang(
     namespaces: Mapping[str, dict],
     settings: Settings,
     now: float,
+    hostnames: Mapping[str, str],
 ) -> None:
     group_label = (objects.pods[0]["metadata"].get("labels") or {}).get(GROUP_LABEL)
     bound = [pod for pod in objects.pods if pod["spec"].get("nodeName")]
@@ -497,7 +529,8 @@ def _add_gang(
             out.partial.append(objects)  # the adapter completes or releases it before the core runs
             return
         try:
-            gang = build_gang(objects, bound, queue if queue in queue_names else settings.default_queue, now, settings)
+            known = queue if queue in queue_names else settings.default_queue
+            gang = build_gang(objects, bound, known, now, settings, hostnames)
         except ValueError as error:
             gang = Gang(objects.name, settings.default_queue, tuple(Member(p["metadata"]["name"], {}) for p in bound))
             out.problems.append(Problem(objects.kind, objects.namespace, objects.owner_name, str(error)))
@@ -546,7 +579,7 @@ def _add_gang(
         )
         return
     try:
-        gang = build_gang(objects, unbound, queue, now, settings, min_member=min_member)
+        gang = build_gang(objects, unbound, queue, now, settings, hostnames, min_member=min_member)
     except (ValueError, KeyError) as error:
         refuse("input.invalid", str(error))
         return

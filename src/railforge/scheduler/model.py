@@ -219,6 +219,9 @@ class TopologyConstraint:
 class Member:
     name: str
     requests: Resources
+    # the node this member must run on (a pod's nodeSelector on kubernetes.io/hostname), or None: any
+    # node the gang's rules allow; a gang pins all its members or none
+    node: str | None = None
 
     def __post_init__(self) -> None:
         _freeze(self, "requests")
@@ -264,6 +267,12 @@ class Gang:
             self.min_member is None or 1 <= self.min_member <= len(names),
             owner,
             f"min_member is {self.min_member!r}; expected None or 1 to {len(names)} (its members)",
+        )
+        pinned = [member.name for member in self.members if member.node is not None]
+        _require(
+            not pinned or len(pinned) == len(names),
+            owner,
+            f"members {pinned} name a node and {sorted(set(names) - set(pinned))} do not; expected all or none",
         )
         _check_time(owner, "max_runtime", self.max_runtime, positive=True)
         _check_time(owner, "schedule_timeout", self.schedule_timeout)
@@ -476,6 +485,7 @@ class ReasonCode(enum.StrEnum):
     CAPACITY_FRAGMENTED = "capacity.fragmented"
     CAPACITY_PODS = "capacity.pods"
     CAPACITY_APART = "capacity.apart"
+    CAPACITY_PINNED = "capacity.pinned"
     NEVER_FITS = "capacity.never-fits"
     NEVER_FITS_SELECTOR = "capacity.never-fits.selector"
     NEVER_FITS_AFFINITY = "capacity.never-fits.affinity"
@@ -484,6 +494,7 @@ class ReasonCode(enum.StrEnum):
     NEVER_FITS_DOMAIN = "capacity.never-fits.domain"
     NEVER_FITS_PODS = "capacity.never-fits.pods"
     NEVER_FITS_REQUESTS = "capacity.never-fits.requests"
+    NEVER_FITS_PINNED = "capacity.never-fits.pinned"
     UNKNOWN_LEVEL = "topology.unknown-level"
     RESERVED = "reserved.holder"
     RESERVED_BLOCKED = "reserved.blocked"

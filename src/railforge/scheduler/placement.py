@@ -55,6 +55,12 @@ class GangProfile(NamedTuple):
     optional_shapes: tuple[Shape, ...]
     filter_key: int  # node-filter signature (``key_id``): equal keys accept the same nodes
     failure_key: int  # placement-needs signature (``key_id``): equal keys fail to place in the same state
+    pins: tuple[tuple[str, str], ...]  # (member, node) in member order when the gang pins its members; else ()
+
+    @property
+    def required_pins(self) -> tuple[tuple[str, str], ...]:
+        """The pins of the required members (the gang's first ones)."""
+        return self.pins[: sum(len(shape.member_names) for shape in self.required_shapes)]
 
 
 def _others(requests: Resources) -> tuple[tuple[str, int], ...]:
@@ -141,11 +147,26 @@ def gang_profile(gang: Gang, key_id: Callable[[tuple], int]) -> GangProfile:
             tuple(sorted(gang.tolerations, key=repr)),
         )
     filter_key = key_id(rules)
-    if signature is not None:  # failure_key_of, without the tuple of one signature
+    pins: tuple[tuple[str, str], ...] = ()
+    if members[0].node is not None:
+        pins = tuple([(member.name, member.node) for member in members])
+        needs = tuple([(member.node, tuple(sorted(member.requests.items()))) for member in members])
+        failure_key = key_id((filter_key, gang.topology, required, needs))
+    elif signature is not None:  # failure_key_of, without the tuple of one signature
         failure_key = key_id((filter_key, gang.topology, *signature, required_gpu))
     else:
         failure_key = key_id((filter_key, gang.topology, signatures, required_gpu))
-    fields = (admission, member_requests, gpu, required_gpu, required_shapes, optional_shapes, filter_key, failure_key)
+    fields = (
+        admission,
+        member_requests,
+        gpu,
+        required_gpu,
+        required_shapes,
+        optional_shapes,
+        filter_key,
+        failure_key,
+        pins,
+    )
     return _new_tuple(GangProfile, fields)
 
 
@@ -546,6 +567,9 @@ class Cluster:
         when that is proved (an exact search that ran out of its budget proves nothing); worked out
         once per placement class while the node list stays the same."""
         fits = self._empty_fits.get(profile.failure_key)
+        if fits is None and profile.pins:
+            placed = self.empty_view().place_pinned(profile, allowed, (0.0, 0.0), widest_level)
+            fits = self._empty_fits[profile.failure_key] = placed is not None
         if fits is None and widest_level < 0 and len(profile.required_shapes) == 1:
             fits = self._empty_fits[profile.failure_key] = self._one_shape_fits_empty(profile, allowed)
         if fits is None:
@@ -567,6 +591,8 @@ class Cluster:
     ) -> bool:
         """Whether ``place`` places the gang; for a gang whose required pods have one shape, found
         without placing it (``_one_shape_fits``)."""
+        if profile.pins:
+            return self.place_pinned(profile, allowed, window, widest_level) is not None
         if len(profile.required_shapes) == 1:
             return self._one_shape_fits(profile, allowed, window, widest_level)
         return self.place(profile, allowed, window, finest_level, widest_level) is not None
@@ -665,7 +691,10 @@ class Cluster:
         (start, end) overlaps none of the node's reservations. Domains holding a node the gang
         avoids are tried after the others of their level. When this greedy fill (largest pods first,
         best fit) misses, an exact search looks for a placement it missed (``_place_exactly``).
+        A gang that pins its members goes where they name (``place_pinned``).
         """
+        if profile.pins:
+            return self.place_pinned(profile, allowed, window, widest_level)
         if not self._may_fit(profile, allowed, window, widest_level):
             return None
         need = profile.required_gpu
@@ -687,6 +716,34 @@ class Cluster:
                 if placed is not None:
                     return placed
         return self._place_exactly(profile, allowed, window, widest_level)[0]
+
+    def position(self, node_name: str) -> int | None:
+        """The node's index in this view; None when it is not a schedulable, ready node."""
+        return self._static.index.get(node_name)
+
+    def place_pinned(
+        self, profile: GangProfile, allowed: Acceptance | None, window: tuple[float, float], widest_level: int
+    ) -> Assignment | None:
+        """``place`` for a gang that pins its members: each on the node it names, which must be in
+        this view (schedulable and ready), allowed by the gang's node rules and, for a required
+        topology level, in one domain of it; the required members must all fit there for their run
+        ``window``, an optional one joins when it fits beside them."""
+        assignment: Assignment = []
+        for member, node in profile.pins:
+            position = self.position(node)
+            if position is None or (allowed is not None and not allowed[position]):
+                return None
+            assignment.append((member, position))
+        if widest_level >= 0 and len({self.levels[widest_level].node_domain[i] for _, i in assignment}) > 1:
+            return None
+        required = len(profile.required_pins)
+        placed = assignment[:required]
+        if not self.holds(profile, placed, allowed, window):
+            return None
+        for optional in assignment[required:]:
+            if self.holds(profile, [*placed, optional], allowed, window):
+                placed.append(optional)
+        return placed
 
     def _may_fit(
         self, profile: GangProfile, allowed: Acceptance | None, window: tuple[float, float], widest_level: int

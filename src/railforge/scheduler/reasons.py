@@ -97,6 +97,17 @@ def unfit_requests(resources: list[str]) -> Reason:
     return Reason(text, ReasonCode.NEVER_FITS_REQUESTS)
 
 
+def unfit_pinned(member: str, node: str, problem: str) -> Reason:
+    """``problem``: what keeps the node from ever holding the member, e.g. "is not a schedulable, ready node"."""
+    return Reason(f"{UNFIT}member {member} is pinned to node {node}, which {problem}", ReasonCode.NEVER_FITS_PINNED)
+
+
+def pinned_short(node: str, resource: str, need: int, free: int) -> Reason:
+    has = free if resource == GPU else amount(resource, free)
+    text = f"needs {amount(resource, need)} on node {node}, where its members are pinned; it has {has} free"
+    return Reason(text, ReasonCode.CAPACITY_PINNED)
+
+
 def unknown_level(level: str, names: tuple[str, ...]) -> Reason:
     text = f"requires topology level {level!r}, which is not one of the scheduler's levels ({', '.join(names)})"
     return Reason(text, ReasonCode.UNKNOWN_LEVEL)

@@ -115,10 +115,17 @@ def test_perftest_pairs_measure_every_node_as_a_client_on_every_rail(shapes):
     objects = render_all(plan)
     assert [o["kind"] for o in objects].count("Pod") == 2 * len(pairs)
     first = next(p for p in pairs if p.rail == 3 and p.client == "dgx-03")
-    service, server, client = (o for o in objects if o["metadata"]["name"].startswith(first.name))
+    group, service, server, client = (o for o in objects if o["metadata"]["name"].startswith(first.name))
     assert service["kind"] == "Service" and service["spec"]["clusterIP"] == "None"
-    assert (server["spec"]["nodeName"], client["spec"]["nodeName"]) == ("dgx-02", "dgx-03")
+    # one gang of two pods for railforge, each pinned to its node: started whole or not at all
+    assert (group["kind"], group["metadata"]["name"], group["spec"]) == ("PodGroup", first.name, {"minMember": 2})
+    assert "nodeName" not in server["spec"] and "nodeName" not in client["spec"]
+    pins = [pod["spec"]["nodeSelector"] for pod in (server, client)]
+    assert pins == [{"kubernetes.io/hostname": "dgx-02"}, {"kubernetes.io/hostname": "dgx-03"}]
     for pod in (server, client):
+        assert pod["spec"]["schedulerName"] == "railforge"
+        assert pod["metadata"]["labels"]["railforge.io/queue"] == "acceptance"
+        assert pod["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == first.name
         assert pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"] == "railforge-network/rail3"
         assert pod["spec"]["containers"][0]["resources"]["limits"] == {"rdma/rail3": 1}
         assert pod["metadata"]["labels"]["railforge.io/benchmark-job"] == "nccl"
@@ -208,6 +215,7 @@ def test_the_cpu_resnet50_job_trains_a_few_small_steps_over_gloo():
         ({"workers": 3}, "railforge_benchmark_workers: mode gpu runs one worker per node (2), got 3"),
         ({"rail_networks": {"rail_networks_namespace": "Rails"}}, "rail_networks_namespace: 'Rails' is not a DNS"),
         ({"rail_networks": {"rail_networks_cidrs": []}}, "rail_networks: expected some of rail_networks_namespace"),
+        ({"scheduler_name": "Rail Forge"}, "railforge_benchmark_scheduler_name: 'Rail Forge' is not"),
     ],
 )
 def test_bad_settings_are_refused_naming_the_variable(shapes, change, message):

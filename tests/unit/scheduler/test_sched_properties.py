@@ -63,7 +63,9 @@ AFFINITY = (
 )
 
 
-def random_gang(rng: random.Random, name: str, now: float) -> Gang:
+def random_gang(rng: random.Random, name: str, now: float, pin_to: tuple[str, ...] = ()) -> Gang:
+    """``pin_to``: node names a pending gang may pin its members to (one time in six; now and then to a name no
+    node has, too)."""
     pods = rng.randint(1, 4)
     gpus = rng.choice((0, 1, 2, 4, 8))
     requests = {GPU: gpus, "cpu": rng.choice((500, 4000, 16000))}
@@ -74,6 +76,9 @@ def random_gang(rng: random.Random, name: str, now: float) -> Gang:
     members = tuple(Member(f"{name}-{j}", dict(requests)) for j in range(pods))
     if rng.random() < 0.3:
         members = (Member(f"{name}-launcher", {"cpu": 1000}), *members)
+    if pin_to and rng.random() < 1 / 6:
+        choices = pin_to if rng.random() < 0.9 else (*pin_to, "gone")
+        members = tuple(replace(member, node=rng.choice(choices)) for member in members)
     return Gang(
         name,
         rng.choice(QUEUES[1:]),
@@ -150,7 +155,8 @@ def snapshots(draw) -> Snapshot:
                 requests = next(m.requests for m in gang.members if m.name == member_name)
                 for r, v in requests.items():
                     free[node][r] += v
-    pending = tuple(random_gang(rng, f"p{k}", now) for k in range(rng.randint(0, 10)))
+    names = tuple(node.name for node in nodes)
+    pending = tuple(random_gang(rng, f"p{k}", now, names) for k in range(rng.randint(0, 10)))
     return Snapshot(now, nodes, queues, pending, tuple(running), {"a": 1e5}, rng.choice(CONFIGS))
 
 
@@ -207,6 +213,7 @@ def check_capacity_and_whole_gangs(snap: Snapshot) -> None:
                 for taint in node.taints
                 if taint.effect != "PreferNoSchedule"
             ), (name, node.taints)
+        assert all(bind.placement.get(m.name, m.node) == m.node for m in gang.members if m.node is not None)
         required = {m.name for m in gang.members[: gang.required_members]}
         assert required <= set(bind.placement)
         assert set(bind.placement) <= {m.name for m in gang.members}

@@ -18,7 +18,7 @@ from itertools import compress
 
 from railforge.scheduler import reasons
 from railforge.scheduler.model import GPU, Gang, Reason, Reservation
-from railforge.scheduler.placement import Acceptance, Cluster, GangProfile
+from railforge.scheduler.placement import Acceptance, Cluster, GangProfile, node_loads
 from railforge.scheduler.stages import admit
 from railforge.scheduler.state import CycleState
 
@@ -74,6 +74,10 @@ def capacity_reason(
     in; a resource its pods find too little of, in all or node by node; the pods' requests
     are not free together on the same nodes."""
     cluster = state.cluster
+    if profile.pins:
+        short = pinned_shortfall(state, profile, allowed)
+        if short is not None:
+            return short
     need = profile.required_gpu
     if widest >= 0:
         level = cluster.levels[widest]
@@ -100,6 +104,21 @@ def capacity_reason(
         blocking = blocking_reservation(state, profile, allowed, finest, widest)
         return reasons.behind_reservation(blocking.gang_name, blocking.start - state.now)
     return requests_reason(profile, view, state.reason)
+
+
+def pinned_shortfall(state: CycleState, profile: GangProfile, allowed: Acceptance | None) -> Reason | None:
+    """The first resource a pinned node lacks now for the required members pinned there (nodes
+    in name order); None when each has what they need (a reservation then keeps the gang out)."""
+    cluster = state.cluster
+    placed = [(member, cluster.position(node)) for member, node in profile.required_pins]
+    loads = node_loads(profile, placed)
+    rooms = cluster.rooms(loads, allowed, (state.now, state.now))
+    for position in sorted(loads):
+        for name, need in sorted(loads[position].items()):
+            free = rooms[position].get(name, 0)
+            if need > free:
+                return reasons.pinned_short(cluster.nodes[position].name, name, need, free)
+    return None
 
 
 def blocking_reservation(
