@@ -23,9 +23,12 @@ else
 fi
 
 # The test image (debootstrap: network and disk) builds while the Python toolchain installs; the test bed's apt
-# repository reads it.
+# repository reads it. It runs in its own process group, stopped whole should a later step fail.
+set -m
 molecule/image/build.sh &
 image_build=$!
+set +m
+trap 'kill -- -"$image_build" 2>/dev/null || true' EXIT
 
 stamp=.venv/.requirements.sha256
 wanted="$(cat requirements-dev.txt pyproject.toml | sha256sum | cut -d' ' -f1)"
@@ -53,4 +56,5 @@ if [[ -z $go_minor || $go_minor -lt 21 ]]; then
     hash -r
 fi
 wait "$image_build"
+trap - EXIT
 .venv/bin/railforge testbed build
