@@ -131,3 +131,44 @@ def test_the_fake_devices_register_again_after_a_kubelet_restart(control_plane, 
     )
     assert pod.status.phase == "Succeeded", (pod.status.reason, pod.status.message)
     assert len(gpu.allocations) == allocations + 1  # the new kubelet called our Allocate
+
+
+def test_a_pair_pinned_by_hostname_is_bound_whole_by_railforge_and_runs(
+    control_plane, node, namespace, devices, scheduler_crds, run_scheduler
+):
+    """A perftest pair's shape on a real kubelet: one PodGroup, two pods with an RDMA device each, pinned by
+    nodeSelector kubernetes.io/hostname. railforge binds both (the kubelet admits them: its node carries the label)
+    and both run with their device."""
+    run_scheduler(
+        {
+            "scheduler_name": "railforge-pinned",
+            "node_selector": f"kubernetes.io/hostname={node.name}",
+            "min_period_seconds": 0.05,
+            "leader_election": {"enabled": False},
+        }
+    )
+    custom = client.CustomObjectsApi(control_plane.api)
+    group = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup", "metadata": {"name": "pair"}}
+    custom.create_namespaced_custom_object(
+        "scheduling.x-k8s.io", "v1alpha1", namespace, "podgroups", {**group, "spec": {"minMember": 2}}
+    )
+    core = client.CoreV1Api(control_plane.api)
+    names = ("pair-server", "pair-client")
+    for name in names:
+        pod = one_shot_pod(
+            name, node.name, ["/bin/sh", "-c", "echo $RAILFORGE_RDMA_DEVICES"], limits={"rdma/rail0": "1"}
+        )
+        del pod["spec"]["nodeName"]
+        pod["metadata"]["labels"] = {"scheduling.x-k8s.io/pod-group": "pair"}
+        pod["spec"].update(schedulerName="railforge-pinned", nodeSelector={"kubernetes.io/hostname": node.name})
+        core.create_namespaced_pod(namespace, pod)
+
+    def ran() -> bool:
+        return all(core.read_namespaced_pod(name, namespace).status.phase == "Succeeded" for name in names)
+
+    wait_for("both pods of the pinned pair to run", ran, 90)
+    devices_seen = set()
+    for name in names:
+        assert core.read_namespaced_pod(name, namespace).spec.node_name == node.name
+        devices_seen.add(core.read_namespaced_pod_log(name, namespace).strip())
+    assert len(devices_seen) == 2  # each pod got its own of the two fake rail devices
