@@ -178,6 +178,9 @@ def node_loads(profile: GangProfile, assignment: Assignment) -> dict[int, dict[s
     return loads
 
 
+# Why a pinned member can never go to its node (``Cluster.pinned_nodes``)
+PIN_PROBLEMS = ("unknown", "ruled-out", "other-domain")
+
 # How a node takes a gang (``Cluster.allowed_nodes``); truthy when the gang may use it.
 REJECTS, AVOIDED, ACCEPTS = 0, 1, 2
 
@@ -721,20 +724,41 @@ class Cluster:
         """The node's index in this view; None when it is not a schedulable, ready node."""
         return self._static.index.get(node_name)
 
+    def pinned_nodes(
+        self, profile: GangProfile, allowed: Acceptance | None, widest_level: int
+    ) -> tuple[Assignment, tuple[str, str, str] | None]:
+        """The pinned members with their nodes' indexes, and the first pin no placement can honour as
+        (member, node, one of ``PIN_PROBLEMS``): its node is not in this view (schedulable and ready),
+        the gang's node rules rule it out, or it lies in another domain of the required topology
+        level than the first pin's node."""
+        assignment: Assignment = []
+        first_domain = None
+        for member, node in profile.pins:
+            position = self.position(node)
+            if position is None:
+                return assignment, (member, node, PIN_PROBLEMS[0])
+            if allowed is not None and not allowed[position]:
+                return assignment, (member, node, PIN_PROBLEMS[1])
+            if widest_level >= 0:
+                domain = self.levels[widest_level].node_domain[position]
+                if first_domain is None:
+                    first_domain = domain
+                elif domain != first_domain:
+                    return assignment, (member, node, PIN_PROBLEMS[2])
+            assignment.append((member, position))
+        return assignment, None
+
     def place_pinned(
         self, profile: GangProfile, allowed: Acceptance | None, window: tuple[float, float], widest_level: int
     ) -> Assignment | None:
-        """``place`` for a gang that pins its members: each on the node it names, which must be in
-        this view (schedulable and ready), allowed by the gang's node rules and, for a required
-        topology level, in one domain of it; the required members must all fit there for their run
-        ``window``, an optional one joins when it fits beside them."""
-        assignment: Assignment = []
-        for member, node in profile.pins:
-            position = self.position(node)
-            if position is None or (allowed is not None and not allowed[position]):
-                return None
-            assignment.append((member, position))
-        if widest_level >= 0 and len({self.levels[widest_level].node_domain[i] for _, i in assignment}) > 1:
+        """``place`` for a gang that pins its members: each on the node it names (``pinned_nodes``
+        must find no problem); the required members must all fit there for their run ``window``, an
+        optional one joins when it fits beside them. As for any gang, the cluster must have its
+        required GPUs free (``could_fit``: ``min_resources`` may ask more than its pods)."""
+        if not self.could_fit(profile):
+            return None
+        assignment, problem = self.pinned_nodes(profile, allowed, widest_level)
+        if problem is not None:
             return None
         required = len(profile.required_pins)
         placed = assignment[:required]

@@ -1,6 +1,8 @@
 """Gangs whose members are pinned to named nodes (a pod's nodeSelector on kubernetes.io/hostname), as
 perftest's server/client pairs are: each member starts on its own node or the gang waits, all or nothing."""
 
+from dataclasses import replace
+
 import pytest
 from sched_helpers import gang, nodes, running
 
@@ -137,3 +139,22 @@ def test_an_optional_pinned_member_joins_only_when_its_node_has_room():
     )
     got = decided(cluster, [Gang("g", "a", members, min_member=1, max_runtime=60.0)], [busy])
     assert got.binds[0].placement == {"g-0": "n00"}
+
+
+def test_a_pinned_gang_needs_its_min_resources_gpus_free_as_any_gang_does():
+    """min_resources may ask more GPUs than the pods: placement needs them free in the cluster, pinned or not."""
+    cluster = nodes(2)
+    busy = running(gang("busy", 1, 6), ["n01"])  # 10 of 16 GPUs left free
+    members = (Member("g-0", {"cpu": 1000}, node="n00"), Member("g-1", {GPU: 1, "cpu": 1000}, node="n01"))
+    wants_12 = Gang("g", "a", members, max_runtime=60.0, min_resources={GPU: 12})
+    got = decided(cluster, [wants_12], [busy], SchedulerConfig(backfill="none"))
+    assert got.binds == []
+    assert str(got.reasons["g"]) == "needs 12 GPUs; the cluster has 10 free"
+    never = decided(cluster, [replace(wants_12, min_resources={GPU: 24})])
+    assert str(never.reasons["g"]) == (
+        "does not fit even with nothing running: needs 24 GPUs; the schedulable nodes have 16 in all"
+    )
+    assert decided(cluster, [replace(wants_12, min_resources={GPU: 10})], [busy]).binds[0].placement == {
+        "g-0": "n00",
+        "g-1": "n01",
+    }

@@ -14,7 +14,7 @@ import itertools
 from railforge.scheduler import reasons
 from railforge.scheduler.incremental import AGE_ORDER, PendingIndex
 from railforge.scheduler.model import GPU, Fail, Gang
-from railforge.scheduler.placement import NODE_RULES, Acceptance, GangProfile, node_loads
+from railforge.scheduler.placement import NODE_RULES, PIN_PROBLEMS, Acceptance, GangProfile, node_loads
 from railforge.scheduler.state import CycleState
 
 
@@ -106,10 +106,9 @@ def refuse(state: CycleState, key: int, reason: str) -> bool:
 
 def unfit_reason(state: CycleState, gang: Gang, profile: GangProfile, allowed: Acceptance | None, widest: int) -> str:
     """What the gang lacks on the empty cluster: GPUs on the nodes it may use (naming the rules
-    that rule nodes out) or in its widest domain; room for the pods of one shape, for one
+    that rule nodes out); for a gang that pins its members, what its pins lack
+    (``unfit_pinned_reason``); GPUs in its widest domain; room for the pods of one shape, for one
     resource; else its pods' requests together."""
-    if profile.pins:
-        return unfit_pinned_reason(state, profile, allowed, widest)
     cluster = state.cluster
     usable = [node for index, node in enumerate(cluster.nodes) if allowed is None or allowed[index]]
     capacity = [
@@ -121,6 +120,8 @@ def unfit_reason(state: CycleState, gang: Gang, profile: GangProfile, allowed: A
         return reasons.unfit_total(
             need, sum(capacity), *(excluded(state, gang, profile) if allowed is not None else ())
         )
+    if profile.pins:
+        return unfit_pinned_reason(state, profile, allowed, widest)
     if widest >= 0:
         domains = cluster.levels[widest].members.values()
         best = max((sum(capacity[index] for index in members) for members in domains), default=0)
@@ -142,30 +143,24 @@ def unfit_pinned_reason(state: CycleState, profile: GangProfile, allowed: Accept
     schedulable, ready node, that its node rules rule out, that lies in another domain of its
     required level than the first, or whose allocatable is too little for the members pinned there."""
     cluster = state.cluster
-    positions = {}
-    for member, node in profile.pins:
-        position = cluster.position(node)
-        if position is None:
-            return reasons.unfit_pinned(member, node, "is not a schedulable, ready node")
-        if allowed is not None and not allowed[position]:
-            return reasons.unfit_pinned(member, node, "the gang's node rules rule out")
-        positions[member] = position
-    if widest >= 0:
-        node_domain = cluster.levels[widest].node_domain
-        first_member, first_node = profile.pins[0]
-        for member, node in profile.pins:
-            if node_domain[positions[member]] != node_domain[positions[first_member]]:
-                level = state.level_names[widest]
-                return reasons.unfit_pinned(member, node, f"is in another {level} than node {first_node}")
-    loads = node_loads(profile, [(member, positions[member]) for member, _ in profile.required_pins])
+    assignment, problem = cluster.pinned_nodes(profile, allowed, widest)
+    if problem is not None:
+        member, node, kind = problem
+        words = {
+            PIN_PROBLEMS[0]: "is not a schedulable, ready node",
+            PIN_PROBLEMS[1]: "the gang's node rules rule out",
+            PIN_PROBLEMS[2]: f"is in another {state.level_names[widest]} than node {profile.pins[0][1]}",
+        }
+        return reasons.unfit_pinned(member, node, words[kind])
+    loads = node_loads(profile, assignment[: len(profile.required_pins)])
     for position in sorted(loads):
         node = cluster.nodes[position]
         for name, need in sorted(loads[position].items()):
             if need > node.allocatable.get(name, 0):
-                member = next(m for m, _ in profile.pins if positions[m] == position)
+                member = next(member for member, index in assignment if index == position)
                 has = reasons.amount(name, node.allocatable.get(name, 0))
-                problem = f"has {has} allocatable; its members there need {reasons.amount(name, need)}"
-                return reasons.unfit_pinned(member, node.name, problem)
+                lack = f"has {has} allocatable; its members there need {reasons.amount(name, need)}"
+                return reasons.unfit_pinned(member, node.name, lack)
     return reasons.unfit_requests(sorted({name for load in loads.values() for name in load}))
 
 

@@ -110,8 +110,8 @@ def pinned_shortfall(state: CycleState, profile: GangProfile, allowed: Acceptanc
     """The first resource a pinned node lacks now for the required members pinned there (nodes
     in name order); None when each has what they need (a reservation then keeps the gang out)."""
     cluster = state.cluster
-    placed = [(member, cluster.position(node)) for member, node in profile.required_pins]
-    loads = node_loads(profile, placed)
+    assignment = cluster.pinned_nodes(profile, allowed, -1)[0]
+    loads = node_loads(profile, assignment[: len(profile.required_pins)])
     rooms = cluster.rooms(loads, allowed, (state.now, state.now))
     for position in sorted(loads):
         for name, need in sorted(loads[position].items()):
