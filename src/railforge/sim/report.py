@@ -98,16 +98,28 @@ def plot_wait_by_bucket(summaries: Sequence[dict], path: str, title: str) -> Non
     plt.close(fig)
 
 
-def _edges(results: Sequence[SimResult], col_end: bool = True) -> np.ndarray:
+def _edges(results: Sequence[SimResult]) -> np.ndarray:
     end = max((r.series[-1][0] for r in results if r.series), default=1.0)
     start = min((r.series[0][0] for r in results if r.series), default=0.0)
     step = DAY if end - start > 4 * DAY else max((end - start) / 100, 1.0)
     return np.arange(start, end + step, step)
 
 
+def bin_title(step: float) -> str:
+    """What one bin of an over-time plot averages over, for its title (a day, or a hundredth of a
+    run of up to four days: under an hour)."""
+    if step == DAY:
+        return "daily mean"
+    if step >= 60:
+        return f"mean per {step / 60:.3g} min"
+    return f"mean per {step:.3g} s"
+
+
 def plot_over_time(results: Sequence[SimResult], path: str, title: str, col: int, ylabel: str) -> None:
+    """``title`` names the plot; the bin width the series are averaged over is added to it."""
     edges = _edges(results)
-    unit = DAY if edges[1] - edges[0] >= DAY else HOUR
+    step = edges[1] - edges[0]
+    unit = DAY if step >= DAY else HOUR
     fig, ax = plt.subplots(figsize=(9, 4))
     for res, c in zip(results, _colours(len(results)), strict=True):
         y = binned(res.series, edges, col)
@@ -118,7 +130,7 @@ def plot_over_time(results: Sequence[SimResult], path: str, title: str, col: int
     ax.set_ylabel(ylabel)
     if col == 2:
         ax.set_yscale("symlog", linthresh=10)
-    ax.set_title(title)
+    ax.set_title(f"{title} ({bin_title(step)})")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, ncol=2)
     fig.tight_layout()
@@ -139,14 +151,14 @@ def write_plots(results: Sequence[SimResult], summaries: Sequence[dict], out_dir
     plot_over_time(
         results,
         os.path.join(out_dir, files["utilization"]),
-        f"{title}: GPU utilisation (daily mean)",
+        f"{title}: GPU utilisation",
         1,
         "allocated GPUs (%)",
     )
     plot_over_time(
         results,
         os.path.join(out_dir, files["queue_depth"]),
-        f"{title}: pending gangs (daily mean)",
+        f"{title}: pending gangs",
         2,
         "pending gangs",
     )

@@ -5,6 +5,7 @@ import math
 import os
 import shutil
 
+import matplotlib.axes
 import numpy as np
 import pytest
 
@@ -17,7 +18,7 @@ from railforge.sim.metrics import (
     summarise,
     time_weighted_mean,
 )
-from railforge.sim.report import binned, checks_headline, target_checks, write_single_report
+from railforge.sim.report import binned, checks_headline, target_checks, write_plots, write_single_report
 
 
 def tiny_result(policy="p") -> SimResult:
@@ -84,6 +85,27 @@ def test_single_report_writes_markdown_and_pngs(tmp_path):
         assert (tmp_path / png).stat().st_size > 5000
         assert f"]({png})" in text
     assert json.loads((tmp_path / "summary.json").read_text())[0]["policy"] == "strict_fifo"
+
+
+@pytest.mark.parametrize(
+    ("span", "bins"),
+    [
+        (1.5 * 3600.0, "mean per 54 s"),
+        (10 * 3600.0, "mean per 6 min"),
+        (4 * 86400.0, "mean per 57.6 min"),
+        (10 * 86400.0, "daily mean"),
+    ],
+)
+def test_over_time_plots_name_the_bins_they_average(tmp_path, monkeypatch, span, bins):
+    """A run of a few hours is binned in hundredths of its span, one of more than four days by day:
+    each over-time plot's title says which."""
+    titles = []
+    monkeypatch.setattr(matplotlib.axes.Axes, "set_title", lambda ax, text, *a, **k: titles.append(text))
+    result = tiny_result()
+    result.series = [(0.0, 8, 1, 1), (span / 2, 16, 0, 2), (span, 0, 0, 0)]
+    write_plots([result], [summarise(result)], str(tmp_path), "tiny")
+    assert f"tiny: GPU utilisation ({bins})" in titles
+    assert f"tiny: pending gangs ({bins})" in titles
 
 
 def test_targets_follow_the_number_of_queues():
