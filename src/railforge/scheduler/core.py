@@ -39,11 +39,13 @@ MEMO_SLACK = 4096
 class Scheduler:
     """The scheduler a control loop (or a simulator) holds: it carries indexes of the pending and
     running gangs from one ``decide`` call to the next, so a call pays for what changed since
-    the previous one. Calls are serialised by a lock: one object may be shared across threads,
-    though a loop gains from its indexes only when it is the one feeding it snapshots."""
+    the previous one. Calls, and the first read of each call's deferred reasons (which reads the
+    memo), are serialised by one lock: one object may be shared across threads, and a dashboard
+    may read the last decisions while the loop decides the next, though a loop gains from its
+    indexes only when it is the one feeding it snapshots."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._memo: Memo | None = None
         self._pending: PendingIndex | None = None
         self._running: RunningIndex | None = None
@@ -51,7 +53,9 @@ class Scheduler:
     def decide(self, snapshot: Snapshot) -> Decisions:
         """Decide binds, evictions, restarts, failures and reservations for one snapshot."""
         with self._lock:
-            return run_cycle(CycleState(snapshot, *self.indexes_for(snapshot)))
+            decisions = run_cycle(CycleState(snapshot, *self.indexes_for(snapshot)))
+        decisions.reasons.fill_under(self._lock)
+        return decisions
 
     def indexes_for(self, snapshot: Snapshot) -> tuple[Memo, PendingIndex, RunningIndex]:
         """The memo and indexes of the previous call; fresh ones when the queues changed. The memo

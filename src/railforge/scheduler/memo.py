@@ -102,7 +102,7 @@ class Memo:
         simulator or controller does between node changes; rebuilt otherwise."""
         topology = (level_names, label_keys)
         held = self._static
-        if held is not None and held[0] is nodes and held[1] == topology and isinstance(nodes, tuple):
+        if held is not None and held[0] is nodes and held[1] == topology:
             return held[2]
         static = Static(nodes, level_names, label_keys)
         self._static = (nodes, topology, static)

@@ -102,11 +102,12 @@ class FrozenDict(dict):
 
 
 def _freeze(owner: object, *field_names: str) -> None:
-    """Replace the named mapping fields of a frozen dataclass, while it is built, by read-only copies."""
+    """Replace the named mapping and sequence fields of a frozen dataclass, while it is built, by
+    read-only copies (a ``FrozenDict``, a tuple): a list the caller edits later cannot change it."""
     for name in field_names:
         value = getattr(owner, name)
-        if value is not None and not isinstance(value, FrozenDict):
-            object.__setattr__(owner, name, FrozenDict(value))
+        if value is not None and not isinstance(value, (FrozenDict, tuple)):
+            object.__setattr__(owner, name, FrozenDict(value) if isinstance(value, Mapping) else tuple(value))
 
 
 def _require(ok: bool, owner: str, problem: str) -> None:
@@ -172,6 +173,7 @@ class NodeSelectorRequirement:
     values: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        _freeze(self, "values")
         owner = f"NodeSelectorRequirement {self.key}"
         _check_choice(owner, "operator", self.operator, SelectorOperator)
         listed = self.operator in ("In", "NotIn")
@@ -205,7 +207,7 @@ class Node:
     topology: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        _freeze(self, "allocatable", "labels")
+        _freeze(self, "allocatable", "labels", "taints", "topology")
         _check_resources(f"Node {self.name}", "allocatable", self.allocatable)
 
 
@@ -258,7 +260,7 @@ class Gang:
     not_before: float | None = None  # a restarted gang waits until then (backoff); None: no backoff
 
     def __post_init__(self) -> None:
-        _freeze(self, "node_selector", "min_resources")
+        _freeze(self, "node_selector", "min_resources", "members", "affinity", "tolerations")
         owner = f"Gang {self.name}"
         names = [member.name for member in self.members]
         _require(bool(names), owner, "members is empty; expected at least one member")
@@ -328,7 +330,7 @@ class RunningGang:
     backfilled_past: str | None = None
 
     def __post_init__(self) -> None:
-        _freeze(self, "placement")
+        _freeze(self, "placement", "failed_members")
         gang = self.gang
         names = {member.name for member in gang.members}
         required = [member.name for member in gang.members[: gang.required_members]]
@@ -372,6 +374,7 @@ class SchedulerConfig:
     topology_level_names: tuple[str, ...] = DEFAULT_TOPOLOGY_LEVEL_NAMES
 
     def __post_init__(self) -> None:
+        _freeze(self, "topology_label_keys", "topology_level_names")
         owner = "SchedulerConfig"
         _check_choice(owner, "backfill", self.backfill, BackfillMode)
         _check_choice(owner, "backfill_order", self.backfill_order, BackfillOrder)
@@ -427,6 +430,9 @@ class Snapshot:
     # reserved nodes once they are free, and keeps its start while they stay free for it.
     reservations: tuple[Reservation, ...] = ()
 
+    def __post_init__(self) -> None:
+        _freeze(self, "nodes", "queues", "pending", "running", "usage", "reservations")
+
 
 @dataclass(frozen=True, slots=True)
 class Bind:
@@ -468,6 +474,9 @@ class Reservation:
     held: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
     # member name -> node name, sorted: where the gang starts at ``start`` when that is still free
     placement: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        _freeze(self, "nodes", "held", "placement")
 
 
 class ReasonCode(enum.StrEnum):
@@ -533,10 +542,15 @@ class Reasons(MutableMapping[str, str]):
     def __init__(self) -> None:
         self._known: dict[str, str] = {}
         self._deferred: Callable[[], None] | None = None
-        self._filling = threading.Lock()
+        self._filling: threading.Lock | threading.RLock = threading.Lock()
 
     def defer(self, fill: Callable[[], None]) -> None:
         self._deferred = fill
+
+    def fill_under(self, lock: threading.RLock) -> None:
+        """Work the deferred reasons out under ``lock``: the ``Scheduler``'s, since they read its
+        memo, which its next ``decide`` call (perhaps in another thread) changes."""
+        self._filling = lock
 
     def _resolved(self) -> dict[str, str]:
         if self._deferred is not None:

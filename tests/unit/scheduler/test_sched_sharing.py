@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 from sched_helpers import gang, nodes, running
 
-from railforge.scheduler import GPU, Member, Queue, Scheduler, Snapshot, decide
+from railforge.scheduler import GPU, Gang, Member, Queue, Scheduler, Snapshot, decide
 from railforge.scheduler.core import MEMO_KEYS_PER_GANG, MEMO_SLACK
 
 
@@ -95,3 +95,66 @@ def test_a_new_pod_request_gives_decisions_on_the_new_value():
     big = replace(small, members=(Member("g-0", {GPU: 1, "cpu": 100_000}),))
     d = decide(Snapshot(100.0, cluster, (Queue("a"),), (big,), ()))
     assert d.binds == [] and d.reasons["g"].startswith("does not fit even with nothing running")
+
+
+def test_lists_handed_to_snapshot_objects_are_copied_so_later_edits_change_nothing():
+    # A gang built from a list of members (4 GPUs) binds; the caller then appends a member to that
+    # list (12 GPUs, more than the one 8-GPU node holds). The gang kept its own tuple, so the held
+    # Scheduler, which remembers the gang's profile, still decides as a fresh call on it does.
+    members = [Member("g-0", {GPU: 4, "cpu": 1000})]
+    node_list = nodes(1)
+    g = Gang("g", "a", members, max_runtime=3600.0, tolerations=[])
+    snap = Snapshot(100.0, node_list, [Queue("a")], [g], [], usage={"a": 0.0})
+    scheduler = Scheduler()
+    assert [b.gang_name for b in scheduler.decide(snap).binds] == ["g"]
+    members.append(Member("g-1", {GPU: 8, "cpu": 1000}))
+    node_list.append(nodes(2)[1])
+    assert g.members == (Member("g-0", {GPU: 4, "cpu": 1000}),) and len(snap.nodes) == 1
+    assert isinstance(snap.pending, tuple) and isinstance(g.tolerations, tuple)
+    with pytest.raises(TypeError, match="read-only"):
+        snap.usage["a"] = 1.0
+    assert scheduler.decide(snap).binds == decide(snap).binds
+
+
+def test_reasons_read_while_the_scheduler_decides_the_next_snapshot_are_a_fresh_calls():
+    # A dashboard thread reads each call's reasons (worked out on first read, from the Scheduler's
+    # memo) while the loop's thread already decides the next snapshot, whose new node selectors add
+    # key ids to the same memo. Each call's reasons must equal those of a fresh decide().
+    cluster = tuple(nodes(2))
+    run = tuple(running(gang(f"r{i}", 1, 8, runtime=7200), [f"n0{i}"]) for i in range(2))
+
+    def snapshot(batch: int) -> Snapshot:
+        waiting = (
+            gang(f"b{batch}-{k}", 1, 1 + k % 8, submit=1 + k, node_selector={"team": f"t{batch}-{k % 40}"})
+            for k in range(150)
+        )
+        return Snapshot(100.0, cluster, (Queue("a"),), (gang("head", 2, 8), *waiting), run)
+
+    snapshots = [snapshot(batch) for batch in range(12)]
+    scheduler = Scheduler()
+    made: list = []
+    read: dict[int, dict[str, str]] = {}
+
+    def loop():
+        for snap in snapshots:
+            made.append(scheduler.decide(snap))
+
+    def dashboard():
+        while len(read) < len(snapshots):
+            for i, decisions in enumerate(list(made)):
+                if i not in read:
+                    read[i] = {name: (reason, reason.code) for name, reason in decisions.reasons.items()}
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=loop), threading.Thread(target=dashboard)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(switch)
+    for i, snap in enumerate(snapshots):
+        fresh = decide(snap).reasons
+        assert read[i] == {name: (reason, reason.code) for name, reason in fresh.items()}
