@@ -56,6 +56,7 @@ lab-test:         ## the lab end to end with its checks (tests/lab): up, job, se
 sim:              ## replay Philly and every ITP trace through all policies -> docs/simulation-results.md (long)
 	railforge simulate-report --all --period 60 --jobs 2 --cache reports/sim-cache
 
-bench:            ## scheduler decide() timings and the whole Philly replay on a 1-minute cycle
+bench:            ## scheduler decide() timings, the exact search's reach, the whole Philly replay on a 1-minute cycle
 	python benchmarks/bench_decide.py --quick
+	python benchmarks/bench_exact_search.py
 	python benchmarks/bench_replay.py --period 60
