@@ -152,6 +152,8 @@ def load_generic_csv(path: str | os.PathLike[str]) -> Trace:
                     user_estimate=_value(path, line, row, "max_runtime", float, optional=True),
                 )
             )
+    if not jobs:
+        raise ValueError(f"{path}: no jobs (a header row and no data rows); expected at least one job row")
     name = os.path.splitext(os.path.basename(os.fspath(path)))[0]
     return _normalise(name, jobs)
 

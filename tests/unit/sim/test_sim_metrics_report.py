@@ -253,6 +253,7 @@ def test_cli_refuses_unknown_policies_and_settings_before_running(traces_dir, ex
         ),
         ("csv", "0,3600,8\n10,60,1.5\n", [], "{dir}/jobs.csv, line 3: gpus is '1.5'; expected a whole number >= 0"),
         ("csv", "-1,3600,8\n", [], "{dir}/jobs.csv, line 2: submit is '-1'; expected a number of seconds >= 0"),
+        ("csv", "", [], "{dir}/jobs.csv: no jobs (a header row and no data rows); expected at least one job row"),
         ("missing", "", [], "trace csv:{dir}/missing.csv: no file {dir}/missing.csv"),
         ("itp:cluster99", "", [], "trace itp:cluster99: no file {traces}/elasticflow-itp/raw/cluster99.csv"),
         ("lottery", "", [], "unknown trace 'lottery': use philly, itp:clusterNN or csv:PATH"),
