@@ -20,6 +20,7 @@ import enum
 import math
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, MutableMapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from typing import Literal, get_args
 
@@ -542,12 +543,12 @@ class Reasons(MutableMapping[str, str]):
     def __init__(self) -> None:
         self._known: dict[str, str] = {}
         self._deferred: Callable[[], None] | None = None
-        self._filling: threading.Lock | threading.RLock = threading.Lock()
+        self._filling: AbstractContextManager = threading.Lock()
 
     def defer(self, fill: Callable[[], None]) -> None:
         self._deferred = fill
 
-    def fill_under(self, lock: threading.RLock) -> None:
+    def fill_under(self, lock: AbstractContextManager) -> None:
         """Work the deferred reasons out under ``lock``: the ``Scheduler``'s, since they read its
         memo, which its next ``decide`` call (perhaps in another thread) changes."""
         self._filling = lock
