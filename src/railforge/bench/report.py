@@ -20,6 +20,7 @@ from pathlib import Path
 from railforge.bench.errors import ParseError
 from railforge.bench.floors import HardwareClass
 from railforge.bench.judge import STATUSES, Results, Verdict, judge, node_table, table
+from railforge.bench.nccl import COLLECTIVE
 from railforge.bench.results import load_results
 
 JOB_NAME = "training.kubeflow.org/job-name"
@@ -28,6 +29,13 @@ ROLE = "railforge.io/benchmark-role"
 RUN = "railforge.io/benchmark-job"
 MPIJOB = ("kubeflow.org", "v2beta1", "mpijobs")
 ENDED = ("Succeeded", "Failed")
+
+
+def launcher_log_name(job: str, command: Sequence[str]) -> str:
+    """The file a launcher's log is kept in, named after the nccl-tests program its mpirun runs, if any: that
+    program's output does not name it, and ``load_results`` reads the collective (which floors apply) from the name."""
+    program = next((arg for arg in command if COLLECTIVE.fullmatch(arg)), "launcher")
+    return f"{job}-{program}.log"
 
 
 def _mpijob_state(status: dict) -> str | None:
@@ -44,7 +52,7 @@ def collect(api, namespace: str, jobs: Sequence[str], timeout: float, results: P
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     started = time.monotonic()
     seen = {job: {"name": job, "state": None, "seconds": None, "pods": {}} for job in jobs}  # pods: pod -> node
-    launchers: dict[str, str] = {}
+    launchers: dict[str, tuple[str, list[str]]] = {}  # job -> (launcher pod, its command)
     clients = {}
     while True:
         for job, record in seen.items():
@@ -52,7 +60,8 @@ def collect(api, namespace: str, jobs: Sequence[str], timeout: float, results: P
                 if pod.spec.node_name:
                     record["pods"][pod.metadata.name] = pod.spec.node_name
                 if (pod.metadata.labels or {}).get(JOB_ROLE) == "launcher":
-                    launchers[job] = pod.metadata.name
+                    container = pod.spec.containers[0]
+                    launchers[job] = (pod.metadata.name, [*(container.command or ()), *(container.args or ())])
             if record["state"] is None:
                 found = custom.get_namespaced_custom_object(*MPIJOB[:2], namespace, MPIJOB[2], job)
                 record["state"] = _mpijob_state(found.get("status") or {})
@@ -72,8 +81,8 @@ def collect(api, namespace: str, jobs: Sequence[str], timeout: float, results: P
     outputs = results / "outputs"
     shutil.rmtree(outputs, ignore_errors=True)  # the last run's logs are not this run's results
     outputs.mkdir(parents=True)
-    for job, launcher in launchers.items():
-        (outputs / f"{job}-launcher.log").write_text(core.read_namespaced_pod_log(launcher, namespace))
+    for job, (launcher, command) in launchers.items():
+        (outputs / launcher_log_name(job, command)).write_text(core.read_namespaced_pod_log(launcher, namespace))
     for pod, (node, _phase) in clients.items():
         (outputs / node).mkdir(exist_ok=True)
         (outputs / node / f"{pod}.txt").write_text(core.read_namespaced_pod_log(pod, namespace))

@@ -12,7 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from benchdata import read_body
 
+from railforge.bench.floors import load_floors
 from railforge.bench.jobs import (
     RESNET_ARGS,
     PlanError,
@@ -22,6 +24,9 @@ from railforge.bench.jobs import (
     render_all,
     render_mpijob,
 )
+from railforge.bench.judge import judge
+from railforge.bench.report import launcher_log_name
+from railforge.bench.results import load_results
 
 ROOT = Path(__file__).resolve().parents[3]
 _spec = importlib.util.spec_from_file_location("networks_example", ROOT / "scripts/networks_example.py")
@@ -89,6 +94,24 @@ def test_a_gpu_mpijob_attaches_every_rail_with_its_rdma_device_and_ncclss_settin
         ]
     labels = {role: s["template"]["metadata"]["labels"] for role, s in job["spec"]["mpiReplicaSpecs"].items()}
     assert labels == {"Launcher": {"railforge.io/queue": "acceptance"}, "Worker": {"railforge.io/queue": "acceptance"}}
+
+
+def test_the_gpu_launchers_log_is_named_so_its_all_reduce_is_judged_against_the_floor(shapes, tmp_path):
+    # nccl-tests' output does not name its program; the log's file name does, from the launcher's command,
+    # so the all_reduce bus-bandwidth floor applies to the collected log (a 'launcher' log has no collective).
+    dgx = shapes["dgx_h100"]
+    job = render_mpijob(mpijob_variables(plan_from_mapping(gpu_plan({"dgx-01": dgx, "dgx-02": dgx}))))
+    name = launcher_log_name("nccl", containers(job)["Launcher"]["containers"][0]["command"])
+    assert name == "nccl-all_reduce_perf.log"
+    (tmp_path / name).write_text(
+        read_body("nccl-tests/all_reduce_perf-2node-16xh100-ndr-cx7-slurm-srun-label-prefix-validation-off.txt")
+    )
+    results, skipped = load_results(tmp_path)
+    verdicts = judge(results, load_floors("h100-sxm-cx7-ndr"))
+    (floor,) = [v for v in verdicts if v.check == "nccl_all_reduce_multinode"]
+    assert not skipped and (floor.status, floor.measured) == ("pass", 155.57)
+    cpu = render_mpijob(mpijob_variables(plan_from_mapping(cpu_plan())))
+    assert launcher_log_name("bench", containers(cpu)["Launcher"]["containers"][0]["command"]) == "bench-launcher.log"
 
 
 def test_roce_rails_hand_nccl_their_gid_index_and_perftest_its_x(shapes):
