@@ -3,7 +3,8 @@
 
 Read: the test title (``RDMA_Write BW Test``), the parameter block (``Device``, ``Link type``, ``Mtu`` ...),
 the ``--use_cuda`` lines (GPU name, ``using DMA-BUF for GPU buffer``) and the results table. Bandwidth is kept as
-printed and in Gb/s: perftest's ``MB/sec`` (without ``--report_gbits``) is 2^20 bytes per second, its ``Gb/sec``
+printed and in Gb/s: perftest's ``MB/sec`` (without ``--report_gbits``; ``MiB/sec`` in later releases, which
+name the unit they always meant) is 2^20 bytes per second, its ``Gb/sec``
 10^9 bits per second. Lines between the table header and the rows (CPU frequency warnings) are skipped.
 An output without its closing dashes line parses; ``missing`` says so. A row cut short raises ParseError.
 """
@@ -19,7 +20,7 @@ TITLE = re.compile(r"^\s*(?P<verb>RDMA_Write|RDMA_Read|Send|Atomic\w*)\b(?P<extr
 TOOLS = {"RDMA_Write": "ib_write", "RDMA_Read": "ib_read", "Send": "ib_send"}
 PARAMETER = re.compile(r"([A-Za-z][^:\t]*?)\s*:\s*(\S+)")
 DASHES = re.compile(r"^-{20,}\s*$")
-BW_HEADER = re.compile(r"#bytes\s+#iterations\s+BW peak\[(?P<unit>Gb|MB)/sec\]\s+BW average\[(?:Gb|MB)/sec\]")
+BW_HEADER = re.compile(r"#bytes\s+#iterations\s+BW peak\[(?P<unit>Gb|MB|MiB)/sec\]\s+BW average\[(?:Gb|MB|MiB)/sec\]")
 LAT_HEADER = re.compile(r"#bytes\s+#iterations\s+t_min\[usec\]")
 LAT_COLUMNS = re.compile(r"t_min|t_max|t_typical|t_avg|t_stdev|99\.9% percentile|99% percentile")
 ROW = re.compile(r"^\s*\d+\s+\d+\s")
@@ -35,7 +36,7 @@ class BandwidthRow:
     peak: float  # in the printed unit
     average: float
     msg_rate_mpps: float
-    unit: str  # "Gb/sec" | "MB/sec"
+    unit: str  # "Gb/sec" | "MB/sec" | "MiB/sec"
 
     @property
     def average_gbps(self) -> float:
