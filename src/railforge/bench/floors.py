@@ -33,22 +33,26 @@ class FloorKind:
     unit: str
     ceiling: bool = False  # latency: the figure is a maximum
     sized: bool = True  # measured at message_bytes
+    buffers: bool = False  # perftest: the figure is for buffers in host or GPU memory (``memory``)
 
 
 KINDS = {
     "nccl_all_reduce_1node": FloorKind("busbw_gbps", "GB/s"),
     "nccl_all_reduce_multinode": FloorKind("busbw_gbps", "GB/s"),
-    "ib_write_bw": FloorKind("bw_avg_gbps", "Gb/s"),
-    "ib_read_bw": FloorKind("bw_avg_gbps", "Gb/s"),
-    "ib_send_bw": FloorKind("bw_avg_gbps", "Gb/s"),
-    "ib_write_lat": FloorKind("t_typical_usec", "us", ceiling=True),
-    "ib_read_lat": FloorKind("t_typical_usec", "us", ceiling=True),
-    "ib_send_lat": FloorKind("t_typical_usec", "us", ceiling=True),
+    "ib_write_bw": FloorKind("bw_avg_gbps", "Gb/s", buffers=True),
+    "ib_read_bw": FloorKind("bw_avg_gbps", "Gb/s", buffers=True),
+    "ib_send_bw": FloorKind("bw_avg_gbps", "Gb/s", buffers=True),
+    "ib_write_lat": FloorKind("t_typical_usec", "us", ceiling=True, buffers=True),
+    "ib_read_lat": FloorKind("t_typical_usec", "us", ceiling=True, buffers=True),
+    "ib_send_lat": FloorKind("t_typical_usec", "us", ceiling=True, buffers=True),
     "resnet50_per_gpu": FloorKind("images_per_sec", "images/s per GPU", sized=False),
     "resnet50_scaling": FloorKind("efficiency", "of linear", sized=False),
     # the CPU fallback of playbooks/benchmark.yml: allreduce (deploy/openmpi) over the pod network
     "mpi_allreduce": FloorKind("busbw_gbps", "GB/s"),
 }
+
+
+MEMORIES = ("gpu", "host")  # where a perftest floor's buffers are: GPU memory (--use_cuda) or host memory
 
 
 class FloorsError(ValueError):
@@ -61,6 +65,7 @@ class Floor:
     value: float
     source: str
     message_bytes: int | None = None
+    memory: str | None = None  # perftest floors: "gpu" (--use_cuda, GPUDirect RDMA) or "host" buffers
 
     @property
     def spec(self) -> FloorKind:
@@ -91,7 +96,9 @@ def _floor(kind: str, spec: dict, path: str) -> Floor:
     if not isinstance(spec, dict):
         raise FloorsError(f"{path}: expected a mapping with {KINDS[kind].metric} and source, got {spec!r}")
     meta = KINDS[kind]
-    allowed = {meta.metric, "source"} | ({"message_bytes"} if meta.sized else set())
+    allowed = (
+        {meta.metric, "source"} | ({"message_bytes"} if meta.sized else set()) | ({"memory"} if meta.buffers else set())
+    )
     unknown = sorted(set(spec) - allowed)
     if unknown:
         raise FloorsError(f"{path}: unknown key {unknown[0]!r}; expected {', '.join(sorted(allowed))}")
@@ -103,11 +110,17 @@ def _floor(kind: str, spec: dict, path: str) -> Floor:
     message = spec.get("message_bytes")
     if meta.sized and message is None:
         raise FloorsError(f"{path}.message_bytes: missing; expected the message size the figure is for")
+    memory = spec.get("memory", "host") if meta.buffers else None
+    if memory not in (None, *MEMORIES):
+        raise FloorsError(
+            f"{path}.memory: expected gpu (--use_cuda) or host, the buffers the figure is for; got {memory!r}"
+        )
     return Floor(
         kind=kind,
         value=_positive(spec[meta.metric], f"{path}.{meta.metric}"),
         source=" ".join(source.split()),
         message_bytes=_positive(message, f"{path}.message_bytes", int) if meta.sized else None,
+        memory=memory,
     )
 
 

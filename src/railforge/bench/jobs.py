@@ -22,10 +22,14 @@ from __future__ import annotations
 import importlib.util
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
+
+if TYPE_CHECKING:
+    from railforge.bench.floors import HardwareClass
 
 ROOT = Path(__file__).resolve().parents[3]
 MPIJOB_TEMPLATE = ROOT / "deploy/openmpi/mpijob.yml.j2"
@@ -72,6 +76,8 @@ class Plan:
     perftest_image: str = ""
     perftest_tools: tuple[str, ...] = ("ib_write_bw",)
     perftest_bytes: int = 8388608
+    # the perftest tools whose floors are for GPU memory: their pods take a GPU and run with --use_cuda
+    perftest_gpu_memory: tuple[str, ...] = ()
     rail_namespace: str = "railforge-network"
     rail_prefix: str = "rail"
     rdma_prefix: str = "rdma"
@@ -235,19 +241,22 @@ def plan_from_mapping(data: Mapping) -> Plan:
         raise PlanError(f"railforge_benchmark_job_name: {plan.job_name!r} is too long for its ResNet-50 job's pods")
     if mode == "gpu":
         _same_across_nodes(plan)
-    _check_floors(data)
+    floors = _check_floors(data).floors
+    if mode == "gpu":
+        in_gpu_memory = tuple(tool for tool in tools if tool in floors and floors[tool].memory == "gpu")
+        plan = replace(plan, perftest_gpu_memory=in_gpu_memory)
     return plan
 
 
-def _check_floors(data: Mapping) -> None:
-    """The class and its floors (with railforge_benchmark_floors) are checked before anything runs."""
+def _check_floors(data: Mapping) -> HardwareClass:
+    """The class and its floors (with railforge_benchmark_floors), checked before anything runs."""
     from railforge.bench.floors import VARIABLE, FloorsError, load_floors
 
     name = data.get("hardware_class")
     if not isinstance(name, str) or not name:
         raise PlanError(f"railforge_benchmark_hardware_class: expected a class of floors.yml, got {name!r}")
     try:
-        load_floors(name, data.get("floors") or None, origin=VARIABLE)
+        return load_floors(name, data.get("floors") or None, origin=VARIABLE)
     except FloorsError as error:
         message = str(error)
         if message.startswith("hardware class"):
@@ -376,6 +385,7 @@ def render_perftest(plan: Plan, pair: Pair) -> list[dict]:
         network=f"{plan.rail_namespace}/{rail}",
         rdma_resource=f"{plan.rdma_prefix}/{rail}",
         message_bytes=plan.perftest_bytes,
+        use_cuda=pair.tool in plan.perftest_gpu_memory,
         gid_index=plan.gid_index,
         labels={"railforge.io/benchmark-job": plan.job_name},
     )

@@ -26,7 +26,7 @@ STATUSES = ("fail", "warn", "pass", "info")
 @dataclass(frozen=True)
 class Verdict:
     subject: str
-    check: str  # a floor kind, or: complete, correctness, transport, dcgmi_diag, resnet50
+    check: str  # a floor kind, or: complete, correctness, transport, buffers, dcgmi_diag, resnet50
     status: str  # fail | warn | pass | info
     message: str  # a sentence that starts with the subject
     measured: float | None = None
@@ -155,6 +155,10 @@ def judge_perftest(node: str, run: PerftestRun, hw: HardwareClass) -> list[Verdi
         measured = row.usec.get("t_typical", row.usec.get("t_avg"))
         what = f"{run.tool} typical at {size_text(row.size_bytes)}"
     verdicts.append(_figure(subject, run.tool, hw, measured, what, note))
+    if floor and floor.memory and floor.memory != ("gpu" if run.gpu_memory else "host"):
+        wanted = "GPU memory (--use_cuda, GPUDirect RDMA)" if floor.memory == "gpu" else "host memory"
+        message = f"{subject}: {run.tool} ran in {memory}, but the {hw.name} floor is for {wanted}"
+        verdicts.append(Verdict(subject, "buffers", "warn", message))
     return [replace(v, nodes=(node,), rail=run.device) for v in verdicts]
 
 

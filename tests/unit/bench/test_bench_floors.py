@@ -58,6 +58,28 @@ def test_measured_floors_equal_their_fixture(name):
         if match:
             assert (BENCH / match["file"]).is_file(), floor.source
             assert _figure_of(match["file"], floor) == floor.value, floor
+            if floor.memory:  # a perftest floor is for the buffers its run used
+                run = parse_perftest(read_body(match["file"]))
+                assert floor.memory == ("gpu" if run.gpu_memory else "host"), floor
+
+
+def test_perftest_floors_name_the_memory_their_buffers_are_in():
+    # Azure's ib_write_bw checks are --use_cuda (GPUDirect RDMA); the L40S figures are runs in host memory
+    assert load_floors("h100-sxm-cx7-ndr").floors["ib_write_bw"].memory == "gpu"
+    assert load_floors("l40s-roce-200g").floors["ib_read_lat"].memory == "host"
+    assert load_floors("h100-sxm-cx7-ndr").floors["nccl_all_reduce_1node"].memory is None
+    added = load_floors(
+        "new",
+        {
+            "new": {
+                "gpu": "g",
+                "nic": "n",
+                "link": "l",
+                "floors": {"ib_read_bw": {"bw_avg_gbps": 300, "message_bytes": 65536, "source": "mine"}},
+            }
+        },
+    )
+    assert added.floors["ib_read_bw"].memory == "host"  # unless it says gpu
 
 
 def test_override_merges_per_key_and_drops_null():
@@ -113,6 +135,14 @@ def test_override_adds_a_class_and_a_floor_the_defaults_leave_out():
         ),
         ({"new": {"floors": {}}}, r"^inv\.new\.gpu: expected a string naming the gpu, got None$"),
         ({"h100-sxm-cx7-ndr": {"flors": {}}}, r"unknown key 'flors'"),
+        (
+            {"h100-sxm-cx7-ndr": {"floors": {"ib_write_bw": {"memory": "device"}}}},
+            r"ib_write_bw\.memory: expected gpu \(--use_cuda\) or host, the buffers the figure is for; got 'device'",
+        ),
+        (
+            {"h100-sxm-cx7-ndr": {"floors": {"nccl_all_reduce_1node": {"memory": "gpu"}}}},
+            r"nccl_all_reduce_1node: unknown key 'memory'",
+        ),
         ({"h100-sxm-cx7-ndr": "fast"}, r"^inv\.h100-sxm-cx7-ndr: expected a mapping"),
         (["h100"], r"^inv: expected a mapping of hardware class -> floors"),
         ({"a100-sxm4-cx6-hdr": {"floors": {"ib_write_bw": {"bw_avg_gbps": 0}}}}, r"a100-sxm4-cx6-hdr.*positive"),

@@ -125,6 +125,8 @@ def test_roce_rails_hand_nccl_their_gid_index_and_perftest_its_x(shapes):
     args = server["spec"]["containers"][0]["command"]
     assert args[args.index("-x") + 1] == "5"
     assert server["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"] == "rails/rail0"
+    # the L40S classes' floors are runs in host memory: no GPU, no --use_cuda
+    assert "--use_cuda=0" not in args and "nvidia.com/gpu" not in server["spec"]["containers"][0]["resources"]["limits"]
 
 
 def test_perftest_pairs_measure_every_node_as_a_client_on_every_rail(shapes):
@@ -150,7 +152,9 @@ def test_perftest_pairs_measure_every_node_as_a_client_on_every_rail(shapes):
         assert pod["metadata"]["labels"]["railforge.io/queue"] == "acceptance"
         assert pod["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == first.name
         assert pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"] == "railforge-network/rail3"
-        assert pod["spec"]["containers"][0]["resources"]["limits"] == {"rdma/rail3": 1}
+        # the H100 class's ib_write_bw floor is a GPUDirect RDMA figure: both ends take a GPU and use it
+        assert pod["spec"]["containers"][0]["resources"]["limits"] == {"rdma/rail3": 1, "nvidia.com/gpu": 1}
+        assert "--use_cuda=0" in pod["spec"]["containers"][0]["command"][-1]
         assert pod["metadata"]["labels"]["railforge.io/benchmark-job"] == "nccl"
     hca = dgx["rails"][3]["hca"]
     args = server["spec"]["containers"][0]["command"]
