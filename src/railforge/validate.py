@@ -65,13 +65,22 @@ def table(nodes: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+# railforge.bench.report's names: benchmark-<cluster>-<UTC time>.json
+REPORT_NAME = re.compile(r"benchmark-(?P<cluster>.+)-(?P<time>\d{8}T\d{6}Z)\.json")
+
+
 def benchmark_report(path: Path, cluster: str | None) -> tuple[Path | None, dict]:
-    """The benchmark report ``path`` names, or the newest of ``cluster`` in directory ``path``; (None, {}) if none."""
+    """The benchmark report ``path`` names, or the newest of ``cluster`` (of any, when None) in directory ``path``,
+    by the time in its name; (None, {}) if none. Cluster ``lab``'s are not ``lab-b``'s."""
     if path.is_dir() or not path.exists():  # a reports directory no benchmark has made yet holds no report
-        found = sorted(path.glob(f"benchmark-{cluster or '*'}-*.json"))
+        found = [
+            (named["time"], report)
+            for report in path.glob("benchmark-*.json")
+            if (named := REPORT_NAME.fullmatch(report.name)) and cluster in (None, named["cluster"])
+        ]
         if not found:
             return None, {}
-        path = found[-1]
+        path = max(found)[1]
     return path, json.loads(path.read_text())
 
 

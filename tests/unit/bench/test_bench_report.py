@@ -169,6 +169,13 @@ def test_validate_joins_checks_rails_bandwidth_and_verdict_per_node(tmp_path, ca
     assert rows["node-a"]["verdict"] == "PASS"
     assert "benchmark-forge-a-20261124T173009Z.json" in capsys.readouterr().out
 
+    # a still newer report of another cluster whose name starts alike is not forge-a's
+    write_report(results_dir(tmp_path / "other"), "forge-a-b", hw, reports, NOW.replace(minute=45))
+    assert report(healthy, args) == 1
+    assert "benchmark-forge-a-20261124T173009Z.json" in capsys.readouterr().out
+    assert report(healthy, argparse.Namespace(benchmark=reports, cluster=None, json_path=None)) == 0  # newest of any
+    assert "benchmark-forge-a-b-20261124T174509Z.json" in capsys.readouterr().out
+
 
 def test_a_failure_naming_no_node_fails_every_node_and_no_report_means_checks_only(tmp_path, capsys):
     empty = tmp_path / "empty"
