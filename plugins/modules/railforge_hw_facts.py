@@ -15,9 +15,9 @@ description:
     HCA) and NVLink/NVSwitch presence.
   - The affinity matrix uses C(nvidia-smi topo -m) classes (PIX, PXB, PHB, NODE, SYS).  It is computed
     from the PCI tree unless the text of C(nvidia-smi topo -m) is given (or run), which then wins.
-  - With O(scope=devices) only the devices are listed, which works before any driver is loaded: GPUs,
-    NVSwitches, Mellanox/NVIDIA Ethernet and InfiniBand functions (found by PCI vendor id) and the RDMA
-    devices the kernel registered; the node roles detect their hardware this way.
+  - With O(scope=devices) only the devices are listed, which works before any driver is loaded (GPUs,
+    NVSwitches, Mellanox/NVIDIA Ethernet and InfiniBand functions found by PCI vendor id, and the RDMA
+    devices the kernel registered); the node roles detect their hardware this way.
   - Never changes anything on the host; check mode returns the same facts.
 version_added: "0.1.0"
 author:
