@@ -21,6 +21,20 @@ def full_cluster_snapshot(waiting: int) -> Snapshot:
     return Snapshot(100.0, tuple(nodes(2)), (Queue("a"),), pending, run)
 
 
+def run_switching_often(targets) -> None:
+    """Run each target in its own thread, switching threads as often as possible (mid-fill included)."""
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=target) for target in targets]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(switch)
+
+
 def test_concurrent_readers_of_one_decisions_see_every_reason():
     snap = full_cluster_snapshot(400)
     expected = {g.name for g in snap.pending}
@@ -33,16 +47,7 @@ def test_concurrent_readers_of_one_decisions_see_every_reason():
             start.wait()
             seen.append(dict(decisions.reasons))
 
-        switch = sys.getswitchinterval()
-        sys.setswitchinterval(1e-6)  # switch threads as often as possible, mid-fill included
-        try:
-            threads = [threading.Thread(target=read) for _ in range(8)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-        finally:
-            sys.setswitchinterval(switch)
+        run_switching_often([read] * 8)
         assert [set(reasons) for reasons in seen] == [expected] * 8
         assert all(reasons == seen[0] for reasons in seen)
 
@@ -145,16 +150,7 @@ def test_reasons_read_while_the_scheduler_decides_the_next_snapshot_are_a_fresh_
                 if i not in read:
                     read[i] = {name: (reason, reason.code) for name, reason in decisions.reasons.items()}
 
-    switch = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        threads = [threading.Thread(target=loop), threading.Thread(target=dashboard)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        sys.setswitchinterval(switch)
+    run_switching_often([loop, dashboard])
     for i, snap in enumerate(snapshots):
         fresh = decide(snap).reasons
         assert read[i] == {name: (reason, reason.code) for name, reason in fresh.items()}
