@@ -30,7 +30,7 @@ docs:             ## every role's README.md and docs/variables.md from the argum
 	python scripts/role_docs.py
 
 testbed:          ## tests against real Kubernetes: control plane on loopback, a real node, the MPI operator (root)
-	pytest tests/k8s -p no:xdist
+	pytest tests/k8s -p no:xdist --durations=15
 
 cluster-up:       ## a test-bed cluster to debug against (prints KUBECONFIG); Ctrl-C stops it and cleans up
 	railforge testbed up
@@ -51,7 +51,7 @@ lab-down:
 	scripts/lab.sh down
 
 lab-test:         ## the lab end to end with its checks (tests/lab): up, job, second run, check run, down
-	pytest tests/lab -p no:xdist
+	pytest tests/lab -p no:xdist --durations=0
 
 sim:              ## replay Philly and every ITP trace through all policies -> docs/simulation-results.md (long)
 	railforge simulate-report --all --period 60 --jobs 2 --cache reports/sim-cache

@@ -90,6 +90,21 @@ add_api_address() {
     echo "lab: control plane endpoint $address on lab-cp-01"
 }
 
+# A bridge that outlived the lab network (its containers killed before Podman tore their networking down) keeps the
+# subnet's gateway address, and `podman network create` then refuses the subnet. Removed only when it is that: a
+# Podman-named bridge holding exactly the gateway address, with no Podman network on it.
+remove_stale_bridge() {
+    local gateway bridge
+    gateway=$(python3 -c 'import ipaddress,sys; n=ipaddress.ip_network(sys.argv[1]); print(f"{next(n.hosts())}/{n.prefixlen}")' "$subnet")
+    while read -r bridge; do
+        [[ $bridge =~ ^podman[0-9]+$ ]] || continue
+        ip -d link show "$bridge" | grep -qw bridge || continue
+        podman network ls --format '{{.NetworkInterface}}' | grep -qx "$bridge" && continue
+        ip link delete "$bridge"
+        echo "lab: removed $bridge, a bridge an earlier lab network left with $gateway"
+    done < <(ip -o -4 address show to "$gateway" | awk -v gateway="$gateway" '$4 == gateway {print $2}')
+}
+
 node_mounts() {  # what start_node mounts: the local apt repository and the cluster's image archives
     apt_repo=$(railforge testbed apt-repo)
     images=$(python3 -c 'from railforge.testbed.images import cluster_images; print(cluster_images())')
@@ -127,7 +142,10 @@ print(json.dumps({
     "rail_networks_crd_files": [str(nad_crd), *map(str, sorted(whereabouts.glob("whereabouts.cni.cncf.io_*.yaml")))],
 }))
 PY
-    podman network exists "$network" || podman network create --subnet "$subnet" "$network" >/dev/null
+    if ! podman network exists "$network"; then
+        remove_stale_bridge
+        podman network create --subnet "$subnet" "$network" >/dev/null
+    fi
     while read -r name address; do
         mkdir -p "$state/$name/device-plugins" "$state/$name/devices"  # its bind mounts (/run is a tmpfs)
         if podman container exists "$name"; then
@@ -165,10 +183,13 @@ add)  # add NAME...: start nodes of the extra inventory for playbooks/scale.yml 
 down)
     while read -r name _; do
         stop_device_plugins "$name"
-        podman rm -f -t 10 "$name" >/dev/null 2>&1 && echo "lab: removed $name" || true
+        if podman container exists "$name"; then
+            podman rm -f -t 10 "$name" >/dev/null && echo "lab: removed $name"
+        fi
         podman volume rm -f "$name-containerd" >/dev/null 2>&1 || true
     done < <(nodes -i "$extra_inventory")
     podman network exists "$network" && podman network rm "$network" >/dev/null || true
+    remove_stale_bridge
     if [[ -f $state/sysctls ]]; then
         while IFS== read -r key value; do sysctl -q -w "$key=$value"; done <"$state/sysctls"
         echo "lab: host sysctls restored (${sysctls[*]})"

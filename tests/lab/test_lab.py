@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 INVENTORY = "inventories/lab/hosts.yml"
 NODES = ("lab-cp-01", "lab-node-01", "lab-node-02")
 WORKERS = ("lab-node-01", "lab-node-02")
+LAB_CIDR = ipaddress.ip_network("10.89.50.0/24")  # the nodes' network, lab.sh's subnet
 RAIL_CIDR = ipaddress.ip_network("10.89.51.0/24")  # rail_networks_cidrs of inventories/lab
 STATE = Path("/run/railforge-lab")
 SYSCTLS = ("vm.overcommit_memory", "vm.panic_on_oom", "kernel.panic", "kernel.panic_on_oops")
@@ -57,6 +58,29 @@ def recap(output: str) -> dict[str, dict[str, int]]:
 
 def sysctls() -> dict[str, str]:
     return {key: run("sysctl", "-n", key).stdout.strip() for key in SYSCTLS}
+
+
+def addresses(network: ipaddress.IPv4Network) -> list[str]:
+    """'interface address/prefix' of every host address in network."""
+    shown = run("ip", "-o", "-4", "address", "show", "to", str(network)).stdout
+    return [f"{fields[1]} {fields[3]}" for fields in map(str.split, shown.splitlines())]
+
+
+def test_down_removes_a_bridge_an_earlier_lab_network_left_and_nothing_else():
+    """Runs before the lab is up: a Podman-named bridge with the lab's gateway address and no network of its own
+    (what killed node containers leave) is removed; a bridge with another address is not."""
+    stale, other = ("podman90", "10.89.50.1/24"), ("podman91", "10.89.52.1/24")
+    for bridge, address in (stale, other):
+        run("ip", "link", "add", bridge, "type", "bridge")
+        run("ip", "address", "add", address, "dev", bridge)
+    try:
+        down = run("scripts/lab.sh", "down")
+        assert "lab: removed podman90, a bridge an earlier lab network left with 10.89.50.1/24" in down.stdout
+        assert addresses(LAB_CIDR) == []
+        assert addresses(ipaddress.ip_network("10.89.52.0/24")) == ["podman91 10.89.52.1/24"]
+    finally:
+        for bridge, _ in (stale, other):
+            run("ip", "link", "delete", bridge, check=False)
 
 
 @pytest.fixture(scope="module")
@@ -298,5 +322,6 @@ def test_down_leaves_nothing_behind(lab):
     networks = run("podman", "network", "ls", "--format", "{{.Name}}").stdout.split()
     assert not [name for name in containers + volumes if name.startswith("lab-")]
     assert "railforge-lab" not in networks
+    assert addresses(LAB_CIDR) == []  # its bridge went with it
     assert sysctls() == lab["sysctls"]
     assert not STATE.exists() and not (ROOT / "inventories/lab/artifacts").exists()
