@@ -1,7 +1,9 @@
 """playbooks/benchmark.yml's CPU fallback end to end on the test bed: the real API server, the real node, the real
 mpi-operator gang-scheduling with railforge, the lab's OpenMPI image and the ResNet-50 image. The playbook renders the
 two MPIJobs (allreduce, and ResNet-50 training over Gloo), applies them server-side, follows them to their end, reads
-the launchers' logs and writes the report; an impossible floor fails the run naming the floor.
+the launchers' logs and writes the report. A second run, through playbooks/validate.yml, has an impossible floor:
+validate runs the benchmark, joins its report with the node checks (here of localhost, whose sshd is absent: they
+fail, a row of their own) and fails after its table, which names the floor on the test bed node's row.
 
 The test bed has no cluster DNS (no CoreDNS, pods have no route off the node's bridge), so this test plays it for
 each launcher: once the workers run, their job names (the hostfile's <pod>.<job>.<namespace>.svc) go into the
@@ -66,8 +68,9 @@ def play_dns(plane, node, stop: threading.Event) -> None:
         stop.wait(0.5)
 
 
-def benchmark(plane, node, tmp_path, **variables) -> subprocess.CompletedProcess:
-    """ansible-playbook playbooks/benchmark.yml in mode cpu on the real node, the DNS played meanwhile."""
+def benchmark(plane, node, tmp_path, playbook="playbooks/benchmark.yml", **variables) -> subprocess.CompletedProcess:
+    """ansible-playbook PLAYBOOK (benchmark.yml, or validate.yml which runs it) in mode cpu on the real node, the
+    DNS played meanwhile."""
     extra = {
         "railforge_cluster_name": "testbed",
         "railforge_benchmark_mode": "cpu",
@@ -86,7 +89,7 @@ def benchmark(plane, node, tmp_path, **variables) -> subprocess.CompletedProcess
     env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
     env["ANSIBLE_SSH_ARGS"] = "-o ProxyCommand=false"
     command = [str(os.path.join(os.path.dirname(sys.executable), "ansible-playbook")), "-i", "localhost,"]
-    command += ["playbooks/benchmark.yml", f"--extra-vars=@{tmp_path / 'vars.json'}"]
+    command += [playbook, f"--extra-vars=@{tmp_path / 'vars.json'}"]
     stop = threading.Event()
     dns = threading.Thread(target=play_dns, args=(plane, node, stop), daemon=True)
     dns.start()
@@ -108,15 +111,15 @@ def test_the_cpu_fallback_runs_end_to_end_and_an_impossible_floor_fails_by_name(
         }
     )
     started = time.monotonic()
-    passed = benchmark(control_plane, node, tmp_path / "first")
+    passed = benchmark(control_plane, node, tmp_path / "first", railforge_benchmark_resnet_scaling=[1])
     first_seconds = time.monotonic() - started
     output = passed.stdout + passed.stderr
     assert passed.returncode == 0, output[-6000:]
     (report,) = (tmp_path / "first/reports").glob("benchmark-testbed-*.json")
     document = json.loads(report.read_text())
-    allreduce, resnet = document["jobs"]["mpijobs"]
-    assert (allreduce["name"], resnet["name"]) == (JOB, f"{JOB}-resnet50")
-    assert (allreduce["state"], resnet["state"]) == ("Succeeded", "Succeeded")
+    allreduce, resnet, resnet_one = document["jobs"]["mpijobs"]
+    assert (allreduce["name"], resnet["name"], resnet_one["name"]) == (JOB, f"{JOB}-resnet50", f"{JOB}-resnet50-w1")
+    assert {job["state"] for job in (allreduce, resnet, resnet_one)} == {"Succeeded"}
     pods = allreduce["pods"]
     assert sorted(pods)[-2:] == [f"{JOB}-worker-0", f"{JOB}-worker-1"] and set(pods.values()) == {node.name}
     (run,) = document["results"]["mpi"]
@@ -127,18 +130,24 @@ def test_the_cpu_fallback_runs_end_to_end_and_an_impossible_floor_fails_by_name(
     (verdict,) = [v for v in document["verdicts"] if v["check"] == "mpi_allreduce"]
     assert verdict["status"] == "info" and verdict["measured"] == run["busbw_gbps"]  # no floor by default
     # ResNet-50 trained on both ranks, its gradients all-reduced by DDP over Gloo between the two pods
-    (trained,) = document["results"]["resnet"]
+    trained, alone = sorted(document["results"]["resnet"], key=lambda run: -run["result"]["ranks"])
     result = trained["result"]
     assert (result["device"], result["ranks"], result["nodes"], result["steps"]) == ("cpu", 2, 1, 5)
     assert len(trained["steps"]) == 5 and trained["result"]["images_per_sec"] > 0
-    (verdict,) = [v for v in document["verdicts"] if v["check"] == "resnet50"]
-    assert verdict["status"] == "info" and verdict["measured"] == trained["result"]["images_per_sec"]
+    assert (alone["result"]["ranks"], alone["result"]["steps"]) == (1, 5)
+    verdicts = [v for v in document["verdicts"] if v["check"] == "resnet50"]
+    assert sorted(v["measured"] for v in verdicts) == sorted(r["result"]["images_per_sec"] for r in (trained, alone))
+    # the scaling series: 2 ranks against 1, judged as information (the CPU fallback has no floor)
+    (scaling,) = [v for v in document["verdicts"] if v["check"] == "resnet50_scaling"]
+    per_rank = (result["images_per_sec"] / 2) / alone["result"]["images_per_sec"]
+    assert scaling["status"] == "info" and scaling["measured"] == pytest.approx(per_rank, abs=1e-4)
+    assert "## ResNet-50 scaling" in report.with_suffix(".md").read_text()
     assert document["nodes"][node.name]["verdict"] == "info" and document["failed"] == []
     assert report.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
     assert f"| MPIJob {JOB} | Succeeded |" in report.with_suffix(".md").read_text()
     assert f"| MPIJob {JOB}-resnet50 | Succeeded |" in report.with_suffix(".md").read_text()
     # the pods were bound by railforge, as a gang
-    for job in (allreduce, resnet):
+    for job in (allreduce, resnet, resnet_one):
         launcher = next(p for p in job["pods"] if "launcher" in p)
         bound = client.CoreV1Api(control_plane.api).read_namespaced_pod(launcher, NAMESPACE)
         assert bound.spec.scheduler_name == "railforge"
@@ -146,14 +155,29 @@ def test_the_cpu_fallback_runs_end_to_end_and_an_impossible_floor_fails_by_name(
     impossible = {"busbw_gbps": 99999, "message_bytes": ELEMENTS * 8, "source": "impossible: the test bed's floor"}
     floor = {"cpu-fallback": {"floors": {"mpi_allreduce": impossible}}}
     started = time.monotonic()
-    # the allreduce alone this time (no ResNet-50 image named)
+    # the allreduce alone this time (no ResNet-50 image named), through validate.yml
     failed = benchmark(
-        control_plane, node, tmp_path / "second", railforge_benchmark_floors=floor, railforge_benchmark_resnet_image=""
+        control_plane,
+        node,
+        tmp_path / "second",
+        "playbooks/validate.yml",
+        railforge_benchmark_floors=floor,
+        railforge_benchmark_resnet_image="",
+        railforge_validate_report=str(tmp_path / "second/validate.json"),
+        ansible_connection="local",  # validate's hardware-facts play runs on every host: here localhost
+        ansible_python_interpreter=sys.executable,
     )
     second_seconds = time.monotonic() - started
     output = " ".join((failed.stdout + failed.stderr).split())
     assert failed.returncode == 2, output[-6000:]
-    assert "mpi_allreduce 2x1: " in output and "GB/s bus bandwidth at 512 KiB < 99999 GB/s floor" in output
     (report,) = (tmp_path / "second/reports").glob("benchmark-testbed-*.json")
-    assert json.loads(report.read_text())["failed"][0].endswith("< 99999 GB/s floor")
+    (floor_failure,) = json.loads(report.read_text())["failed"]
+    assert floor_failure.startswith("mpi_allreduce 2x1: ") and floor_failure.endswith(" < 99999 GB/s floor")
+    # the benchmark's own failure waited for validate's table, which joined the report just written
+    assert "fatal: [localhost]: FAILED! => assertion: railforge_validate_result.rc == 0" in output
+    validated = json.loads((tmp_path / "second/validate.json").read_text())
+    assert validated["benchmark_report"] == str(report)
+    row = validated["nodes"][node.name]
+    assert row["verdict"] == "FAIL" and row["failed"] == [floor_failure] and row["checks"] is None
+    assert f"| {node.name} | - | - | " in output and f"| FAIL | {floor_failure} |" in output
     print(f"benchmark.yml on the test bed: {first_seconds:.1f} s passing, {second_seconds:.1f} s failing")

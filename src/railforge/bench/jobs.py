@@ -9,6 +9,8 @@
   of the same template: deploy/openmpi/railforge-resnet50, ResNet-50 training on synthetic data with PyTorch DDP,
   over NCCL on GPUs (the rails' settings as above), over Gloo on the pod network in CPU mode (small images, a few
   steps: the CPU fallback proves the plumbing); on GPU nodes railforge starts it once the first has freed the GPUs;
+  and for scaling, the same job with fewer workers (``resnet_scaling``: on GPU nodes one node's worth by default),
+  named ``<job>-resnet50-w<workers>``: the judge rates the full job's images/s per GPU against the smallest run's;
 - per rail, a ring of perftest pairs (deploy/benchmark/perftest-pair.yml.j2): node i serves, node i+1 is the
   client, so every node is measured once as a client on every rail (GPU mode, two nodes or more); each pair is a
   gang railforge starts whole, its pods pinned to their nodes by nodeSelector kubernetes.io/hostname.
@@ -90,6 +92,7 @@ class Plan:
     resnet_image: str = ""  # none: no ResNet-50 job
     resnet_args: tuple[str, ...] = ()  # none: RESNET_ARGS of the mode
     resnet_worker_memory: str = ""  # none: 2Gi per CPU worker, 4Gi per GPU
+    resnet_scaling: tuple[int, ...] = ()  # worker counts of the smaller ResNet-50 jobs, for the scaling figures
 
 
 @dataclass(frozen=True)
@@ -237,7 +240,9 @@ def plan_from_mapping(data: Mapping) -> Plan:
         resnet_args=tuple(str(a) for a in resnet_args),
         resnet_worker_memory=_text(data, "resnet_worker_memory", ""),
     )
-    if plan.resnet_image and len(resnet_job_name(plan) + "-launcher") > 63:
+    plan = replace(plan, resnet_scaling=_resnet_scaling(data, plan))
+    longest = max((resnet_job_name(plan, workers) for workers in (None, *plan.resnet_scaling)), key=len)
+    if plan.resnet_image and len(longest + "-launcher") > 63:
         raise PlanError(f"railforge_benchmark_job_name: {plan.job_name!r} is too long for its ResNet-50 job's pods")
     if mode == "gpu":
         _same_across_nodes(plan)
@@ -246,6 +251,20 @@ def plan_from_mapping(data: Mapping) -> Plan:
         in_gpu_memory = tuple(tool for tool in tools if tool in floors and floors[tool].memory == "gpu")
         plan = replace(plan, perftest_gpu_memory=in_gpu_memory)
     return plan
+
+
+def _resnet_scaling(data: Mapping, plan: Plan) -> tuple[int, ...]:
+    """The smaller ResNet-50 jobs' worker counts: given, or one worker (one node) in mode gpu with more than one."""
+    given = data.get("resnet_scaling")
+    if given is None:
+        return (1,) if plan.mode == "gpu" and plan.workers > 1 and plan.resnet_image else ()
+    counts = given if isinstance(given, list | tuple) else [given]
+    if not all(isinstance(c, int) and not isinstance(c, bool) and 1 <= c < plan.workers for c in counts):
+        raise PlanError(
+            f"railforge_benchmark_resnet_scaling: expected worker counts from 1 to {plan.workers - 1} "
+            f"(fewer than the full job's {plan.workers}), got {given!r}"
+        )
+    return tuple(sorted(set(counts)))
 
 
 def _check_floors(data: Mapping) -> HardwareClass:
@@ -331,13 +350,15 @@ def render_mpijob(variables: dict) -> dict:
     return yaml.safe_load(_template(MPIJOB_TEMPLATE).render(**variables))
 
 
-def resnet_job_name(plan: Plan) -> str:
-    return plan.job_name + RESNET_SUFFIX
+def resnet_job_name(plan: Plan, workers: int | None = None) -> str:
+    """The full ResNet-50 job's name, or with ``workers`` that of a smaller one of the scaling series."""
+    return plan.job_name + RESNET_SUFFIX + (f"-w{workers}" if workers else "")
 
 
-def resnet_variables(plan: Plan) -> dict:
-    """The template's variables for the ResNet-50 job: the first job's nodes, rails and devices, another program."""
-    variables = mpijob_variables(plan)
+def resnet_variables(plan: Plan, workers: int | None = None) -> dict:
+    """The template's variables for the ResNet-50 job: the first job's nodes, rails and devices, another program;
+    with ``workers``, that many of them (a job of the scaling series)."""
+    variables = {**mpijob_variables(plan), "workers": workers or plan.workers}
     if plan.mode == "cpu":
         # Gloo over the pod network; one thread per rank, as each worker asks for a share of a core
         env, memory = {"GLOO_SOCKET_IFNAME": "eth0", "OMP_NUM_THREADS": "1"}, "2Gi"
@@ -345,7 +366,7 @@ def resnet_variables(plan: Plan) -> dict:
         env, memory = variables["mpirun_env"], f"{4 * plan.nodes[0].gpus}Gi"
     return {
         **variables,
-        "job_name": resnet_job_name(plan),
+        "job_name": resnet_job_name(plan, workers),
         "image": plan.resnet_image,
         "worker_memory": plan.resnet_worker_memory or memory,
         "mpirun_env": env,
@@ -397,6 +418,7 @@ def render_all(plan: Plan) -> list[dict]:
     objects = [render_mpijob(mpijob_variables(plan))]
     if plan.resnet_image:
         objects.append(render_mpijob(resnet_variables(plan)))
+        objects += [render_mpijob(resnet_variables(plan, workers)) for workers in plan.resnet_scaling]
     for pair in perftest_pairs(plan):
         objects += render_perftest(plan, pair)
     return objects

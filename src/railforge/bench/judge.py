@@ -180,25 +180,30 @@ def judge_dcgm(node: str, diag: DcgmDiag) -> list[Verdict]:
 
 
 def judge_resnet(runs: Sequence[ResnetRun], hw: HardwareClass) -> list[Verdict]:
+    """Each finished run's throughput (per GPU against the floor; on the CPU fallback, the figure only), and each
+    run's scaling efficiency against the run with the fewest processes on the same device."""
     verdicts, finished = [], []
     for run in runs:
         if run.result is None:
             verdicts.append(Verdict(run.label, "resnet50", "fail", f"{run.label}: missing {run.missing[0]}"))
             continue
+        finished.append(run)
         if run.result.on_cpu:  # the CPU fallback proves the job's plumbing: its speed is the host's own
             rate, ranks = run.result.images_per_sec, run.result.ranks
             message = f"{run.label}: {rate:g} images/s, {rate / ranks:.3g} per rank (CPU fallback: no floor)"
             verdicts.append(Verdict(run.label, "resnet50", "info", message, rate, unit="images/s"))
-            continue
-        finished.append(run)
-        verdicts.append(_figure(run.label, "resnet50_per_gpu", hw, run.result.per_gpu, "throughput"))
-    if len(finished) > 1:
-        base = min(finished, key=lambda r: r.result.gpus)
+        else:
+            verdicts.append(_figure(run.label, "resnet50_per_gpu", hw, run.result.per_gpu, "throughput"))
+    for on_cpu in (False, True):
+        series = [run.result for run in finished if run.result.on_cpu == on_cpu]
+        base = min(series, key=lambda r: r.process_count, default=None)
         for run in finished:
-            if run.result.gpus == base.result.gpus:
+            result = run.result
+            if result.on_cpu != on_cpu or result.process_count == base.process_count:
                 continue
-            efficiency = round(run.result.per_gpu / base.result.per_gpu, 4)
-            what = f"scaling efficiency vs {base.result.gpus} GPUs"
+            per_process = result.images_per_sec / result.process_count
+            efficiency = round(per_process / (base.images_per_sec / base.process_count), 4)
+            what = f"scaling efficiency vs {base.processes}"
             verdicts.append(_figure(run.label, "resnet50_scaling", hw, efficiency, what))
     return verdicts
 

@@ -21,6 +21,7 @@ from railforge.bench.errors import ParseError
 from railforge.bench.floors import HardwareClass
 from railforge.bench.judge import STATUSES, Results, Verdict, judge, node_table, table
 from railforge.bench.nccl import COLLECTIVE
+from railforge.bench.resnet import ResnetMeasure
 from railforge.bench.results import load_results
 
 JOB_NAME = "training.kubeflow.org/job-name"
@@ -142,6 +143,34 @@ def node_summary(verdicts: Sequence[Verdict]) -> dict[str, dict]:
     return summary
 
 
+def scaling_series(results: Results) -> dict[str, list[ResnetMeasure]]:
+    """The finished ResNet-50 runs by what they ran on ("GPUs", "CPU ranks"), fewest processes first."""
+    series: dict[str, list[ResnetMeasure]] = {}
+    for run in results.resnet:
+        if run.result is not None:
+            series.setdefault("CPU ranks" if run.result.on_cpu else "GPUs", []).append(run.result)
+    return {unit: sorted(points, key=lambda point: point.process_count) for unit, points in series.items()}
+
+
+def scaling_table(results: Results) -> list[str]:
+    """Markdown lines: each finished ResNet-50 run's images/s, per process and against linear from the smallest."""
+    lines = []
+    for unit, points in scaling_series(results).items():
+        base = points[0].images_per_sec / points[0].process_count
+        lines += [
+            "",
+            f"| {unit} | nodes | images/s | per process | of linear |",
+            "| ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for point in points:
+            per_process = point.images_per_sec / point.process_count
+            lines.append(
+                f"| {point.process_count} | {point.nodes} | {point.images_per_sec:g} | {per_process:.4g} "
+                f"| {per_process / base:.2f} |"
+            )
+    return ["## ResNet-50 scaling", *lines, ""] if lines else []
+
+
 def _plot(results: Results, path: Path, title: str) -> None:
     import matplotlib
 
@@ -149,8 +178,11 @@ def _plot(results: Results, path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     perftest = [(node, run) for node, run in results.perftest if run.bandwidth]
-    figure, axes = plt.subplots(1, 2 if perftest else 1, figsize=(12 if perftest else 7, 4.5), squeeze=False)
-    bandwidth = axes[0][0]
+    scaling = scaling_series(results)
+    panels = 1 + bool(perftest) + bool(scaling)
+    figure, axes = plt.subplots(1, panels, figsize=(2 + 5 * panels, 4.5), squeeze=False)
+    panel = iter(axes[0])
+    bandwidth = next(panel)
     for run in results.nccl:
         sizes = [row.size_bytes for row in run.rows]
         bandwidth.plot(sizes, [row.out_of_place.busbw_gbps for row in run.rows], marker=".", label=run.label)
@@ -164,12 +196,25 @@ def _plot(results: Results, path: Path, title: str) -> None:
     if results.nccl or results.mpi:
         bandwidth.legend(fontsize="small")
     if perftest:
-        rails = axes[0][1]
+        rails = next(panel)
         labels = [f"{node}\n{run.device}" for node, run in perftest]
         rails.bar(labels, [run.bandwidth[-1].average_gbps for _, run in perftest])
         rails.set_ylabel("BW average (Gb/s)")
         rails.set_title("perftest per node and rail")
         rails.tick_params(axis="x", labelsize="small")
+    if scaling:
+        images = next(panel)
+        for unit, points in scaling.items():
+            counts = [point.process_count for point in points]
+            images.plot(counts, [point.images_per_sec for point in points], marker="o", label=f"measured ({unit})")
+            base = points[0]
+            linear = [base.images_per_sec / base.process_count * count for count in counts]
+            images.plot(counts, linear, linestyle="--", color="grey", label=f"linear from {base.processes}")
+        images.set_xlabel("GPUs (CPU ranks on the CPU fallback)")
+        images.set_ylabel("images/s")
+        images.set_title("ResNet-50 scaling")
+        images.grid(True, alpha=0.3)
+        images.legend(fontsize="small")
     figure.suptitle(title)
     figure.tight_layout()
     figure.savefig(path, dpi=100)
@@ -230,6 +275,7 @@ def write_report(results_dir: Path, cluster: str, hw: HardwareClass, reports: Pa
     for pod, seen in sorted((jobs.get("perftest") or {}).items()):
         lines.append(f"| perftest {pod} | {seen['phase']} | {pod} ({seen['node']}) |")
     lines += ["", "## Per node", "", node_table(verdicts), "", "## Verdicts", "", table(verdicts), ""]
-    lines += [f"![bus bandwidth and rails]({paths[2].name})", ""]
+    lines += scaling_table(results)
+    lines += [f"![bus bandwidth, rails and scaling]({paths[2].name})", ""]
     paths[1].write_text("\n".join(lines))
     return Report(*paths, tuple(verdicts))

@@ -46,8 +46,14 @@ class ResnetMeasure:
         return self.images_per_sec / self.gpus
 
     @property
+    def process_count(self) -> int:
+        """The processes the work was split over: GPUs, or CPU ranks on the CPU fallback."""
+        return self.ranks if self.on_cpu else self.gpus
+
+    @property
     def processes(self) -> str:
-        return f"{self.ranks} CPU ranks" if self.on_cpu else f"{self.gpus} GPUs"
+        unit = "CPU rank" if self.on_cpu else "GPU"
+        return f"{self.process_count} {unit}{'s' if self.process_count != 1 else ''}"
 
 
 @dataclass(frozen=True)

@@ -195,7 +195,7 @@ def test_the_cpu_fallback_runs_allreduce_from_the_same_template_without_devices(
 def test_the_resnet50_job_shares_the_first_jobs_shape_and_runs_our_benchmark(shapes):
     dgx = shapes["dgx_h100"]
     plan = plan_from_mapping(gpu_plan({"dgx-01": dgx, "dgx-02": dgx}, resnet_image="registry.example/rn50:1"))
-    nccl, resnet = (o for o in render_all(plan) if o["kind"] == "MPIJob")
+    nccl, resnet, one_node = (o for o in render_all(plan) if o["kind"] == "MPIJob")
     assert resnet["metadata"]["name"] == "nccl-resnet50"
     nccl_pods, resnet_pods = containers(nccl), containers(resnet)
     assert resnet_pods["Worker"]["affinity"]["nodeAffinity"] == nccl_pods["Worker"]["affinity"]["nodeAffinity"]
@@ -207,6 +207,12 @@ def test_the_resnet50_job_shares_the_first_jobs_shape_and_runs_our_benchmark(sha
     assert command[command.index("railforge-resnet50") :] == ["railforge-resnet50", *RESNET_ARGS["gpu"]]
     nccl_command = nccl_pods["Launcher"]["containers"][0]["command"]
     assert exported(command) == exported(nccl_command) and "NCCL_IB_HCA" in exported(command)
+    # the scaling series' base by default: the same job on one node's GPUs
+    assert one_node["metadata"]["name"] == "nccl-resnet50-w1"
+    assert one_node["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 1
+    one_command = containers(one_node)["Launcher"]["containers"][0]["command"]
+    assert one_command[:4] == ["wait-for-workers", "mpirun", "-np", "8"] and command[3] == "16"
+    assert one_command[4:] == command[4:]
     # no image named in GPU mode: no ResNet-50 job
     assert [o["kind"] for o in render_all(plan_from_mapping(gpu_plan({"dgx-01": dgx})))].count("MPIJob") == 1
 
@@ -223,11 +229,27 @@ def test_the_cpu_resnet50_job_trains_a_few_small_steps_over_gloo():
     assert containers(resnet)["Worker"]["containers"][0]["resources"]["limits"] == {"memory": "2Gi"}
 
 
+def test_the_scaling_series_runs_the_resnet50_job_with_fewer_workers_when_asked():
+    image = "localhost/railforge-resnet50:0.1.0"
+    assert len(render_all(plan_from_mapping(cpu_plan(resnet_image=image)))) == 2  # CPU mode: none by default
+    plan = plan_from_mapping(cpu_plan(resnet_image=image, workers=4, resnet_scaling=[2, 1, 2]))
+    assert plan.resnet_scaling == (1, 2)
+    jobs = {o["metadata"]["name"]: o["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] for o in render_all(plan)}
+    assert jobs == {"railforge-bench": 4, "railforge-bench-resnet50": 4, "railforge-bench-resnet50-w1": 1,
+                    "railforge-bench-resnet50-w2": 2}  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
         ({"resnet_image": "rn50:1", "job_name": "n" * 50}, "railforge_benchmark_job_name: 'nnnn"),
         ({"resnet_args": "--steps 5"}, "railforge_benchmark_resnet_args: expected a list of arguments"),
+        ({"resnet_scaling": [2]}, "railforge_benchmark_resnet_scaling: expected worker counts from 1 to 1 (fewer"),
+        ({"resnet_scaling": [0, True]}, "railforge_benchmark_resnet_scaling: expected worker counts from 1 to 1"),
+        (
+            {"resnet_image": "rn50:1", "resnet_scaling": [1], "job_name": "n" * 43},
+            "railforge_benchmark_job_name: 'nnnn",
+        ),
         ({"mode": "tpu"}, "railforge_benchmark_mode: expected one of gpu, cpu, got 'tpu'"),
         ({"cluster": "Forge A"}, "railforge_cluster_name: expected a DNS label"),
         ({"nodes": []}, "railforge_benchmark_nodes: expected a list of at least one node name"),

@@ -121,8 +121,39 @@ def test_the_report_is_written_as_json_markdown_and_a_png(tmp_path):
     markdown = written.markdown_path.read_text()
     assert "**FAILED**: 1 failed" in markdown and f"- {rail_verdict['message']}" in markdown
     assert "| MPIJob bench | Succeeded | bench-launcher-x (node-a), bench-worker-0 (node-a)" in markdown
-    assert f"![bus bandwidth and rails]({written.plot_path.name})" in markdown
+    assert f"![bus bandwidth, rails and scaling]({written.plot_path.name})" in markdown
     assert written.plot_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and written.plot_path.stat().st_size > 10000
+    assert png_width(written.plot_path) == 1200  # all_reduce and perftest: two panels
+    assert "ResNet-50 scaling" not in markdown
+
+
+def png_width(path: Path) -> int:
+    return int.from_bytes(path.read_bytes()[16:20], "big")  # IHDR's width
+
+
+def test_the_resnet50_runs_make_a_scaling_table_and_panel(tmp_path):
+    results = results_dir(tmp_path)
+    for job, ranks, rate in (("bench-resnet50", 2, 10.2), ("bench-resnet50-w1", 1, 6.0)):
+        (results / "outputs" / f"{job}-launcher.log").write_text(
+            f"railforge-resnet50: result images_per_sec={rate} gpus=0 ranks={ranks} nodes=1 batch_per_gpu=4 "
+            "device=cpu steps=5\n"
+        )
+    written = write_report(results, "forge-a", cpu_class(), tmp_path / "reports", NOW)
+    document = json.loads(written.json_path.read_text())
+    (scaling,) = [v for v in document["verdicts"] if v["check"] == "resnet50_scaling"]
+    assert (scaling["status"], scaling["measured"], scaling["unit"]) == ("info", 0.85, "of linear")
+    assert scaling["message"].startswith(
+        "resnet50 2 CPU ranks on 1 node: 0.85 of linear scaling efficiency vs 1 CPU rank"
+    )
+    markdown = written.markdown_path.read_text()
+    table = markdown[markdown.index("## ResNet-50 scaling") :].splitlines()
+    assert table[2:6] == [
+        "| CPU ranks | nodes | images/s | per process | of linear |",
+        "| ---: | ---: | ---: | ---: | ---: |",
+        "| 1 | 1 | 6 | 6 | 1.00 |",
+        "| 2 | 1 | 10.2 | 5.1 | 0.85 |",
+    ]
+    assert png_width(written.plot_path) == 1700  # a third panel: images/s against ranks
 
 
 def test_a_job_that_did_not_succeed_or_left_no_output_fails_the_report(tmp_path):
