@@ -9,7 +9,7 @@ validation off), ``pass``, or ``info`` (a figure with no floor for this class).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 
 from railforge.bench.dcgm import DcgmDiag
@@ -26,7 +26,7 @@ STATUSES = ("fail", "warn", "pass", "info")
 @dataclass(frozen=True)
 class Verdict:
     subject: str
-    check: str  # a floor kind, or: complete, correctness, transport, buffers, dcgmi_diag, resnet50
+    check: str  # a floor kind, or: complete, correctness, transport, buffers, suspect, dcgmi_diag, resnet50
     status: str  # fail | warn | pass | info
     message: str  # a sentence that starts with the subject
     measured: float | None = None
@@ -140,8 +140,11 @@ def _transport(run: NcclRun, subject: str) -> Verdict:
     )
 
 
-def judge_perftest(node: str, run: PerftestRun, hw: HardwareClass) -> list[Verdict]:
+def judge_perftest(node: str, run: PerftestRun, hw: HardwareClass, server: str = "") -> list[Verdict]:
+    """The client's figure on its rail (``node`` is the client's; ``server``, where known, the node it measured
+    against) against the tool's floor or ceiling."""
     subject = f"node {node} rail {run.device or '?'}"
+    against = f", server {server}" if server else ""
     verdicts = _incomplete(subject, run.missing)
     floor = hw.floors.get(run.tool)
     memory = "GPU memory" if run.gpu_memory else "host memory"
@@ -150,16 +153,35 @@ def judge_perftest(node: str, run: PerftestRun, hw: HardwareClass) -> list[Verdi
     default_size = rows[-1].size_bytes if run.bandwidth else rows[0].size_bytes
     row, note = _pick(rows, lambda r: r.size_bytes, floor.message_bytes if floor else default_size)
     if run.bandwidth:
-        measured, what = row.average_gbps, f"{run.tool} at {size_text(row.size_bytes)}, {memory}"
+        measured, what = row.average_gbps, f"{run.tool} at {size_text(row.size_bytes)}, {memory}{against}"
     else:
         measured = row.usec.get("t_typical", row.usec.get("t_avg"))
-        what = f"{run.tool} typical at {size_text(row.size_bytes)}"
+        what = f"{run.tool} typical at {size_text(row.size_bytes)}{against}"
     verdicts.append(_figure(subject, run.tool, hw, measured, what, note))
     if floor and floor.memory and floor.memory != ("gpu" if run.gpu_memory else "host"):
         wanted = "GPU memory (--use_cuda, GPUDirect RDMA)" if floor.memory == "gpu" else "host memory"
         message = f"{subject}: {run.tool} ran in {memory}, but the {hw.name} floor is for {wanted}"
         verdicts.append(Verdict(subject, "buffers", "warn", message))
     return [replace(v, nodes=(node,), rail=run.device) for v in verdicts]
+
+
+def rail_suspects(pairs: Sequence[tuple[Verdict, str]]) -> list[Verdict]:
+    """Per tool and rail, the node in every failed pair when two or more pairs failed: a ring of pairs measures
+    each node twice (as client and as server), so one bad port fails both pairs it is in, and the client
+    named by the second is not at fault. ``pairs``: each perftest figure's verdict with its server's node."""
+    failed: dict[tuple[str, str], list[set[str]]] = {}
+    for verdict, server in pairs:
+        if verdict.status == "fail" and server:
+            failed.setdefault((verdict.check, verdict.rail), []).append({*verdict.nodes, server})
+    suspects = []
+    for (tool, rail), members in sorted(failed.items()):
+        common = set.intersection(*members)
+        if len(members) > 1 and len(common) == 1:
+            (node,) = common
+            subject = f"node {node} rail {rail}"
+            message = f"{subject}: in each of the {len(members)} failed {tool} pairs on this rail, the likely fault"
+            suspects.append(Verdict(subject, "suspect", "fail", message, nodes=(node,), rail=rail))
+    return suspects
 
 
 def judge_dcgm(node: str, diag: DcgmDiag) -> list[Verdict]:
@@ -226,10 +248,19 @@ def judge_mpi(run: MpiAllreduceRun, hw: HardwareClass) -> list[Verdict]:
     return [replace(v, nodes=run.hosts) for v in verdicts]
 
 
-def judge(results: Results, hw: HardwareClass) -> list[Verdict]:
+def judge(results: Results, hw: HardwareClass, servers: Mapping[str, str] | None = None) -> list[Verdict]:
+    """Every result against the class; ``servers`` maps a perftest client's log (its source) to its server's node."""
+    servers = servers or {}
     verdicts = [v for run in results.nccl for v in judge_nccl(run, hw)]
     verdicts += [v for run in results.mpi for v in judge_mpi(run, hw)]
-    verdicts += [v for node, run in results.perftest for v in judge_perftest(node, run, hw)]
+    pairs = []  # each rail figure with its server's node
+    for node, run in results.perftest:
+        server = servers.get(run.source, "")
+        for verdict in judge_perftest(node, run, hw, server):
+            verdicts.append(verdict)
+            if verdict.check == run.tool:
+                pairs.append((verdict, server))
+    verdicts += rail_suspects(pairs)
     verdicts += [v for node, diag in results.dcgm for v in judge_dcgm(node, diag)]
     return verdicts + judge_resnet(results.resnet, hw)
 

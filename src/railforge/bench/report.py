@@ -54,7 +54,7 @@ def collect(api, namespace: str, jobs: Sequence[str], timeout: float, results: P
     started = time.monotonic()
     seen = {job: {"name": job, "state": None, "seconds": None, "pods": {}} for job in jobs}  # pods: pod -> node
     launchers: dict[str, tuple[str, list[str]]] = {}  # job -> (launcher pod, its command)
-    clients = {}
+    clients, servers = {}, {}  # perftest pods: client -> (node, phase); server -> node
     while True:
         for job, record in seen.items():
             for pod in core.list_namespaced_pod(namespace, label_selector=f"{JOB_NAME}={job}").items:
@@ -71,6 +71,11 @@ def collect(api, namespace: str, jobs: Sequence[str], timeout: float, results: P
             pod.metadata.name: (pod.spec.node_name or "", pod.status.phase)
             for pod in core.list_namespaced_pod(namespace, label_selector=f"{RUN}={jobs[0]},{ROLE}=client").items
         }
+        servers.update(
+            (pod.metadata.name, pod.spec.node_name)
+            for pod in core.list_namespaced_pod(namespace, label_selector=f"{RUN}={jobs[0]},{ROLE}=server").items
+            if pod.spec.node_name
+        )
         ended = all(record["state"] for record in seen.values())
         if ended and all(phase in ENDED for _, phase in clients.values()):
             break
@@ -89,7 +94,10 @@ def collect(api, namespace: str, jobs: Sequence[str], timeout: float, results: P
         (outputs / node / f"{pod}.txt").write_text(core.read_namespaced_pod_log(pod, namespace))
     record = {
         "mpijobs": list(seen.values()),
-        "perftest": {pod: {"node": node, "phase": phase} for pod, (node, phase) in clients.items()},
+        "perftest": {
+            pod: {"node": node, "phase": phase, "server": servers.get(pod.removesuffix("-client") + "-server", "")}
+            for pod, (node, phase) in clients.items()
+        },
     }
     (results / "jobs.json").write_text(json.dumps(record, indent=2) + "\n")
     return record
@@ -227,6 +235,7 @@ def write_report(results_dir: Path, cluster: str, hw: HardwareClass, reports: Pa
     jobs_file = results_dir / "jobs.json"
     jobs = json.loads(jobs_file.read_text()) if jobs_file.exists() else {}
     pods = {pod: node for mpijob in jobs.get("mpijobs") or [] for pod, node in mpijob.get("pods", {}).items()}
+    perftest = jobs.get("perftest") or {}
     outputs = results_dir / "outputs"
     verdicts = _job_verdicts(jobs)
     try:
@@ -234,7 +243,9 @@ def write_report(results_dir: Path, cluster: str, hw: HardwareClass, reports: Pa
     except ParseError as error:
         results, skipped = Results(), []
         verdicts.append(Verdict("benchmark output", "complete", "fail", f"benchmark output: {error}"))
-    verdicts += judge(results, hw)
+    # a perftest client's log is outputs/<its node>/<its pod>.txt
+    servers = {str(outputs / seen["node"] / f"{pod}.txt"): seen.get("server", "") for pod, seen in perftest.items()}
+    verdicts += judge(results, hw, servers)
     judged = results.nccl or results.mpi or results.perftest or results.resnet
     if not judged and not any(v.status == "fail" for v in verdicts):
         verdicts.append(Verdict("benchmark output", "complete", "fail", "benchmark output: no result to judge"))
@@ -272,8 +283,9 @@ def write_report(results_dir: Path, cluster: str, hw: HardwareClass, reports: Pa
     for mpijob in jobs.get("mpijobs") or []:
         placed = ", ".join(f"{pod} ({node})" for pod, node in sorted(mpijob.get("pods", {}).items())) or "-"
         lines.append(f"| MPIJob {mpijob['name']} | {mpijob['state']} | {placed} |")
-    for pod, seen in sorted((jobs.get("perftest") or {}).items()):
-        lines.append(f"| perftest {pod} | {seen['phase']} | {pod} ({seen['node']}) |")
+    for pod, seen in sorted(perftest.items()):
+        server = seen.get("server") or "?"
+        lines.append(f"| perftest {pod} | {seen['phase']} | {pod} ({seen['node']}), its server ({server}) |")
     lines += ["", "## Per node", "", node_table(verdicts), "", "## Verdicts", "", table(verdicts), ""]
     lines += scaling_table(results)
     lines += [f"![bus bandwidth, rails and scaling]({paths[2].name})", ""]

@@ -13,7 +13,7 @@ from benchdata import read_body
 
 from railforge.bench.errors import ParseError
 from railforge.bench.floors import load_floors
-from railforge.bench.judge import judge_mpi
+from railforge.bench.judge import judge_mpi, rail_suspects
 from railforge.bench.mpi import parse_mpi_allreduce
 from railforge.bench.report import node_summary, write_report
 from railforge.validate import joined, report
@@ -222,3 +222,41 @@ def test_a_failure_naming_no_node_fails_every_node_and_no_report_means_checks_on
     assert report({"n1": checks()}, args) == 0
     assert "no benchmark report of c in" in capsys.readouterr().out
     assert node_summary([]) == {}
+
+
+def test_a_ring_of_perftest_pairs_names_the_node_in_every_failed_pair(tmp_path):
+    """Three nodes in a ring (a serves b, b serves c, c serves a) and node-b's port slow: its two pairs fail, the
+    third passes; the client node-c is named with its server, and node-b as the likely fault."""
+    results = tmp_path / "results"
+    body = read_body("perftest/ib_write_bw-a-report_gbits-roce-200g-k8s-pod-client.txt")
+    slow = body.replace(
+        " 8388608    5000             196.07             196.07",
+        " 8388608    5000              96.07              96.07",
+    )
+    assert slow != body
+    ring = {"node-b": ("node-a", slow), "node-c": ("node-b", slow), "node-a": ("node-c", body)}
+    perftest = {}
+    for client, (server, text) in ring.items():
+        pod = f"pt-ib-write-bw-r0-{client}-client"
+        (results / "outputs" / client).mkdir(parents=True)
+        (results / "outputs" / client / f"{pod}.txt").write_text(text)
+        perftest[pod] = {"node": client, "phase": "Succeeded", "server": server}
+    (results / "jobs.json").write_text(json.dumps({"mpijobs": [], "perftest": perftest}))
+    hw = load_floors("l40s-roce-200g", {"l40s-roce-200g": {"floors": {"ib_write_bw": {"bw_avg_gbps": 150}}}})
+    written = write_report(results, "forge-a", hw, tmp_path / "reports", NOW)
+    assert written.failures == [
+        "node node-b rail mlx5_0: 96.07 Gb/s ib_write_bw at 8 MiB, host memory, server node-a < 150 Gb/s floor",
+        "node node-c rail mlx5_0: 96.07 Gb/s ib_write_bw at 8 MiB, host memory, server node-b < 150 Gb/s floor",
+        "node node-b rail mlx5_0: in each of the 2 failed ib_write_bw pairs on this rail, the likely fault",
+    ]
+    nodes = json.loads(written.json_path.read_text())["nodes"]
+    assert (nodes["node-a"]["verdict"], len(nodes["node-b"]["failed"]), len(nodes["node-c"]["failed"])) == (
+        "pass",
+        2,
+        1,
+    )
+    pod = "pt-ib-write-bw-r0-node-c-client"
+    assert f"| perftest {pod} | Succeeded | {pod} (node-c), its server (node-b) |" in written.markdown_path.read_text()
+    # two nodes: both pairs hold both nodes, so neither is named
+    two = {v.nodes[0]: v for v in written.verdicts if v.check == "ib_write_bw"}
+    assert rail_suspects([(two["node-b"], "node-c"), (two["node-c"], "node-b")]) == []
