@@ -1,7 +1,7 @@
 """Collect a benchmark run from the cluster, judge it and write the report (``playbooks/benchmark.yml``).
 
 ``collect`` follows the run's MPIJobs (the first names the run: its perftest pods carry that name) and perftest pods
-to their end, recording where each pod ran while it ran (mpi-operator deletes the workers once the job is done),
+to their end, recording where each pod ran from a watch (mpi-operator deletes the workers once the job is done),
 then writes each launcher's and each perftest client's log and ``jobs.json`` into a results directory.
 ``write_report`` parses and judges that directory and writes ``benchmark-<cluster>-<timestamp>.json``, ``.md`` and
 ``.png`` (bus bandwidth against message size per run, and each rail's perftest figure) under the reports directory.
@@ -23,6 +23,7 @@ from railforge.bench.judge import STATUSES, Results, Verdict, judge, node_table,
 from railforge.bench.nccl import COLLECTIVE
 from railforge.bench.resnet import ResnetMeasure
 from railforge.bench.results import load_results
+from railforge.k8s.informer import Informer, Resource
 
 JOB_NAME = "training.kubeflow.org/job-name"
 JOB_ROLE = "training.kubeflow.org/job-role"
@@ -46,6 +47,22 @@ def _mpijob_state(status: dict) -> str | None:
     return None
 
 
+def watch_placements(api, namespace: str) -> tuple[Informer, dict[str, tuple[str, str]]]:
+    """A started watch of the namespace's MPIJob pods and what it records: pod -> (its job, its node) once bound.
+    A poll can miss workers that are bound, run and are deleted between two looks; the watch sees each binding."""
+    placed: dict[str, tuple[str, str]] = {}
+
+    def record() -> None:
+        for pod in informer.items():
+            node = pod["spec"].get("nodeName")
+            if node:
+                placed[pod["metadata"]["name"]] = (pod["metadata"]["labels"][JOB_NAME], node)
+
+    pods = Resource("Pod", f"/api/v1/namespaces/{namespace}/pods", label_selector=JOB_NAME)
+    informer = Informer(api, pods, record)
+    return informer.start(), placed
+
+
 def collect(api, namespace: str, jobs: Sequence[str], timeout: float, results: Path, poll: float = 2.0) -> dict:
     """Follow the run until its MPIJobs and perftest clients end (or ``timeout`` seconds); write what it left."""
     from kubernetes import client
@@ -55,11 +72,11 @@ def collect(api, namespace: str, jobs: Sequence[str], timeout: float, results: P
     seen = {job: {"name": job, "state": None, "seconds": None, "pods": {}} for job in jobs}  # pods: pod -> node
     launchers: dict[str, tuple[str, list[str]]] = {}  # job -> (launcher pod, its command)
     clients, servers = {}, {}  # perftest pods: client -> (node, phase); server -> node
+    watch, placed = watch_placements(api, namespace)
+    watch.synced.wait(30)
     while True:
         for job, record in seen.items():
             for pod in core.list_namespaced_pod(namespace, label_selector=f"{JOB_NAME}={job}").items:
-                if pod.spec.node_name:
-                    record["pods"][pod.metadata.name] = pod.spec.node_name
                 if (pod.metadata.labels or {}).get(JOB_ROLE) == "launcher":
                     container = pod.spec.containers[0]
                     launchers[job] = (pod.metadata.name, [*(container.command or ()), *(container.args or ())])
@@ -84,6 +101,10 @@ def collect(api, namespace: str, jobs: Sequence[str], timeout: float, results: P
                 record["state"] = record["state"] or f"not ended after {timeout:g} s"
             break
         time.sleep(poll)
+    watch.stop()
+    for pod, (job, node) in sorted(placed.copy().items()):
+        if job in seen:
+            seen[job]["pods"][pod] = node
     outputs = results / "outputs"
     shutil.rmtree(outputs, ignore_errors=True)  # the last run's logs are not this run's results
     outputs.mkdir(parents=True)
