@@ -14,7 +14,10 @@ export CONTAINERS_CONF="$PWD/molecule/containers.conf" ANSIBLE_CONFIG="$PWD/ansi
 inventory=inventories/lab/hosts.yml
 # Nodes that `up` leaves out: `add NAME` starts one, playbooks/scale.yml joins it (tests/lab).
 extra_inventory=inventories/lab/scale.yml
-network=railforge-lab
+# The nodes' Podman network: railforge-lab-<time of its making>, found again by its label. A new name each time:
+# Podman 4.3 keeps a removed network's address allocations, and nodes killed before their teardown leave theirs
+# behind, which would refuse the next node its address.
+network_label=io.railforge.lab
 subnet=10.89.50.0/24
 image="$(cat molecule/image/TAG)"
 state=/run/railforge-lab
@@ -90,6 +93,10 @@ add_api_address() {
     echo "lab: control plane endpoint $address on lab-cp-01"
 }
 
+lab_networks() {  # the names of the lab's networks (one, or none)
+    podman network ls --filter "label=$network_label" --format '{{.Name}}'
+}
+
 # A bridge that outlived the lab network (its containers killed before Podman tore their networking down) keeps the
 # subnet's gateway address, and `podman network create` then refuses the subnet. Removed only when it is that: a
 # Podman-named bridge holding exactly the gateway address, with no Podman network on it.
@@ -142,9 +149,11 @@ print(json.dumps({
     "rail_networks_crd_files": [str(nad_crd), *map(str, sorted(whereabouts.glob("whereabouts.cni.cncf.io_*.yaml")))],
 }))
 PY
-    if ! podman network exists "$network"; then
+    network=$(lab_networks | head -n 1)
+    if [[ -z $network ]]; then
         remove_stale_bridge
-        podman network create --subnet "$subnet" "$network" >/dev/null
+        network=railforge-lab-$(date +%s)
+        podman network create --label "$network_label" --subnet "$subnet" "$network" >/dev/null
     fi
     while read -r name address; do
         mkdir -p "$state/$name/device-plugins" "$state/$name/devices"  # its bind mounts (/run is a tmpfs)
@@ -170,7 +179,8 @@ PY
 add)  # add NAME...: start nodes of the extra inventory for playbooks/scale.yml (after `up`)
     shift
     [[ $# -gt 0 ]] || { echo "usage: $0 add NAME..." >&2; exit 2; }
-    podman network exists "$network" || { echo "lab: no lab network; run $0 up first" >&2; exit 2; }
+    network=$(lab_networks | head -n 1)
+    [[ -n $network ]] || { echo "lab: no lab network; run $0 up first" >&2; exit 2; }
     node_mounts
     for name in "$@"; do
         address=$(nodes -i "$extra_inventory" | awk -v name="$name" '$1 == name {print $2}')
@@ -188,7 +198,7 @@ down)
         fi
         podman volume rm -f "$name-containerd" >/dev/null 2>&1 || true
     done < <(nodes -i "$extra_inventory")
-    podman network exists "$network" && podman network rm "$network" >/dev/null || true
+    while read -r network; do podman network rm "$network" >/dev/null; done < <(lab_networks)
     remove_stale_bridge
     if [[ -f $state/sysctls ]]; then
         while IFS== read -r key value; do sysctl -q -w "$key=$value"; done <"$state/sysctls"
