@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -59,8 +60,9 @@ def run(tmp_path: Path, tasks: list, extra: dict | None = None) -> tuple[int, st
 
 
 @pytest.fixture(scope="module")
-def signing_key(tmp_path_factory) -> tuple[Path, str]:
-    """An ASCII-armoured test signing key and its primary key's fingerprint."""
+def signing_key(tmp_path_factory) -> Iterator[tuple[Path, str]]:
+    """An ASCII-armoured test signing key and its primary key's fingerprint (the gpg-agent that made it is stopped
+    after the module)."""
     home = tmp_path_factory.mktemp("gnupg")
     home.chmod(0o700)
     env = {**os.environ, "GNUPGHOME": str(home)}
@@ -74,7 +76,8 @@ def signing_key(tmp_path_factory) -> tuple[Path, str]:
     key.write_bytes(subprocess.run(["gpg", "--armor", "--export"], env=env, check=True, capture_output=True).stdout)
     colons = subprocess.run(["gpg", "--with-colons", "--fingerprint"], env=env, check=True, capture_output=True)
     fingerprint = next(line.split(":")[9] for line in colons.stdout.decode().splitlines() if line.startswith("fpr:"))
-    return key, fingerprint
+    yield key, fingerprint
+    subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "gpg-agent"], check=False, capture_output=True)
 
 
 def apt_source(key_url: str, fingerprint: str, trusted: bool = False) -> list:
