@@ -215,7 +215,7 @@ def judge_resnet(runs: Sequence[ResnetRun], hw: HardwareClass) -> list[Verdict]:
             message = f"{run.label}: {rate:g} images/s, {rate / ranks:.3g} per rank (CPU fallback: no floor)"
             verdicts.append(Verdict(run.label, "resnet50", "info", message, rate, unit="images/s"))
         else:
-            verdicts.append(_figure(run.label, "resnet50_per_gpu", hw, run.result.per_gpu, "throughput"))
+            verdicts.append(_figure(run.label, "resnet50_per_gpu", hw, run.result.per_process, "throughput"))
     for on_cpu in (False, True):
         series = [run.result for run in finished if run.result.on_cpu == on_cpu]
         base = min(series, key=lambda r: r.process_count, default=None)
@@ -223,8 +223,7 @@ def judge_resnet(runs: Sequence[ResnetRun], hw: HardwareClass) -> list[Verdict]:
             result = run.result
             if result.on_cpu != on_cpu or result.process_count == base.process_count:
                 continue
-            per_process = result.images_per_sec / result.process_count
-            efficiency = round(per_process / (base.images_per_sec / base.process_count), 4)
+            efficiency = round(result.per_process / base.per_process, 4)
             what = f"scaling efficiency vs {base.processes}"
             verdicts.append(_figure(run.label, "resnet50_scaling", hw, efficiency, what))
     return verdicts

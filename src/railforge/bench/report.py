@@ -185,17 +185,16 @@ def scaling_table(results: Results) -> list[str]:
     """Markdown lines: each finished ResNet-50 run's images/s, per process and against linear from the smallest."""
     lines = []
     for unit, points in scaling_series(results).items():
-        base = points[0].images_per_sec / points[0].process_count
+        base = points[0].per_process
         lines += [
             "",
             f"| {unit} | nodes | images/s | per process | of linear |",
             "| ---: | ---: | ---: | ---: | ---: |",
         ]
         for point in points:
-            per_process = point.images_per_sec / point.process_count
             lines.append(
-                f"| {point.process_count} | {point.nodes} | {point.images_per_sec:g} | {per_process:.4g} "
-                f"| {per_process / base:.2f} |"
+                f"| {point.process_count} | {point.nodes} | {point.images_per_sec:g} | {point.per_process:.4g} "
+                f"| {point.per_process / base:.2f} |"
             )
     return ["## ResNet-50 scaling", *lines, ""] if lines else []
 
@@ -237,7 +236,7 @@ def _plot(results: Results, path: Path, title: str) -> None:
             counts = [point.process_count for point in points]
             images.plot(counts, [point.images_per_sec for point in points], marker="o", label=f"measured ({unit})")
             base = points[0]
-            linear = [base.images_per_sec / base.process_count * count for count in counts]
+            linear = [base.per_process * count for count in counts]
             images.plot(counts, linear, linestyle="--", color="grey", label=f"linear from {base.processes}")
         images.set_xlabel("GPUs (CPU ranks on the CPU fallback)")
         images.set_ylabel("images/s")

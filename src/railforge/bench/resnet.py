@@ -42,13 +42,14 @@ class ResnetMeasure:
         return self.device == "cpu"
 
     @property
-    def per_gpu(self) -> float:
-        return self.images_per_sec / self.gpus
-
-    @property
     def process_count(self) -> int:
         """The processes the work was split over: GPUs, or CPU ranks on the CPU fallback."""
         return self.ranks if self.on_cpu else self.gpus
+
+    @property
+    def per_process(self) -> float:
+        """Images/s per GPU, or per CPU rank on the CPU fallback."""
+        return self.images_per_sec / self.process_count
 
     @property
     def processes(self) -> str:

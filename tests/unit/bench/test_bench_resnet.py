@@ -22,7 +22,7 @@ def test_steps_and_result():
     run = parse_resnet(LOG, "rn50.log")
     assert [(s.step, s.images_per_sec) for s in run.steps] == [(20, 5611.0), (40, 5702.5)]
     assert (run.result.images_per_sec, run.result.gpus, run.result.nodes, run.result.steps) == (5688.0, 16, 2, 100)
-    assert run.result.per_gpu == 355.5
+    assert run.result.per_process == 355.5
     assert run.label == "resnet50 16 GPUs on 2 nodes" and run.missing == ()
 
 
