@@ -47,6 +47,11 @@ def _mpijob_state(status: dict) -> str | None:
     return None
 
 
+def client_log(outputs: Path, node: str, pod: str) -> Path:
+    """Where a perftest client's log is kept: under its node's directory (``load_results`` reads the node there)."""
+    return outputs / node / f"{pod}.txt"
+
+
 def watch_placements(api, namespace: str) -> tuple[Informer, dict[str, tuple[str, str]]]:
     """A started watch of the namespace's MPIJob pods and what it records: pod -> (its job, its node) once bound.
     A poll can miss workers that are bound, run and are deleted between two looks; the watch sees each binding."""
@@ -70,16 +75,11 @@ def collect(api, namespace: str, jobs: Sequence[str], timeout: float, results: P
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     started = time.monotonic()
     seen = {job: {"name": job, "state": None, "seconds": None, "pods": {}} for job in jobs}  # pods: pod -> node
-    launchers: dict[str, tuple[str, list[str]]] = {}  # job -> (launcher pod, its command)
     clients, servers = {}, {}  # perftest pods: client -> (node, phase); server -> node
     watch, placed = watch_placements(api, namespace)
     watch.synced.wait(30)
     while True:
         for job, record in seen.items():
-            for pod in core.list_namespaced_pod(namespace, label_selector=f"{JOB_NAME}={job}").items:
-                if (pod.metadata.labels or {}).get(JOB_ROLE) == "launcher":
-                    container = pod.spec.containers[0]
-                    launchers[job] = (pod.metadata.name, [*(container.command or ()), *(container.args or ())])
             if record["state"] is None:
                 found = custom.get_namespaced_custom_object(*MPIJOB[:2], namespace, MPIJOB[2], job)
                 record["state"] = _mpijob_state(found.get("status") or {})
@@ -105,6 +105,13 @@ def collect(api, namespace: str, jobs: Sequence[str], timeout: float, results: P
     for pod, (job, node) in sorted(placed.copy().items()):
         if job in seen:
             seen[job]["pods"][pod] = node
+    launchers: dict[str, tuple[str, list[str]]] = {}  # job -> (launcher pod, its command)
+    for pod in watch.items():  # launchers stay once done (only the workers are deleted)
+        labels = pod["metadata"]["labels"]
+        if labels.get(JOB_ROLE) == "launcher" and labels[JOB_NAME] in seen:
+            container = pod["spec"]["containers"][0]
+            command = [*container.get("command", ()), *container.get("args", ())]
+            launchers[labels[JOB_NAME]] = (pod["metadata"]["name"], command)
     outputs = results / "outputs"
     shutil.rmtree(outputs, ignore_errors=True)  # the last run's logs are not this run's results
     outputs.mkdir(parents=True)
@@ -112,7 +119,7 @@ def collect(api, namespace: str, jobs: Sequence[str], timeout: float, results: P
         (outputs / launcher_log_name(job, command)).write_text(core.read_namespaced_pod_log(launcher, namespace))
     for pod, (node, _phase) in clients.items():
         (outputs / node).mkdir(exist_ok=True)
-        (outputs / node / f"{pod}.txt").write_text(core.read_namespaced_pod_log(pod, namespace))
+        client_log(outputs, node, pod).write_text(core.read_namespaced_pod_log(pod, namespace))
     record = {
         "mpijobs": list(seen.values()),
         "perftest": {
@@ -263,8 +270,7 @@ def write_report(results_dir: Path, cluster: str, hw: HardwareClass, reports: Pa
     except ParseError as error:
         results, skipped = Results(), []
         verdicts.append(Verdict("benchmark output", "complete", "fail", f"benchmark output: {error}"))
-    # a perftest client's log is outputs/<its node>/<its pod>.txt
-    servers = {str(outputs / seen["node"] / f"{pod}.txt"): seen.get("server", "") for pod, seen in perftest.items()}
+    servers = {str(client_log(outputs, seen["node"], pod)): seen.get("server", "") for pod, seen in perftest.items()}
     verdicts += judge(results, hw, servers)
     judged = results.nccl or results.mpi or results.perftest or results.resnet
     if not judged and not any(v.status == "fail" for v in verdicts):
