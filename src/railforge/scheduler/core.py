@@ -144,9 +144,10 @@ def run_cycle(state: CycleState) -> Decisions:
                 head_blocker = gang.name
             continue
         tried.add(gang.name)
-        if not allocate.try_start(state, gang):
+        profile = state.memo.profile(gang)
+        if not allocate.try_start(state, gang, profile):
             head_blocker = head_blocker or gang.name
-        settle(state, state.memo.profile(gang).failure_key)
+        settle(state, profile.failure_key)
         if reorder and state.reservations_made >= state.depth:
             # Every reservation is made, so the rest can only backfill: shortest estimate first.
             reorder = False

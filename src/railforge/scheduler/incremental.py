@@ -18,12 +18,13 @@ from typing import Generic, TypeVar
 
 from railforge.scheduler.memo import Memo
 from railforge.scheduler.model import Gang, Queue, RunningGang, add_resources
+from railforge.scheduler.placement import GangProfile
 
 AGE_ORDER = operator.attrgetter("submit_time", "name")
 _QUEUE_ORDER = operator.itemgetter(1)  # of a ClassEntry
 T = TypeVar("T")
 ClassEntry = tuple[float, tuple, Gang]  # (run time, queue order, gang): a class sorts shortest first
-ClassRecord = Callable[[Gang], tuple[int, int, ClassEntry]]  # gang -> (failure key, required GPUs, entry)
+ClassRecord = Callable[[Gang], tuple[GangProfile, ClassEntry]]  # gang -> (its profile, its class entry)
 
 
 def queue_order_key(gang: Gang) -> tuple:
@@ -84,14 +85,15 @@ class PendingIndex:
         """``_add`` every gang held, then sort each list once. A queue's gangs are sorted by the
         queue order their class entries hold already."""
         classes, demand, required, timed = self.classes, self.demand, self.required, self.timed
-        profile, declared, by_age = self.memo.profile, self.declared, self.by_age
+        declared, by_age = self.declared, self.by_age
         queued_entries: dict[str, list[ClassEntry]] = {}
         for gang in self.gangs.items.values():
             queue = gang.queue
             if queue not in declared:
                 self.undeclared[id(gang)] = gang
                 continue
-            key, required_gpu, entry = record(gang)
+            profile, entry = record(gang)
+            key, required_gpu = profile.failure_key, profile.required_gpu
             members = classes.get(key)
             if members is None:
                 classes[key] = [entry]
@@ -102,7 +104,7 @@ class PendingIndex:
                 queued = queued_entries[queue] = []
                 demand[queue] = 0
             queued.append(entry)
-            demand[queue] += profile(gang).gpu
+            demand[queue] += profile.gpu
             by_age.append(gang)
             required[required_gpu] = required.get(required_gpu, 0) + 1
             if gang.schedule_timeout is not None or gang.not_before is not None:
@@ -120,7 +122,8 @@ class PendingIndex:
         if gang.queue not in self.declared:
             self.undeclared[id(gang)] = gang
             return
-        key, required_gpu, entry = record(gang)
+        profile, entry = record(gang)
+        key, required_gpu = profile.failure_key, profile.required_gpu
         members = self.classes.get(key)
         if members is None:
             members = self.classes[key] = []
@@ -131,7 +134,7 @@ class PendingIndex:
             queued = self.by_queue[queue] = []
             self.demand[queue] = 0
         insort(queued, gang, key=queue_order_key)
-        self.demand[queue] += self.memo.profile(gang).gpu
+        self.demand[queue] += profile.gpu
         insort(self.by_age, gang, key=AGE_ORDER)
         self.required[required_gpu] = self.required.get(required_gpu, 0) + 1
         if gang.schedule_timeout is not None or gang.not_before is not None:
@@ -140,7 +143,8 @@ class PendingIndex:
     def _discard(self, gang: Gang, record: ClassRecord) -> None:
         if self.undeclared.pop(id(gang), None) is not None:
             return
-        key, required_gpu, entry = record(gang)
+        profile, entry = record(gang)
+        key, required_gpu = profile.failure_key, profile.required_gpu
         members = self.classes[key]
         _remove(members, entry)
         if not members:
@@ -148,7 +152,7 @@ class PendingIndex:
         queue = gang.queue
         queued = self.by_queue[queue]
         _remove(queued, gang, queue_order_key)
-        self.demand[queue] -= self.memo.profile(gang).gpu
+        self.demand[queue] -= profile.gpu
         if not queued:
             del self.by_queue[queue], self.demand[queue]
         _remove(self.by_age, gang, AGE_ORDER)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, insort
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain, compress
 from typing import NamedTuple
@@ -65,7 +66,9 @@ class GangProfile(NamedTuple):
 
 def _others(requests: Resources) -> tuple[tuple[str, int], ...]:
     """A pod's non-GPU requests, sorted by resource name (``Shape.others``)."""
-    return tuple(sorted([(name, amount) for name, amount in requests.items() if amount > 0 and name != GPU]))
+    others = [item for item in requests.items() if item[0] != GPU and item[1] > 0]
+    others.sort()
+    return tuple(others)
 
 
 def _summed(members: Sequence[Member]) -> dict[str, int]:
@@ -116,7 +119,7 @@ def gang_profile(gang: Gang, key_id: Callable[[tuple], int]) -> GangProfile:
     else:
         names = tuple([member.name for member in members])
         member_requests = {member.name: member.requests for member in members}
-    if count == 1 or all(member.requests == first for member in members):
+    if count == 1 or [member.requests for member in members].count(first) == count:
         pod_gpu = first.get(GPU, 0)
         others = _others(first)
         if required == count:
@@ -125,16 +128,21 @@ def gang_profile(gang: Gang, key_id: Callable[[tuple], int]) -> GangProfile:
         else:
             required_shapes = (Shape(pod_gpu, others, names[:required]),)
             optional_shapes = (Shape(pod_gpu, others, names[required:]),)
-        admission = dict(first) if required == 1 else {name: amount * required for name, amount in first.items()}
+        if required > 1:
+            admission = {name: amount * required for name, amount in first.items()}
+        else:  # the member's read-only requests, copied only to be raised to min_resources below
+            admission = dict(first) if gang.min_resources else first
         gpu = pod_gpu * count
-        signature: tuple | None = (pod_gpu, others, required)
+        one_shape = True
     else:
         required_shapes = _shapes(members[:required])
         optional_shapes = _shapes(members[required:])
         admission = _summed(members[:required])
         gpu = _summed(members).get(GPU, 0)
         signatures = tuple([shape.signature for shape in required_shapes])
-        signature = signatures[0] if len(signatures) == 1 else None
+        one_shape = len(signatures) == 1
+        if one_shape:  # its count is ``required``: the shape holds every required member
+            pod_gpu, others, _ = signatures[0]
     if gang.min_resources:
         for name, amount in gang.min_resources.items():
             admission[name] = max(admission.get(name, 0), amount)
@@ -152,8 +160,8 @@ def gang_profile(gang: Gang, key_id: Callable[[tuple], int]) -> GangProfile:
         pins = tuple([(member.name, member.node) for member in members])
         needs = tuple([(member.node, tuple(sorted(member.requests.items()))) for member in members])
         failure_key = key_id((filter_key, gang.topology, required, needs))
-    elif signature is not None:  # failure_key_of, without the tuple of one signature
-        failure_key = key_id((filter_key, gang.topology, *signature, required_gpu))
+    elif one_shape:  # failure_key_of, spelt out
+        failure_key = key_id((filter_key, gang.topology, pod_gpu, others, required, required_gpu))
     else:
         failure_key = key_id((filter_key, gang.topology, signatures, required_gpu))
     fields = (
@@ -310,8 +318,10 @@ class Static:
         "index",
         "level_names",
         "levels",
+        "node_type",
         "nodes",
         "total_gpu",
+        "type_allocatable",
     )
 
     def __init__(self, nodes: Sequence[Node], level_names: tuple[str, ...], label_keys: tuple[str, ...]):
@@ -319,6 +329,16 @@ class Static:
         self.nodes = eligible
         self.index = {node.name: i for i, node in enumerate(eligible)}
         self.total_gpu = sum(node.allocatable.get(GPU, 0) for node in eligible)
+        # nodes alike in allocatable share a type: each node's type, and each type's allocatable
+        self.node_type: list[int] = []
+        self.type_allocatable: list[Resources] = []
+        types: dict[tuple, int] = {}
+        for node in eligible:
+            kind = types.get(alike := tuple(node.allocatable.items()))
+            if kind is None:
+                kind = types[alike] = len(self.type_allocatable)
+                self.type_allocatable.append(node.allocatable)
+            self.node_type.append(kind)
         self.level_names = level_names
         self.levels: list[tuple[str, list[tuple], dict[tuple, list[int]]]] = []
         paths = [node.topology or topology_from_labels(node.labels, label_keys) for node in eligible]
@@ -629,13 +649,13 @@ class Cluster:
         many such pods."""
         if profile.required_gpu > self.total_gpu:
             return False
-        types = self._static.empty_types.get(profile.filter_key)
-        if types is None:
-            alike: dict[tuple, list] = {}
-            for node in self.nodes if allowed is None else compress(self.nodes, allowed):
-                held = alike.setdefault(tuple(node.allocatable.items()), [node.allocatable, 0])
-                held[1] += 1
-            types = self._static.empty_types[profile.filter_key] = [(free, nodes) for free, nodes in alike.values()]
+        static = self._static
+        types = static.empty_types.get(profile.filter_key)
+        if types is None:  # nodes counted per type in C
+            counts = Counter(static.node_type if allowed is None else compress(static.node_type, allowed))
+            types = static.empty_types[profile.filter_key] = [
+                (static.type_allocatable[kind], nodes) for kind, nodes in counts.items()
+            ]
         gpu, others, names = profile.required_shapes[0]
         count = len(names)
         slots = 0

@@ -90,11 +90,10 @@ class CycleState:
         default = self.tree.get(gang.queue).default_max_runtime
         return math.inf if default is None else default
 
-    def class_record(self, gang: Gang) -> tuple[int, int, ClassEntry]:
-        """(failure key, required GPUs, class entry) of a waiting gang; the entry, (run time, queue
-        order, gang), sorts a class shortest first."""
-        profile = self.memo.profile(gang)
-        return profile.failure_key, profile.required_gpu, (self.runtime(gang), queue_order_key(gang), gang)
+    def class_record(self, gang: Gang) -> tuple[GangProfile, ClassEntry]:
+        """(profile, class entry) of a waiting gang; the entry, (run time, queue order, gang), sorts
+        its placement class (the profile's failure key) shortest first."""
+        return self.memo.profile(gang), (self.runtime(gang), queue_order_key(gang), gang)
 
     def levels_for(self, gang: Gang, profile: GangProfile) -> tuple[int, int]:
         """(finest, widest) topology level indexes to try; -1 is the whole cluster."""

@@ -68,9 +68,8 @@ def limit_reason(state: CycleState, queue: str, profile: GangProfile) -> str | N
     return reasons.at_limit(name, resource, limit)
 
 
-def never_starts(state: CycleState, gang: Gang) -> bool:
+def never_starts(state: CycleState, gang: Gang, profile: GangProfile) -> bool:
     """True when the gang does not fit even the empty cluster (``unfit``, ``unknown_level``)."""
-    profile = state.memo.profile(gang)
     key = profile.failure_key
     if key in state.unfit_keys or unknown_level(state, gang, key):
         return True

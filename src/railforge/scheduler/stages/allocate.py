@@ -22,8 +22,9 @@ from railforge.scheduler.stages.reserve import Start
 from railforge.scheduler.state import CycleState
 
 
-def try_start(state: CycleState, gang: Gang) -> bool:
-    """Start the gang, or record why it cannot; False when it is blocked on capacity.
+def try_start(state: CycleState, gang: Gang, profile: GangProfile) -> bool:
+    """Start the gang (``profile``: its profile), or record why it cannot; False when it is blocked
+    on capacity.
 
     Cheap checks come first: the queue limit only for queues that have one on their path, then
     the per-shape failure cache (placement cannot succeed for a gang whose shape already failed
@@ -32,7 +33,6 @@ def try_start(state: CycleState, gang: Gang) -> bool:
     reservations, or the first one without backfill) may reclaim, when within quota; only the
     first may preempt what backfilled past it.
     """
-    profile = state.memo.profile(gang)
     decisions = state.decisions
     queue = gang.queue
     limit_reason = admit.limit_reason(state, queue, profile)

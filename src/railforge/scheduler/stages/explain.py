@@ -39,7 +39,7 @@ def explain_untried(state: CycleState, waiting: list[Gang], head_blocker: str | 
     tried = state.tried
     for gang in waiting:
         if gang.name not in tried:
-            if strict and not admit.never_starts(state, gang):
+            if strict and not admit.never_starts(state, gang, state.memo.profile(gang)):
                 state.decisions.reasons[gang.name] = reasons.strict_order(head_blocker)
             else:
                 frozen_reason(state, gang)
@@ -57,7 +57,7 @@ def frozen_reason(state: CycleState, gang: Gang) -> bool:
     runtime = state.runtime(gang)
     cached = state.failure_cache.get(key)
     if cached is None or runtime < cached[0]:
-        if not admit.never_starts(state, gang):
+        if not admit.never_starts(state, gang, profile):
             finest, widest = state.levels_for(gang, profile)
             allowed = state.cluster.allowed_nodes(gang, profile)
             state.failure_cache[key] = (runtime, capacity_reason(state, gang, profile, allowed, finest, widest))

@@ -129,7 +129,7 @@ def backfill_order(state: CycleState) -> Iterator[Gang]:
             heap.append((runtime, order, key, gang))
     heapq.heapify(heap)
     while heap:
-        key, gang = heap[0][2:]
+        _, _, key, gang = heap[0]
         yield gang
         if (skip_closed and key not in state.open_classes) or untried_runtime(key) is None:
             heapq.heappop(heap)
