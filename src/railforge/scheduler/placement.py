@@ -49,7 +49,7 @@ class GangProfile(NamedTuple):
     # what admission checks against quotas and limits: the required members' requests, raised to
     # min_resources where that asks for more
     admission: dict[str, int]
-    member_requests: dict[str, Resources]
+    members: tuple[Member, ...]  # the gang's
     gpu: int  # GPUs the gang occupies when fully placed
     required_gpu: int  # GPUs of the required members (quick-rejection bound)
     required_shapes: tuple[Shape, ...]  # largest first
@@ -57,6 +57,11 @@ class GangProfile(NamedTuple):
     filter_key: int  # node-filter signature (``key_id``): equal keys accept the same nodes
     failure_key: int  # placement-needs signature (``key_id``): equal keys fail to place in the same state
     pins: tuple[tuple[str, str], ...]  # (member, node) in member order when the gang pins its members; else ()
+
+    def member_requests(self) -> dict[str, Resources]:
+        """Each member's requests by name, built when asked: only a start and a pinned or
+        promised placement read them."""
+        return {member.name: member.requests for member in self.members}
 
     @property
     def required_pins(self) -> tuple[tuple[str, str], ...]:
@@ -113,12 +118,7 @@ def gang_profile(gang: Gang, key_id: Callable[[tuple], int]) -> GangProfile:
     count = len(members)
     required = gang.required_members
     first = members[0].requests
-    if count == 1:
-        names: tuple[str, ...] = (members[0].name,)
-        member_requests = {names[0]: first}
-    else:
-        names = tuple([member.name for member in members])
-        member_requests = {member.name: member.requests for member in members}
+    names = (members[0].name,) if count == 1 else tuple([member.name for member in members])
     if count == 1 or [member.requests for member in members].count(first) == count:
         pod_gpu = first.get(GPU, 0)
         others = _others(first)
@@ -166,7 +166,7 @@ def gang_profile(gang: Gang, key_id: Callable[[tuple], int]) -> GangProfile:
         failure_key = key_id((filter_key, gang.topology, signatures, required_gpu))
     fields = (
         admission,
-        member_requests,
+        members,
         gpu,
         required_gpu,
         required_shapes,
@@ -181,8 +181,9 @@ def gang_profile(gang: Gang, key_id: Callable[[tuple], int]) -> GangProfile:
 def node_loads(profile: GangProfile, assignment: Assignment) -> dict[int, dict[str, int]]:
     """What the assigned members request in all on each node index."""
     loads: dict[int, dict[str, int]] = {}
+    requests = profile.member_requests()
     for member, index in assignment:
-        add_resources(loads.setdefault(index, {}), profile.member_requests[member])
+        add_resources(loads.setdefault(index, {}), requests[member])
     return loads
 
 

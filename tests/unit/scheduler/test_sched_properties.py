@@ -532,6 +532,6 @@ def test_profile_of_alike_members_matches_member_by_member(requests, count, data
     assert profile.optional_shapes == _shapes(members[gang.required_members :])
     assert profile.admission == admission
     assert profile.gpu == _summed(members).get(GPU, 0)
-    assert profile.member_requests == {member.name: requests for member in members}
+    assert profile.member_requests() == {member.name: requests for member in members}
     signatures = tuple(shape.signature for shape in _shapes(required))
     assert keys[failure_key_of(profile.filter_key, None, signatures, admission.get(GPU, 0))] == profile.failure_key

@@ -127,8 +127,9 @@ def bind(state: CycleState, gang: Gang, profile: GangProfile, assignment: Assign
     queue = gang.queue
     placement = {}
     charge: dict[str, int] = {}
+    member_requests = profile.member_requests()
     for position, (member, index) in enumerate(assignment):
-        requests = profile.member_requests[member]
+        requests = member_requests[member]
         if (
             position >= gang.required_members
             and state.queue_limited(queue)

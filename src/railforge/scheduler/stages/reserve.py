@@ -56,7 +56,7 @@ def promised_assignment(state: CycleState, gang_name: str, profile: GangProfile)
     if promise is None or not promise.placement:
         return None
     index = state.cluster.index
-    members = profile.member_requests
+    members = profile.member_requests()
     if any(node not in index or member not in members for member, node in promise.placement):
         return None
     placed = {member for member, _ in promise.placement}
