@@ -9,7 +9,9 @@ median over repeats, in CPU time (``time.process_time``). Two columns: "cold", t
 new ``Scheduler``, which holds nothing from earlier calls (neither gang indexes nor gang profiles
 nor the node list's static view), and "warm", a call of a ``Scheduler`` right after one on a
 snapshot that differed by ten gangs (five pending, five running), as in a replay or a controller
-loop (see ``railforge.scheduler.incremental`` and ``memo``).
+loop (see ``railforge.scheduler.incremental`` and ``memo``). Each timed call starts after a full
+collection; a third column gives what a full collection costs right after a cold call (see
+``call_ms``).
 
 "Varied shapes" cases give each pending gang its own CPU (1-64 cores) and memory (8-512 GiB) per
 pod, drawn from a pool of as many distinct shapes as asked (every gang its own: as many as gangs);
@@ -20,6 +22,7 @@ selects ``pool=b`` and one in ten tolerates the taint.
 from __future__ import annotations
 
 import argparse
+import gc
 import random
 import statistics
 import time
@@ -191,35 +194,54 @@ def philly_snapshot(seed: int = 11) -> Snapshot:
 
 def call_ms(scheduler: Scheduler, snap: Snapshot) -> float:
     """CPU milliseconds of one call (the process's CPU time: on a machine shared with other work,
-    wall-clock time would count their turns too; on an idle core the two agree)."""
+    wall-clock time would count their turns too; on an idle core the two agree).
+
+    The call starts after a full collection. Otherwise the collector's debt from the calls before
+    it (the objects they left, counted towards the next full collection) falls due in whichever
+    call crosses the threshold, about one cold call in three, and costs what the whole process
+    holds, not what this call does: a run's median then depends on which calls it lands on.
+    ``collect_ms`` gives that cost apart."""
+    gc.collect()
     start = time.process_time()
     len(scheduler.decide(snap).reasons)  # an adapter reads every reason: count their deferred part
     return (time.process_time() - start) * 1000
 
 
-def median_ms(snap: Snapshot, repeat: int) -> tuple[float, float, int, int]:
-    """(cold median ms, warm median ms, pending pods, binds)."""
+def collect_ms() -> float:
+    """CPU milliseconds of a full collection: what it adds to a call it falls in."""
+    start = time.process_time()
+    gc.collect()
+    return (time.process_time() - start) * 1000
+
+
+def median_ms(snap: Snapshot, repeat: int) -> tuple[float, float, float, int, int]:
+    """(cold median ms, warm median ms, full collection median ms, pending pods, binds); the
+    collection is timed right after each cold call, with that call's Scheduler alive."""
     decisions = decide(snap)
     neighbour = replace(snap, pending=snap.pending[:-5], running=snap.running[:-5])
     scheduler = Scheduler()
-    cold, warm = [], []
+    cold, warm, full = [], [], []
     for _ in range(repeat):
-        cold.append(call_ms(Scheduler(), snap))
+        fresh = Scheduler()
+        cold.append(call_ms(fresh, snap))
+        full.append(collect_ms())
         scheduler.decide(neighbour)
         warm.append(call_ms(scheduler, snap))
     pods = sum(len(g.members) for g in snap.pending)
-    return statistics.median(cold), statistics.median(warm), pods, len(decisions.binds)
+    medians = statistics.median(cold), statistics.median(warm), statistics.median(full)
+    return *medians, pods, len(decisions.binds)
 
 
 def table(title: str, cases: list[tuple[int, int, int, int]], repeat: int) -> None:
     """``cases``: (nodes, running pods, pending gangs, distinct pod shapes; 0: the uniform ones)."""
     print(f"\n### {title}\n")
-    print("| nodes | running pods | pending gangs | pending pods | shapes | binds | cold ms | warm ms |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| nodes | running pods | pending gangs | pending pods | shapes | binds | cold ms | warm ms | full GC ms |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for nodes, running, pending, shapes in cases:
-        cold, warm, pods, binds = median_ms(snapshot(nodes, running, pending, shapes), repeat)
+        cold, warm, full, pods, binds = median_ms(snapshot(nodes, running, pending, shapes), repeat)
         shown = shapes or "uniform"
-        print(f"| {nodes} | {running} | {pending} | {pods} | {shown} | {binds} | {cold:.2f} | {warm:.2f} |")
+        row = f"| {nodes} | {running} | {pending} | {pods} | {shown} | {binds} | {cold:.2f} | {warm:.2f} | {full:.2f} |"
+        print(row)
 
 
 def main() -> None:
@@ -228,13 +250,14 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="targets only, no scaling tables")
     args = parser.parse_args()
     philly = philly_snapshot()
-    cold, warm, pods, binds = median_ms(philly, args.repeat * 3)
+    cold, warm, full, pods, binds = median_ms(philly, args.repeat * 3)
     print("\n### Philly replay state\n")
-    print("| nodes | running gangs | busy GPUs | pending gangs | pending pods | binds | cold ms | warm ms |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| nodes | running gangs | busy GPUs | pending gangs | pending pods | binds", end="")
+    print(" | cold ms | warm ms | full GC ms |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     busy = sum(sum(m.requests.get(GPU, 0) for m in r.gang.members) for r in philly.running)
     counts = (len(philly.nodes), len(philly.running), busy, len(philly.pending), pods, binds)
-    print("| " + " | ".join(str(c) for c in counts) + f" | {cold:.2f} | {warm:.2f} |")
+    print("| " + " | ".join(str(c) for c in counts) + f" | {cold:.2f} | {warm:.2f} | {full:.2f} |")
     table(
         "Targets",
         [(56, 300, 10, 0), (1000, 5000, 2000, 0), (5000, 25000, 4200, 0)],
