@@ -97,6 +97,10 @@ lab_networks() {  # the names of the lab's networks (one, or none)
     podman network ls --filter "label=$network_label" --format '{{.Name}}'
 }
 
+lab_network() {  # the lab's network: its name, or nothing when there is none
+    lab_networks | head -n 1
+}
+
 # A bridge that outlived the lab network (its containers killed before Podman tore their networking down) keeps the
 # subnet's gateway address, and `podman network create` then refuses the subnet. Removed only when it is that: a
 # Podman-named bridge holding exactly the gateway address, with no Podman network on it.
@@ -149,7 +153,7 @@ print(json.dumps({
     "rail_networks_crd_files": [str(nad_crd), *map(str, sorted(whereabouts.glob("whereabouts.cni.cncf.io_*.yaml")))],
 }))
 PY
-    network=$(lab_networks | head -n 1)
+    network=$(lab_network)
     if [[ -z $network ]]; then
         remove_stale_bridge
         network=railforge-lab-$(date +%s)
@@ -179,7 +183,7 @@ PY
 add)  # add NAME...: start nodes of the extra inventory for playbooks/scale.yml (after `up`)
     shift
     [[ $# -gt 0 ]] || { echo "usage: $0 add NAME..." >&2; exit 2; }
-    network=$(lab_networks | head -n 1)
+    network=$(lab_network)
     [[ -n $network ]] || { echo "lab: no lab network; run $0 up first" >&2; exit 2; }
     node_mounts
     for name in "$@"; do
