@@ -133,16 +133,14 @@ def gang_profile(gang: Gang, key_id: Callable[[tuple], int]) -> GangProfile:
         else:  # the member's read-only requests, copied only to be raised to min_resources below
             admission = dict(first) if gang.min_resources else first
         gpu = pod_gpu * count
-        one_shape = True
+        signature: tuple | None = (pod_gpu, others, required)
     else:
         required_shapes = _shapes(members[:required])
         optional_shapes = _shapes(members[required:])
         admission = _summed(members[:required])
         gpu = _summed(members).get(GPU, 0)
         signatures = tuple([shape.signature for shape in required_shapes])
-        one_shape = len(signatures) == 1
-        if one_shape:  # its count is ``required``: the shape holds every required member
-            pod_gpu, others, _ = signatures[0]
+        signature = signatures[0] if len(signatures) == 1 else None
     if gang.min_resources:
         for name, amount in gang.min_resources.items():
             admission[name] = max(admission.get(name, 0), amount)
@@ -160,8 +158,8 @@ def gang_profile(gang: Gang, key_id: Callable[[tuple], int]) -> GangProfile:
         pins = tuple([(member.name, member.node) for member in members])
         needs = tuple([(member.node, tuple(sorted(member.requests.items()))) for member in members])
         failure_key = key_id((filter_key, gang.topology, required, needs))
-    elif one_shape:  # failure_key_of, spelt out
-        failure_key = key_id((filter_key, gang.topology, pod_gpu, others, required, required_gpu))
+    elif signature is not None:  # failure_key_of, without the tuple of one signature
+        failure_key = key_id((filter_key, gang.topology, *signature, required_gpu))
     else:
         failure_key = key_id((filter_key, gang.topology, signatures, required_gpu))
     fields = (
@@ -335,9 +333,10 @@ class Static:
         self.type_allocatable: list[Resources] = []
         types: dict[tuple, int] = {}
         for node in eligible:
-            kind = types.get(alike := tuple(node.allocatable.items()))
+            allocatable = tuple(node.allocatable.items())
+            kind = types.get(allocatable)
             if kind is None:
-                kind = types[alike] = len(self.type_allocatable)
+                kind = types[allocatable] = len(self.type_allocatable)
                 self.type_allocatable.append(node.allocatable)
             self.node_type.append(kind)
         self.level_names = level_names
