@@ -43,10 +43,14 @@ class ParseError(ValueError):
         super().__init__(f"{tool}: {message}")
 
 
+# Terminal styling: nvidia-smi 580 underlines the topo matrix header with it, in a file too.
+_ANSI_SGR = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def _lines(text: str) -> list[str]:
     if text is None:
         return []
-    return [ln.rstrip() for ln in str(text).replace("\r\n", "\n").split("\n")]
+    return [ln.rstrip() for ln in _ANSI_SGR.sub("", str(text)).replace("\r\n", "\n").split("\n")]
 
 
 def _none_if_na(value):

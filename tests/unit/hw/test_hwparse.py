@@ -71,6 +71,16 @@ SMI_TABLE = {
         "mig": ["Disabled"] * 8,
     },
     "default-table-b200-r610-kmd-umd-header-PARTIAL.txt": {"error": r"cut off after GPU 1.*Processes"},
+    "default-table-1x-h200-580.159.04-firecracker-vm.txt": {
+        "driver": "580.159.04",
+        "cuda": "13.0",
+        "count": 1,
+        "names": {"NVIDIA H200"},
+        "persistence": ["On"],
+        "pci": ["0000:00:06.0"],
+        "mem_total": 143771,
+        "mig": ["Disabled"],
+    },
 }
 
 SMI_LIST = {
@@ -88,7 +98,26 @@ SMI_LIST = {
         "uuid0": "GPU-d6a2c177-4cd8-8d01-0310-79f2720f37de",
         "mig_uuid": (3, 0, "MIG-55d07ceb-ef71-58e0-87c2-0477d96fa03f"),
     },
+    "L-1x-h200-no-mig.txt": {
+        "count": 1,
+        "name": "NVIDIA H200",
+        "mig": {},
+        "uuid0": "GPU-abbbec21-cdc5-549a-60f8-80f9b2155111",
+    },
 }
+
+# A driver-580 Fabric Health block with every field N/A
+HEALTH_ALL_NA = dict.fromkeys(
+    (
+        "summary",
+        "bandwidth",
+        "route_recovery_in_progress",
+        "route_unhealthy",
+        "access_timeout_recovery",
+        "incorrect_configuration",
+        "partition_assigned",
+    )
+)
 
 SMI_Q = {
     "q-fabric-block-azure-mnnvl-node-insufficient-resources.txt": {
@@ -103,15 +132,7 @@ SMI_Q = {
         "status": None,
         "clique_id": None,
         "cluster_uuid": None,
-        "health": {
-            "summary": None,
-            "bandwidth": None,
-            "route_recovery_in_progress": None,
-            "route_unhealthy": None,
-            "access_timeout_recovery": None,
-            "incorrect_configuration": None,
-            "partition_assigned": None,
-        },
+        "health": HEALTH_ALL_NA,
     },
     "q-grep-fabric-clique-mnnvl-health-unhealthy.txt": {
         "state": "Completed",
@@ -120,9 +141,37 @@ SMI_Q = {
         "cluster_uuid": "dc6e40c4-d722-4357-9ba6-5291dd461278",
         "health": {"summary": "Unhealthy", "bandwidth": "Full"},
     },
+    "q-full-1x-h200-fabric-all-na.txt": {
+        "state": None,
+        "status": None,
+        "clique_id": None,
+        "cluster_uuid": None,
+        "health": HEALTH_ALL_NA,
+    },
+}
+
+SMI_QUERY = {
+    "query-gpu-1x-h200.txt": [
+        {
+            "index": 0,
+            "name": "NVIDIA H200",
+            "driver_version": "580.159.04",
+            "persistence_mode": "Enabled",
+            "mig_mode_current": "Disabled",
+            "pci_bus_id": "00000000:00:06.0",
+            "pci_address": "0000:00:06.0",
+        }
+    ],
 }
 
 TOPO = {
+    "1x-h200-no-nic-ansi-underlined-header.txt": {
+        "gpus": 1,
+        "nics": {},
+        "cells": {},
+        "aff": {"GPU0": ("0-15", [[0, 15]], [0], None)},
+        "nvlink": 0,
+    },
     "1x-a100-pcie-4nic-cx4lx-cx6-messy-alignment-ncclt350.txt": {
         "gpus": 1,
         "nics": {"NIC0": "mlx5_0", "NIC1": "mlx5_1", "NIC2": "mlx5_2", "NIC3": "mlx5_3"},
@@ -321,7 +370,7 @@ MLXCONFIG = {
 }
 
 EXPECTED = {
-    "nvidia-smi": {**SMI_TABLE, **SMI_LIST, **SMI_Q},
+    "nvidia-smi": {**SMI_TABLE, **SMI_LIST, **SMI_Q, **SMI_QUERY},
     "nvidia-smi-topo": TOPO,
     "ibdev2netdev": IBDEV2NETDEV,
     "ibstat": IBSTAT,
@@ -373,8 +422,10 @@ def test_nvidia_smi_list(path):
     assert {g["name"] for g in r["gpus"]} == {exp["name"]}
     assert {g["index"]: [m["profile"] for m in g["mig_devices"]] for g in r["gpus"] if g["mig_devices"]} == exp["mig"]
     assert r["gpus"][0]["uuid"] == exp["uuid0"]
-    gi, mi, uuid = exp["mig_uuid"]
-    assert r["gpus"][gi]["mig_devices"][mi]["uuid"] == uuid
+    assert r["mig_device_count"] == sum(len(profiles) for profiles in exp["mig"].values())
+    if "mig_uuid" in exp:
+        gi, mi, uuid = exp["mig_uuid"]
+        assert r["gpus"][gi]["mig_devices"][mi]["uuid"] == uuid
 
 
 @pytest.mark.parametrize("path", files("nvidia-smi", "q-"), ids=ids(files("nvidia-smi", "q-")))
@@ -483,6 +534,11 @@ def test_mlxconfig(path):
         assert d["config"]["SRIOV_EN"] == "True(1)"
 
 
+@pytest.mark.parametrize("path", files("nvidia-smi", "query-"), ids=ids(files("nvidia-smi", "query-")))
+def test_nvidia_smi_query_csv_real(path):
+    assert parse_nvidia_smi_query_csv(body(path)) == SMI_QUERY[path.name]
+
+
 SYNTH = sorted((FIXTURES / "synthetic" / "nvidia-smi-query-gpu").glob("*.txt"))
 
 
@@ -539,6 +595,8 @@ def _parser_for(path: Path):
         return parse_nvidia_smi_list
     if path.name.startswith("q-"):
         return parse_nvidia_smi_q_fabric
+    if path.name.startswith("query-"):
+        return parse_nvidia_smi_query_csv
     return parse_nvidia_smi_table
 
 
