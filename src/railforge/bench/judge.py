@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, replace
 from railforge.bench.dcgm import DcgmDiag
 from railforge.bench.floors import KINDS, HardwareClass
 from railforge.bench.mpi import MpiAllreduceRun
-from railforge.bench.nccl import NcclRun
+from railforge.bench.nccl import NcclRun, Row
 from railforge.bench.perftest import PerftestRun
 from railforge.bench.resnet import ResnetRun
 
@@ -117,10 +117,23 @@ def judge_nccl(run: NcclRun, hw: HardwareClass) -> list[Verdict]:
         kind = "nccl_all_reduce_multinode" if len(run.hosts) > 1 else "nccl_all_reduce_1node"
         floor = hw.floors.get(kind)
         row, note = _pick(run.rows, lambda r: r.size_bytes, floor.message_bytes if floor else run.rows[-1].size_bytes)
-        busbw = row.out_of_place.busbw_gbps
-        what = f"bus bandwidth at {size_text(row.size_bytes)}"
-        verdicts.append(_figure(subject, kind, hw, busbw, what, note))
+        if len(run.ranks) == 1:
+            verdicts.append(_one_rank(subject, kind, row))
+        else:
+            busbw = row.out_of_place.busbw_gbps
+            what = f"bus bandwidth at {size_text(row.size_bytes)}"
+            verdicts.append(_figure(subject, kind, hw, busbw, what, note))
     return [replace(v, nodes=run.hosts) for v in verdicts]
+
+
+def _one_rank(subject: str, kind: str, row: Row) -> Verdict:
+    """A one-GPU all_reduce: its bus bandwidth is 0 by definition (2(n-1)/n of algbw), so no floor applies."""
+    algbw = row.out_of_place.algbw_gbps
+    message = (
+        f"{subject}: one rank sends nothing between GPUs, so its bus bandwidth is 0 by definition; "
+        f"{algbw:g} GB/s algorithm bandwidth at {size_text(row.size_bytes)} (within one GPU's memory), not judged"
+    )
+    return Verdict(subject, kind, "info", message, row.out_of_place.busbw_gbps, unit=KINDS[kind].unit)
 
 
 def _transport(run: NcclRun, subject: str) -> Verdict:

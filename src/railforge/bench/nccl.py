@@ -6,6 +6,10 @@ message size, out-of-place and in-place time / algbw / busbw / #wrong), ``# Out 
 (``Using network IB`` / ``Socket``), the HCAs (``NET/IB : Using [0]mlx5_0:1/IB``) and the path of each channel
 (``via NET/IB/0/GDRDMA``, ``NET/Socket/0``, ``P2P/IPC``, ``SHM/direct/direct``, ``NVLS``).
 
+Early nccl-tests (sources of copyright 2016-2017) print the header and the two summary lines without ``#``, the time in
+ms and, instead of ``#wrong``, the largest error of each row (``res``); their rows give ``wrong`` None (the
+``Out of bounds values`` line still counts the bad values) and ``time_us`` in µs like the newer ones.
+
 Lines may carry a launcher prefix (Slurm ``srun --label`` prints `` 0: ``); it is taken from the header line and
 removed from every line. A paste cut before the summary parses: ``missing`` says what is absent. A results row
 cut short, or no header / no table, raises :class:`ParseError`.
@@ -19,7 +23,7 @@ from dataclasses import dataclass, field
 from railforge.bench.errors import ParseError
 
 HEADER = re.compile(
-    r"# nThread (?P<threads>\d+) nGpus (?P<gpus>\d+) minBytes (?P<min>\d+) maxBytes (?P<max>\d+)"
+    r"(?P<hash># )?nThread (?P<threads>\d+) nGpus (?P<gpus>\d+) minBytes (?P<min>\d+) maxBytes (?P<max>\d+)"
     r" step: (?P<step>\d+)\((?P<step_kind>factor|bytes)\).*?validation: (?P<validation>\d+)"
 )
 RANK = re.compile(
@@ -40,10 +44,12 @@ CHANNEL = re.compile(
 NVLS_CHANNELS = re.compile(r"NCCL INFO .*?(\d+) nvls channels")
 NO_IB_DEVICE = re.compile(r"NCCL INFO NET/IB ?: No device found")
 VERSION = re.compile(r"^NCCL version (\S+)")
-OUT_OF_BOUNDS = re.compile(r"^# Out of bounds values : (\d+) (\w+)")
-AVG_BUSBW = re.compile(r"^# Avg bus bandwidth\s*: ([\d.]+)")
+VERSION_INFO = re.compile(r"NCCL INFO NCCL version (\S+)")
+OUT_OF_BOUNDS = re.compile(r"^#?\s*Out of bounds values : (\d+) (\w+)")
+AVG_BUSBW = re.compile(r"^#?\s*Avg bus bandwidth\s*: ([\d.]+)")
 ROW_START = re.compile(r"^\s+\d+\s+\d+\s+\w+\s")
 ROW_COLUMNS = "size count type redop [root] time algbw busbw #wrong time algbw busbw #wrong"
+LEGACY_COLUMNS = "size count type redop [root] time(ms) algbw busbw res time(ms) algbw busbw res"
 
 
 @dataclass(frozen=True)
@@ -62,7 +68,7 @@ class Measure:
     time_us: float
     algbw_gbps: float  # GB/s, as nccl-tests prints
     busbw_gbps: float
-    wrong: int | None  # None where validation is off ("N/A")
+    wrong: int | None  # None where validation is off ("N/A") and in the older format (its rows give no count)
 
 
 @dataclass(frozen=True)
@@ -164,36 +170,41 @@ class NcclRun:
 def _strip_prefix(lines: list[str]) -> list[str]:
     """Remove the launcher prefix that the header line carries (e.g. ' 0: ') from every line that has it."""
     for line in lines:
-        at = line.find("# nThread")
-        if at > 0 and re.fullmatch(r"\s*\d+:\s*", line[:at]):
-            prefix = line[:at]
-            return ["" if ln == prefix.rstrip() else ln.removeprefix(prefix) for ln in lines]
+        if header := HEADER.search(line):
+            prefix = line[: header.start()]
+            if re.fullmatch(r"\s*\d+:\s*", prefix):
+                return ["" if ln == prefix.rstrip() else ln.removeprefix(prefix) for ln in lines]
+            return lines
     return lines
 
 
-def _number(token: str, kind: type, source: str, lineno: int) -> int | float | None:
-    if token == "N/A":
-        return None
-    try:
-        return kind(token)
-    except ValueError:
-        raise ParseError(source, lineno, f"a number in a results row ({ROW_COLUMNS})", token) from None
+def _row(line: str, source: str, lineno: int, legacy: bool) -> Row:
+    columns = LEGACY_COLUMNS if legacy else ROW_COLUMNS
 
+    def number(token: str, kind: type) -> int | float | None:
+        if token == "N/A":
+            return None
+        try:
+            return kind(token)
+        except ValueError:
+            raise ParseError(source, lineno, f"a number in a results row ({columns})", token) from None
 
-def _row(line: str, source: str, lineno: int) -> Row:
     tokens = line.split()
     if len(tokens) not in (12, 13):
-        raise ParseError(source, lineno, f"a results row of 12 or 13 columns ({ROW_COLUMNS})", line.strip())
-    root = _number(tokens[4], int, source, lineno) if len(tokens) == 13 else None
+        raise ParseError(source, lineno, f"a results row of 12 or 13 columns ({columns})", line.strip())
+    root = number(tokens[4], int) if len(tokens) == 13 else None
     half = tokens[-8:]
 
     def measure(cols: list[str]) -> Measure:
-        time_us, algbw, busbw = (_number(c, float, source, lineno) for c in cols[:3])
-        return Measure(time_us, algbw, busbw, _number(cols[3], int, source, lineno))
+        time, algbw, busbw = (number(c, float) for c in cols[:3])
+        if legacy:
+            number(cols[3], float)  # the row's largest error: checked as a number, counted by "Out of bounds"
+            return Measure(None if time is None else time * 1000, algbw, busbw, None)
+        return Measure(time, algbw, busbw, number(cols[3], int))
 
     return Row(
-        size_bytes=_number(tokens[0], int, source, lineno),
-        count=_number(tokens[1], int, source, lineno),
+        size_bytes=number(tokens[0], int),
+        count=number(tokens[1], int),
         dtype=tokens[2],
         redop=tokens[3],
         root=root,
@@ -240,7 +251,7 @@ def parse_nccl_tests(text: str, source: str = "", collective: str | None = None)
         elif match := REDUCED_MAX.match(line):
             max_bytes = int(match[1])
         elif ROW_START.match(line):
-            rows.append(_row(line, source, lineno))
+            rows.append(_row(line, source, lineno, legacy=header["hash"] is None))
         elif match := OUT_OF_BOUNDS.match(line):
             out_of_bounds = int(match[1])
         elif match := AVG_BUSBW.match(line):
@@ -264,6 +275,8 @@ def parse_nccl_tests(text: str, source: str = "", collective: str | None = None)
                 nvls = max(nvls or 0, int(match[1]))
             elif match := ENV_INFO.search(line):
                 env[match[1]] = match[2]
+            elif match := VERSION_INFO.search(line):
+                nccl_version = nccl_version or match[1]
             elif NO_IB_DEVICE.search(line):
                 ib_device_missing = True
     if not rows:

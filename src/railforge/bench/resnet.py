@@ -10,7 +10,8 @@ excluded). The CPU fallback prints ``gpus=0 device=cpu`` and its ``ranks``. ``ho
 (pods), which the node mapping of ``parse_resnet`` turns into nodes; a line may give ``nodes=N`` instead. Keys are
 ``key=value`` separated by spaces; other lines of the log are ignored, so the lines can be read out of a pod log.
 An output with step lines but no result line parses with ``result`` None and ``missing`` saying so; a
-railforge-resnet50 line without its required keys raises ParseError.
+railforge-resnet50 line without its required keys, or a result line without its closing ``steps``, raises
+ParseError.
 """
 
 from __future__ import annotations
@@ -115,8 +116,11 @@ def parse_resnet(text: str, source: str = "", nodes: Mapping[str, str] | None = 
         if at < 0:
             continue
         rest = line[at + len(PREFIX) :]
-        measure = _measure(dict(PAIR.findall(rest)), source, lineno, line, nodes or {})
+        fields = dict(PAIR.findall(rest))
+        measure = _measure(fields, source, lineno, line, nodes or {})
         if rest.split(None, 1)[0] == "result":
+            if "steps" not in fields:  # the benchmark writes it last: a result line without it was cut
+                raise ParseError(source, lineno, f"{PREFIX} result ... steps=<measured steps> at the end", line)
             result = measure
         else:
             steps.append(measure)

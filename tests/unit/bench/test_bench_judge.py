@@ -17,6 +17,7 @@ H100 = "nccl-tests/all_reduce_perf-2node-16xh100-ndr-cx7-slurm-srun-label-prefix
 A100 = "nccl-tests/all_reduce_perf-2node-1x-a100-pcie-each-cx6-hdr-ib-sharp-plugin-gdrdma-nccl-debug-info.txt"
 H200 = "nccl-tests/all_reduce_perf-2node-h200-8gpu-each-single-shared-rdma-if-ib-disabled.txt"
 GATHER = "nccl-tests/gather_perf-2node-a100-pcie-1gpu-each-cx6-ib-gdrdma-nccl-debug-trace-NO-AVG-LINE.txt"
+ONE_H200 = "nccl-tests/all_reduce_perf-1gpu-h200-nccl-2.28.9-older-nccl-tests-format.txt"
 BW200 = "perftest/ib_write_bw-a-report_gbits-roce-200g-k8s-pod-client.txt"
 BW100 = "perftest/ib_write_bw-a-report_gbits-roce-100g-k8s-pod-egx-client.txt"
 LAT = "perftest/ib_read_lat-roce-k8s-pod-mlx5_0-client.txt"
@@ -45,6 +46,21 @@ def test_h200_with_ib_disabled_is_judged_a_socket_fallback():
     figure = by_check(verdicts, "nccl_all_reduce_multinode")
     assert figure.status == "info" and figure.measured == 92.33  # out-of-place busbw at the largest size
     assert figure.message.startswith("all_reduce 8x2: 92.33 GB/s bus bandwidth at 16 GiB (no floor for h200")
+
+
+def test_a_one_gpu_all_reduce_is_reported_not_failed_against_the_8_gpu_floor():
+    verdicts = judge(Results(nccl=(nccl(ONE_H200, "all_reduce"),)), load_floors("h200-sxm-cx7-ndr"))
+    (figure,) = verdicts  # one node: no transport check; validated and complete: no other verdict
+    assert (figure.check, figure.status, figure.measured, figure.nodes) == (
+        "nccl_all_reduce_1node",
+        "info",
+        0.0,
+        ("vm",),
+    )
+    assert figure.message == (
+        "all_reduce 1x1: one rank sends nothing between GPUs, so its bus bandwidth is 0 by definition; "
+        "2117.88 GB/s algorithm bandwidth at 1 GiB (within one GPU's memory), not judged"
+    )
 
 
 def test_h100_two_nodes_against_the_measured_floor_and_a_raised_one():
@@ -149,8 +165,8 @@ def test_dcgm_failure_names_the_test_and_the_cause():
 
 
 def test_resnet_per_gpu_and_scaling_from_operator_floors():
-    one = parse_resnet("railforge-resnet50: result images_per_sec=2900 gpus=8 nodes=1\n", "1n")
-    four = parse_resnet("railforge-resnet50: result images_per_sec=10440 gpus=32 nodes=4\n", "4n")
+    one = parse_resnet("railforge-resnet50: result images_per_sec=2900 gpus=8 nodes=1 steps=100\n", "1n")
+    four = parse_resnet("railforge-resnet50: result images_per_sec=10440 gpus=32 nodes=4 steps=100\n", "4n")
     unfinished = parse_resnet("railforge-resnet50: step=10 images_per_sec=100 gpus=32 nodes=4\n", "crash")
     default = judge(Results(resnet=(one, four)), load_floors("h100-sxm-cx7-ndr"))
     assert {v.status for v in default} == {"info"}

@@ -15,6 +15,8 @@ A100 = "nccl-tests/all_reduce_perf-2node-1x-a100-pcie-each-cx6-hdr-ib-sharp-plug
 H200 = "nccl-tests/all_reduce_perf-2node-h200-8gpu-each-single-shared-rdma-if-ib-disabled.txt"
 L40S = "nccl-tests/all_reduce_perf-2node-l40s-2gpu-each-sriov-roce-ib-enabled-debug-version.txt"
 GATHER = "nccl-tests/gather_perf-2node-a100-pcie-1gpu-each-cx6-ib-gdrdma-nccl-debug-trace-NO-AVG-LINE.txt"
+ONE_H200 = "nccl-tests/all_reduce_perf-1gpu-h200-nccl-2.28.9-older-nccl-tests-format.txt"
+NO_RDMA = "NCCL chose network Socket; NCCL found no RDMA device (NET/IB : No device found)"
 
 # file -> (label, rows, first size, last size, last out-of-place busbw, avg busbw, inter-node transport,
 #          socket fallback reason)   read by hand from the files
@@ -24,6 +26,7 @@ EXPECTED = {
     H200: ("all_reduce 8x2", 32, 8, 17179869184, 92.33, 36.2205, (), "NCCL_IB_DISABLE=1 is set"),
     L40S: ("all_reduce 2x2", 31, 8, 8589934592, 9.63, 4.74277, (), ""),
     GATHER: ("gather 1x2", 85, 134217728, 11408506880, 10.91, None, ("ib",), ""),
+    ONE_H200: ("nccl-tests 1x1", 28, 8, 1073741824, 0.0, 0.0, (), NO_RDMA),
 }
 
 
@@ -42,7 +45,7 @@ def test_fixture(name):
     assert run.avg_busbw_gbps == avg
     assert run.transports == transports
     assert run.socket_fallback == fallback
-    assert len(run.hosts) == 2
+    assert len(run.hosts) == int(label.rsplit("x", 1)[1])
 
 
 def test_h100_slurm_label_prefix_is_stripped_and_validation_off_reads_as_none():
@@ -146,6 +149,25 @@ def test_any_cut_parses_or_raises_parse_error(name):
         with contextlib.suppress(ParseError):
             run = parse_nccl_tests(text, name)
             assert run.rows
+
+
+def test_the_older_format_gives_time_in_us_and_no_per_row_count():
+    run = parse_nccl_tests(read_body(ONE_H200), "h200.txt", "all_reduce")
+    assert run.label == "all_reduce 1x1" and run.hosts == ("vm",)
+    assert run.ranks[0].gpu == "NVIDIA H200" and run.nccl_version == "2.28.9+cuda13.0"  # from the INFO line
+    assert (run.threads, run.gpus_per_process, run.validation) == (1, 1, True)
+    assert (run.out_of_bounds, run.avg_busbw_gbps, run.missing) == (0, 0.0, ())
+    largest = run.rows[-1].out_of_place
+    assert (largest.time_us, largest.algbw_gbps, largest.busbw_gbps, largest.wrong) == (507.0, 2117.88, 0.0, None)
+    assert [r.out_of_place.time_us for r in run.rows[:2]] == [7.0, 6.0]  # printed 0.007 and 0.006 ms
+    assert all(r.in_place.wrong is None and r.in_place.busbw_gbps == 0.0 for r in run.rows)
+
+
+def test_an_older_format_row_cut_mid_line_names_its_columns():
+    text = read_body(ONE_H200)
+    cut = text.index("  1073741824     268435456") + 50  # inside the out-of-place busbw column
+    with pytest.raises(ParseError, match=r"^h200\.txt:\d+: expected a results row of 12 or 13 columns \(.* time\(ms\)"):
+        parse_nccl_tests(text[:cut], "h200.txt")
 
 
 def test_row_cut_mid_line_names_file_line_and_columns():

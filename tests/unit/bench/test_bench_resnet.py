@@ -1,10 +1,12 @@
-"""The railforge-resnet50 line format (ours: no public output exists, so the lines are written here)."""
+"""The railforge-resnet50 line format: the lines written here, and real runs of the benchmark on a GPU
+(tests/fixtures/realdata/bench/resnet50)."""
 
 from __future__ import annotations
 
 import re
 
 import pytest
+from benchdata import fixture_names, prefixes, read_body
 
 from railforge.bench.errors import ParseError
 from railforge.bench.resnet import parse_resnet
@@ -27,7 +29,7 @@ def test_steps_and_result():
 
 
 def test_pod_log_prefix_and_default_nodes():
-    run = parse_resnet("2026-11-24T02:00:00Z railforge-resnet50: result images_per_sec=2900 gpus=8\n")
+    run = parse_resnet("2026-11-24T02:00:00Z railforge-resnet50: result images_per_sec=2900 gpus=8 steps=100\n")
     assert (run.result.nodes, run.result.batch_per_gpu, run.label) == (1, None, "resnet50 8 GPUs on 1 node")
 
 
@@ -68,3 +70,57 @@ def test_no_lines_is_a_clear_error():
         ParseError, match=re.escape("expected 'railforge-resnet50: step=... images_per_sec=... gpus=...' lines")
     ):
         parse_resnet("Traceback (most recent call last):\n")
+
+
+# One H200 (benchmarks/gpu_node_capture.sh, 2026-11-28): the result line, the ten step lines' mean and range.
+MEASURED = {
+    "resnet50/railforge-resnet50-1x-h200-batch32.txt": (32, 967.4, (914.9, 998.0)),
+    "resnet50/railforge-resnet50-1x-h200-batch256.txt": (256, 2180.2, (2178.6, 2182.8)),
+}
+
+
+def test_every_real_run_is_covered():
+    assert fixture_names("resnet50") == sorted(MEASURED)
+
+
+@pytest.mark.parametrize("name", sorted(MEASURED))
+def test_real_gpu_runs(name):
+    batch, rate, (low, high) = MEASURED[name]
+    run = parse_resnet(read_body(name), name, {"vm": "h200-node"})
+    assert run.missing == () and run.label == "resnet50 1 GPU on 1 node"
+    result = run.result
+    assert (result.images_per_sec, result.gpus, result.ranks, result.nodes, result.batch_per_gpu, result.steps) == (
+        rate,
+        1,
+        1,
+        1,
+        batch,
+        100,
+    )
+    assert not result.on_cpu and result.per_process == rate
+    rates = [s.images_per_sec for s in run.steps]
+    assert [s.step for s in run.steps] == list(range(10, 101, 10))
+    assert (min(rates), max(rates)) == (low, high)
+    # the result is the measured steps' throughput: the step lines' rates bracket it
+    assert low <= rate <= high
+
+
+@pytest.mark.parametrize("name", sorted(MEASURED))
+def test_any_cut_of_a_real_run_parses_or_raises_parse_error(name):
+    for text in prefixes(read_body(name)):
+        try:
+            run = parse_resnet(text, name)
+        except ParseError as error:
+            assert str(error).startswith(f"{name}:")
+        else:
+            assert run.result is None or run.result.steps is not None
+
+
+def test_a_result_line_cut_before_its_steps_is_a_clear_error():
+    name = "resnet50/railforge-resnet50-1x-h200-batch32.txt"
+    text = read_body(name)
+    cut = text[: text.index(" steps=100")]
+    with pytest.raises(
+        ParseError, match=r":11: expected railforge-resnet50: result \.\.\. steps=<measured steps> at the end"
+    ):
+        parse_resnet(cut, name)
