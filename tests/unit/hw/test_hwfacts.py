@@ -452,3 +452,37 @@ def test_device_facts_are_the_full_facts_devices_without_their_warnings(trees, s
         assert devices[key] == full[key], key
     # every registered RDMA device of these shapes is one of the HCA functions
     assert {h["pci_address"] for h in full["hcas"]} <= {h["pci_address"] for h in devices["hca_functions"]}
+
+
+def test_a_lent_h200_vm_reads_as_it_did_there(tmp_path):
+    """What railforge_hw_facts gave on a lent H200 VM (benchmarks/gpu_node_capture.sh, 2026-11-28), from a tree
+    holding what that VM's sysfs held: the GPU on the root bus with no bridge, numa_node -1, one NUMA node."""
+    root = SysfsBuilder(tmp_path)
+    root.numa(0, "0-15")
+    root.default_route("eth0")
+    root.build([("hb", "0000:00", None, [("gpu", "0000:00:06.0", 0x2335)])])
+    f = gather_hw_facts(
+        str(tmp_path),
+        topo_text=realdata("nvidia-smi-topo/1x-h200-no-nic-ansi-underlined-header.txt"),
+        nvidia_smi_q_text=realdata("nvidia-smi/q-full-1x-h200-fabric-all-na.txt"),
+    )
+    assert f["gpus"] == [
+        {
+            "architecture": "Hopper",
+            "device_id": "0x2335",
+            "die": "GH100",
+            "index": 0,
+            "numa_node": None,
+            "pci_address": "0000:00:06.0",
+        }
+    ]
+    assert (f["affinity"], f["affinity_source"], f["numa_nodes"]) == ({"0": {}}, "nvidia-smi topo", {"0": "0-15"})
+    assert f["fabric"] == {
+        "clique_id": None,
+        "cluster_uuid": None,
+        "gpus_reporting": 1,
+        "health_summary": None,
+        "state": None,
+        "status": None,
+    }
+    assert (f["hca_count"], f["rails"], f["nvlink"]["present"], f["warnings"]) == (0, [], False, [])
