@@ -6,13 +6,48 @@
 #   benchmarks/gpu_node_capture.sh OUTDIR [NCCL_TESTS_SRC]
 #
 # NCCL_TESTS_SRC is an nccl-tests checkout; NCCL comes from the node's Python (the nvidia-nccl wheel
-# PyTorch uses) unless NCCL_HOME is set, CUDA from the nvcc on PATH unless CUDA_HOME is set.
+# PyTorch uses) unless NCCL_HOME is set, CUDA from the nvcc on PATH unless CUDA_HOME is set, the GPU code
+# from the first GPU's compute capability unless NVCC_GENCODE is set.
 # Each step writes its own file and a failed step does not stop the next; the exit code counts the failures.
 set -uo pipefail
 
-out=${1:?usage: $0 OUTDIR [NCCL_TESTS_SRC]}
+usage="usage: $0 OUTDIR [NCCL_TESTS_SRC]"
+out=${1:?$usage}
 nccl_tests_src=${2:-}
 repo=$(cd "$(dirname "$0")/.." && pwd)
+
+fail() {
+    echo "$0: $*" >&2
+    exit 2
+}
+
+# Check what the nccl-tests build needs before anything is written.
+if [ -n "$nccl_tests_src" ]; then
+    [ -f "$nccl_tests_src/src/Makefile" ] || fail "NCCL_TESTS_SRC $nccl_tests_src: no src/Makefile (not an nccl-tests tree)"
+    tests=()
+    for test in all_reduce all_gather reduce_scatter broadcast sendrecv; do
+        [ -f "$nccl_tests_src/src/$test.cu" ] && tests+=("$test")
+    done
+    [ ${#tests[@]} -gt 0 ] || fail "NCCL_TESTS_SRC $nccl_tests_src: none of all_reduce, all_gather, reduce_scatter," \
+        "broadcast, sendrecv has a src/<name>.cu"
+    if [ -z "${CUDA_HOME:-}" ]; then
+        nvcc=$(command -v nvcc) || fail "no nvcc on PATH and CUDA_HOME unset: nccl-tests needs the CUDA compiler"
+        CUDA_HOME=$(dirname "$(dirname "$nvcc")")
+    fi
+    [ -x "$CUDA_HOME/bin/nvcc" ] || fail "CUDA_HOME $CUDA_HOME: no bin/nvcc"
+    if [ -n "${NCCL_HOME:-}" ]; then
+        [ -f "$NCCL_HOME/include/nccl.h" ] || fail "NCCL_HOME $NCCL_HOME: no include/nccl.h"
+    else
+        wheel=$(python3 -c 'import nvidia.nccl; print(nvidia.nccl.__path__[0])' 2>/dev/null) ||
+            fail "NCCL_HOME unset and python3 has no nvidia.nccl (the nvidia-nccl wheel): set NCCL_HOME"
+    fi
+    if [ -z "${NVCC_GENCODE:-}" ]; then
+        capability=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d '. ')
+        [[ $capability =~ ^[0-9]+$ ]] || fail "nvidia-smi gave no compute capability: set NVCC_GENCODE"
+        NVCC_GENCODE="-gencode=arch=compute_$capability,code=sm_$capability"
+    fi
+fi
+
 mkdir -p "$out"
 failures=0
 
@@ -29,12 +64,16 @@ step() {  # step NAME COMMAND...: run COMMAND, its output (both streams) in OUTD
 }
 
 versions() {
+    grep PRETTY_NAME /etc/os-release
     uname -r
+    echo "cpus $(nproc)"
+    free -g | head -n 2
     nvidia-smi --version
     nvcc --version | tail -n 2
     python3 -c 'import sys, torch, torchvision
 print("python", sys.version.split()[0], "torch", torch.__version__, "torchvision", torchvision.__version__,
       "cuda", torch.version.cuda, "nccl", ".".join(map(str, torch.cuda.nccl.version())))'
+    python3 -c 'import mpi4py; from mpi4py import MPI; print("mpi4py", mpi4py.__version__, MPI.Get_library_version())'
 }
 
 step versions versions
@@ -60,27 +99,25 @@ else
 fi
 
 if [ -n "$nccl_tests_src" ]; then
-    cuda_home=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}
     build=$(mktemp -d)
     if [ -z "${NCCL_HOME:-}" ]; then  # the wheel's lib/ has libnccl.so.2 only; the build links -lnccl
-        wheel=$(python3 -c 'import nvidia.nccl; print(nvidia.nccl.__path__[0])')
         NCCL_HOME=$build/nccl
         mkdir -p "$NCCL_HOME/lib"
         ln -s "$wheel/include" "$NCCL_HOME/include"
         ln -s "$wheel/lib/libnccl.so.2" "$NCCL_HOME/lib/libnccl.so.2"
         ln -s libnccl.so.2 "$NCCL_HOME/lib/libnccl.so"
     fi
-    tests=() binaries=()
-    for test in all_reduce all_gather reduce_scatter broadcast sendrecv; do
-        [ -f "$nccl_tests_src/src/$test.cu" ] && tests+=("$test") binaries+=("$build/${test}_perf")
-    done
-    # NCCL_HOME names NCCL for nccl-tests' Makefile since 2019, NCCLDIR before
-    step nccl-tests-build make -C "$nccl_tests_src/src" -j "$(nproc)" MPI=0 BUILDDIR="$build" \
-        CUDA_HOME="$cuda_home" NCCL_HOME="$NCCL_HOME" NCCLDIR="$NCCL_HOME" \
-        NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" "${binaries[@]}"
-    export LD_LIBRARY_PATH=$NCCL_HOME/lib:$cuda_home/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    binaries=()
     for test in "${tests[@]}"; do
-        NCCL_DEBUG=INFO step "${test}_perf-g1" "$build/${test}_perf" -b 8 -e 1G -f 2 -g 1
+        binaries+=("$build/${test}_perf")
+    done
+    # NCCL_HOME names NCCL for later nccl-tests Makefiles, NCCLDIR for the earliest
+    step nccl-tests-build make -C "$nccl_tests_src/src" -j "$(nproc)" MPI=0 BUILDDIR="$build" \
+        CUDA_HOME="$CUDA_HOME" NCCL_HOME="$NCCL_HOME" NCCLDIR="$NCCL_HOME" NVCC_GENCODE="$NVCC_GENCODE" \
+        "${binaries[@]}"
+    libraries=$NCCL_HOME/lib:$CUDA_HOME/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    for test in "${tests[@]}"; do
+        LD_LIBRARY_PATH=$libraries NCCL_DEBUG=INFO step "${test}_perf-g1" "$build/${test}_perf" -b 8 -e 1G -f 2 -g 1
     done
 fi
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -43,18 +45,27 @@ def capture(tmp_path_factory):
         'tail -n +5 "$fixture"\n'  # the output without the fixture's 4-line header
     )
     stand_in.chmod(0o755)
-    # python3 is this interpreter (no PyTorch); nvcc and dcgmi are nowhere on PATH
-    (bin_dir / "python3").symlink_to(sys.executable)
-    env = {**os.environ, "PATH": f"{bin_dir}:/usr/bin:/bin"}
-    done = subprocess.run(
-        ["bash", str(ROOT / "benchmarks/gpu_node_capture.sh"), str(out)],
-        env=env,
+    done = run_capture(bin_dir, out)
+    return done, out
+
+
+def run_capture(bin_dir: Path, out: Path, *args: str) -> subprocess.CompletedProcess:
+    """The script with a PATH of bin_dir alone: the stand-in, the basic tools it calls and a python3 with the
+    standard library only (so no PyTorch or mpi4py, whatever this host has); no nvcc, dcgmi or make."""
+    for tool in ("bash", "cat", "dirname", "free", "grep", "head", "mkdir", "nproc", "tail", "tr", "uname"):
+        if not (bin_dir / tool).exists():
+            (bin_dir / tool).symlink_to(shutil.which(tool))
+    python = bin_dir / "python3"
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" -I -S "$@"\n')
+    python.chmod(0o755)
+    return subprocess.run(
+        ["bash", str(ROOT / "benchmarks/gpu_node_capture.sh"), str(out), *args],
+        env={**os.environ, "PATH": str(bin_dir)},
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
-    return done, out
 
 
 def test_every_nvidia_smi_view_is_written_as_the_node_printed_it(capture):
@@ -80,7 +91,7 @@ def test_failed_steps_are_counted_and_do_not_stop_the_rest(capture):
     done, out = capture
     assert "== dcgmi: not installed on this node, no dcgmi diag output" in done.stdout
     failed = [line for line in done.stdout.splitlines() if line.startswith("   failed")]
-    # the versions step (no nvcc, no torch) and both ResNet-50 runs (no torch) fail; the nvidia-smi views do not
+    # the versions step (no nvcc, torch or mpi4py) and both ResNet-50 runs fail; the nvidia-smi views do not
     assert [line.split(", see ")[1] for line in failed] == [
         "versions.txt",
         "resnet50-cuda-batch32.txt",
@@ -88,3 +99,22 @@ def test_failed_steps_are_counted_and_do_not_stop_the_rest(capture):
     ]
     assert done.returncode == 3 and done.stdout.rstrip().endswith("3 step(s) failed")
     assert "ModuleNotFoundError" in (out / "resnet50-cuda-batch256.txt").read_text()
+
+
+@pytest.mark.parametrize(
+    ("make_source", "message"),
+    [
+        (lambda root: root / "absent", r"NCCL_TESTS_SRC .*/absent: no src/Makefile \(not an nccl-tests tree\)"),
+        (lambda root: root, r"no nvcc on PATH and CUDA_HOME unset: nccl-tests needs the CUDA compiler"),
+    ],
+)
+def test_an_unusable_nccl_tests_build_is_refused_before_anything_is_written(tmp_path, make_source, message):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src/Makefile").write_text("build:\n")
+    (tmp_path / "src/all_reduce.cu").write_text("")
+    bin_dir, out = tmp_path / "bin", tmp_path / "out"
+    bin_dir.mkdir()
+    done = run_capture(bin_dir, out, str(make_source(tmp_path)))
+    assert done.returncode == 2 and done.stdout == ""
+    assert re.search(message, done.stderr), done.stderr
+    assert not out.exists()

@@ -6,9 +6,9 @@ message size, out-of-place and in-place time / algbw / busbw / #wrong), ``# Out 
 (``Using network IB`` / ``Socket``), the HCAs (``NET/IB : Using [0]mlx5_0:1/IB``) and the path of each channel
 (``via NET/IB/0/GDRDMA``, ``NET/Socket/0``, ``P2P/IPC``, ``SHM/direct/direct``, ``NVLS``).
 
-Early nccl-tests (sources of copyright 2016-2017) print the header and the two summary lines without ``#``, the time in
-ms and, instead of ``#wrong``, the largest error of each row (``res``); their rows give ``wrong`` None (the
-``Out of bounds values`` line still counts the bad values) and ``time_us`` in µs like the newer ones.
+Older releases print, instead of the ``#wrong`` count, each row's largest error (``error``, or ``res`` in the
+earliest ones, whose header and summary lines also lack the ``#`` and whose time is in ms); their rows give
+``wrong`` None (the ``Out of bounds values`` line still counts the bad values) and ``time_us`` in µs.
 
 Lines may carry a launcher prefix (Slurm ``srun --label`` prints `` 0: ``); it is taken from the header line and
 removed from every line. A paste cut before the summary parses: ``missing`` says what is absent. A results row
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from railforge.bench.errors import ParseError
 
 HEADER = re.compile(
-    r"(?P<hash># )?nThread (?P<threads>\d+) nGpus (?P<gpus>\d+) minBytes (?P<min>\d+) maxBytes (?P<max>\d+)"
+    r"(?P<hash>#\s*)?nThread (?P<threads>\d+) nGpus (?P<gpus>\d+) minBytes (?P<min>\d+) maxBytes (?P<max>\d+)"
     r" step: (?P<step>\d+)\((?P<step_kind>factor|bytes)\).*?validation: (?P<validation>\d+)"
 )
 RANK = re.compile(
@@ -48,8 +48,7 @@ VERSION_INFO = re.compile(r"NCCL INFO NCCL version (\S+)")
 OUT_OF_BOUNDS = re.compile(r"^#?\s*Out of bounds values : (\d+) (\w+)")
 AVG_BUSBW = re.compile(r"^#?\s*Avg bus bandwidth\s*: ([\d.]+)")
 ROW_START = re.compile(r"^\s+\d+\s+\d+\s+\w+\s")
-ROW_COLUMNS = "size count type redop [root] time algbw busbw #wrong time algbw busbw #wrong"
-LEGACY_COLUMNS = "size count type redop [root] time(ms) algbw busbw res time(ms) algbw busbw res"
+CHECK_COLUMN = re.compile(r"^#.*\bbusbw\s+(#wrong|error|res)\b")  # the column header names the 4th of each half
 
 
 @dataclass(frozen=True)
@@ -178,8 +177,9 @@ def _strip_prefix(lines: list[str]) -> list[str]:
     return lines
 
 
-def _row(line: str, source: str, lineno: int, legacy: bool) -> Row:
-    columns = LEGACY_COLUMNS if legacy else ROW_COLUMNS
+def _row(line: str, source: str, lineno: int, check: str, time_unit: str) -> Row:
+    """One results row; ``check`` is its column of each half (#wrong, error or res), ``time_unit`` us or ms."""
+    columns = f"size count type redop [root] time({time_unit}) algbw busbw {check} (twice: out-of-place, in-place)"
 
     def number(token: str, kind: type) -> int | float | None:
         if token == "N/A":
@@ -197,10 +197,12 @@ def _row(line: str, source: str, lineno: int, legacy: bool) -> Row:
 
     def measure(cols: list[str]) -> Measure:
         time, algbw, busbw = (number(c, float) for c in cols[:3])
-        if legacy:
-            number(cols[3], float)  # the row's largest error: checked as a number, counted by "Out of bounds"
-            return Measure(None if time is None else time * 1000, algbw, busbw, None)
-        return Measure(time, algbw, busbw, number(cols[3], int))
+        if time is not None and time_unit == "ms":
+            time *= 1000
+        if check == "#wrong":
+            return Measure(time, algbw, busbw, number(cols[3], int))
+        number(cols[3], float)  # the row's largest error: read as a number, counted by "Out of bounds values"
+        return Measure(time, algbw, busbw, None)
 
     return Row(
         size_bytes=number(tokens[0], int),
@@ -241,6 +243,8 @@ def parse_nccl_tests(text: str, source: str = "", collective: str | None = None)
     ranks, rows, env, channels, devices = [], [], {}, [], []
     network = nccl_version = avg = out_of_bounds = nvls = None
     ib_device_missing = False
+    earliest = header["hash"] is None  # the earliest releases: time in ms, a "res" column
+    time_unit, check = ("ms", "res") if earliest else ("us", "#wrong")
     for line in lines[: header_line - 1]:
         env.update(ENV_SETTING.findall(line))
     for lineno, line in enumerate(lines[header_line:], header_line + 1):
@@ -251,7 +255,9 @@ def parse_nccl_tests(text: str, source: str = "", collective: str | None = None)
         elif match := REDUCED_MAX.match(line):
             max_bytes = int(match[1])
         elif ROW_START.match(line):
-            rows.append(_row(line, source, lineno, legacy=header["hash"] is None))
+            rows.append(_row(line, source, lineno, check, time_unit))
+        elif match := CHECK_COLUMN.match(line):
+            check = match[1]
         elif match := OUT_OF_BOUNDS.match(line):
             out_of_bounds = int(match[1])
         elif match := AVG_BUSBW.match(line):
@@ -285,8 +291,8 @@ def parse_nccl_tests(text: str, source: str = "", collective: str | None = None)
         what
         for what, absent in (
             (_rows_missing(rows, header, max_bytes), True),
-            ("the '# Out of bounds values' line", out_of_bounds is None),
-            ("the '# Avg bus bandwidth' line", avg is None),
+            ("the 'Out of bounds values' line", out_of_bounds is None),
+            ("the 'Avg bus bandwidth' line", avg is None),
         )
         if what and absent
     ]

@@ -10,8 +10,8 @@ excluded). The CPU fallback prints ``gpus=0 device=cpu`` and its ``ranks``. ``ho
 (pods), which the node mapping of ``parse_resnet`` turns into nodes; a line may give ``nodes=N`` instead. Keys are
 ``key=value`` separated by spaces; other lines of the log are ignored, so the lines can be read out of a pod log.
 An output with step lines but no result line parses with ``result`` None and ``missing`` saying so; a
-railforge-resnet50 line without its required keys, or a result line without its closing ``steps``, raises
-ParseError.
+railforge-resnet50 line without its required keys, or a result line whose closing ``steps`` is missing or is not
+the last step line's step (a cut line), raises ParseError.
 """
 
 from __future__ import annotations
@@ -119,8 +119,12 @@ def parse_resnet(text: str, source: str = "", nodes: Mapping[str, str] | None = 
         fields = dict(PAIR.findall(rest))
         measure = _measure(fields, source, lineno, line, nodes or {})
         if rest.split(None, 1)[0] == "result":
-            if "steps" not in fields:  # the benchmark writes it last: a result line without it was cut
+            # The benchmark writes steps= last, and its last step line is at that step: a result line without
+            # it, or with fewer steps, was cut.
+            if "steps" not in fields:
                 raise ParseError(source, lineno, f"{PREFIX} result ... steps=<measured steps> at the end", line)
+            if steps and steps[-1].step is not None and measure.steps != steps[-1].step:
+                raise ParseError(source, lineno, f"steps={steps[-1].step}, the last step line's step", line)
             result = measure
         else:
             steps.append(measure)

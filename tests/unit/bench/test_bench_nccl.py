@@ -16,6 +16,7 @@ H200 = "nccl-tests/all_reduce_perf-2node-h200-8gpu-each-single-shared-rdma-if-ib
 L40S = "nccl-tests/all_reduce_perf-2node-l40s-2gpu-each-sriov-roce-ib-enabled-debug-version.txt"
 GATHER = "nccl-tests/gather_perf-2node-a100-pcie-1gpu-each-cx6-ib-gdrdma-nccl-debug-trace-NO-AVG-LINE.txt"
 ONE_H200 = "nccl-tests/all_reduce_perf-1gpu-h200-nccl-2.28.9-older-nccl-tests-format.txt"
+K80 = "nccl-tests/all_reduce_perf-1node-4x-tesla-k80-error-column-azureml.txt"
 NO_RDMA = "NCCL chose network Socket; NCCL found no RDMA device (NET/IB : No device found)"
 
 # file -> (label, rows, first size, last size, last out-of-place busbw, avg busbw, inter-node transport,
@@ -27,6 +28,7 @@ EXPECTED = {
     L40S: ("all_reduce 2x2", 31, 8, 8589934592, 9.63, 4.74277, (), ""),
     GATHER: ("gather 1x2", 85, 134217728, 11408506880, 10.91, None, ("ib",), ""),
     ONE_H200: ("nccl-tests 1x1", 28, 8, 1073741824, 0.0, 0.0, (), NO_RDMA),
+    K80: ("nccl-tests 4x1", 7, 33554432, 2147483648, 2.56, 2.54225, (), ""),
 }
 
 
@@ -93,8 +95,8 @@ def test_gather_without_avg_line_parses_and_says_what_is_missing():
     assert run.collective == "gather" and run.max_bytes == 12703978837
     assert run.missing == (
         "result rows after 11408506880 B (the sweep runs to 12703978837 B)",
-        "the '# Out of bounds values' line",
-        "the '# Avg bus bandwidth' line",
+        "the 'Out of bounds values' line",
+        "the 'Avg bus bandwidth' line",
     )
     assert [(d.name, d.link) for d in run.net_devices] == [("mlx5_0", "RoCE"), ("mlx5_2", "IB")]
     assert {c.path for c in run.channels} == {"NET/IB/1/GDRDMA", "NET/IB/1/GDRDMA/Shared"}
@@ -161,6 +163,20 @@ def test_the_older_format_gives_time_in_us_and_no_per_row_count():
     assert (largest.time_us, largest.algbw_gbps, largest.busbw_gbps, largest.wrong) == (507.0, 2117.88, 0.0, None)
     assert [r.out_of_place.time_us for r in run.rows[:2]] == [7.0, 6.0]  # printed 0.007 and 0.006 ms
     assert all(r.in_place.wrong is None and r.in_place.busbw_gbps == 0.0 for r in run.rows)
+
+
+def test_an_error_column_gives_no_count_and_keeps_the_time_in_us():
+    run = parse_nccl_tests(read_body(K80), "k80.txt")
+    first = run.rows[0]
+    assert (first.out_of_place.time_us, first.in_place.time_us) == (19902.0, 19898.0)
+    assert all(r.out_of_place.wrong is None and r.in_place.wrong is None for r in run.rows)
+    assert run.out_of_bounds == 0 and run.validation
+    # the paste has no "Reducing maxBytes" line, so the sweep looks cut after 2 GiB
+    assert run.missing == ("result rows after 2147483648 B (the sweep runs to 8589934592 B)",)
+    text = read_body(K80)
+    bad = text.replace("2.53  2e-07    19898", "2.53  2e-O7    19898")
+    with pytest.raises(ParseError, match=r"^k80\.txt:\d+: expected a number in a results row \(.* busbw error "):
+        parse_nccl_tests(bad, "k80.txt")
 
 
 def test_an_older_format_row_cut_mid_line_names_its_columns():

@@ -16,14 +16,14 @@ LOG = """\
 railforge-resnet50: step=20 images_per_sec=5611.0 gpus=16 nodes=2 batch_per_gpu=32
 NCCL INFO some line that is not ours
 railforge-resnet50: step=40 images_per_sec=5702.5 gpus=16 nodes=2 batch_per_gpu=32
-railforge-resnet50: result images_per_sec=5688.0 gpus=16 nodes=2 batch_per_gpu=32 steps=100
+railforge-resnet50: result images_per_sec=5688.0 gpus=16 nodes=2 batch_per_gpu=32 steps=40
 """
 
 
 def test_steps_and_result():
     run = parse_resnet(LOG, "rn50.log")
     assert [(s.step, s.images_per_sec) for s in run.steps] == [(20, 5611.0), (40, 5702.5)]
-    assert (run.result.images_per_sec, run.result.gpus, run.result.nodes, run.result.steps) == (5688.0, 16, 2, 100)
+    assert (run.result.images_per_sec, run.result.gpus, run.result.nodes, run.result.steps) == (5688.0, 16, 2, 40)
     assert run.result.per_process == 355.5
     assert run.label == "resnet50 16 GPUs on 2 nodes" and run.missing == ()
 
@@ -35,7 +35,7 @@ def test_pod_log_prefix_and_default_nodes():
 
 def test_cpu_fallback_counts_ranks_not_gpus_and_maps_hosts_to_nodes():
     log = (
-        "railforge-resnet50: step=1 images_per_sec=3.1 gpus=0 ranks=2 hosts=w0,w1 batch_per_gpu=4 device=cpu\n"
+        "railforge-resnet50: step=3 images_per_sec=3.1 gpus=0 ranks=2 hosts=w0,w1 batch_per_gpu=4 device=cpu\n"
         "railforge-resnet50: result images_per_sec=3.0 gpus=0 ranks=2 hosts=w0,w1 batch_per_gpu=4 device=cpu steps=3\n"
     )
     run = parse_resnet(log, "cpu.log", {"w0": "node-a", "w1": "node-a"})
@@ -72,7 +72,7 @@ def test_no_lines_is_a_clear_error():
         parse_resnet("Traceback (most recent call last):\n")
 
 
-# One H200 (benchmarks/gpu_node_capture.sh, 2026-11-28): the result line, the ten step lines' mean and range.
+# One H200 (benchmarks/gpu_node_capture.sh, 2026-11-28): batch, the result line's rate, the step lines' range.
 MEASURED = {
     "resnet50/railforge-resnet50-1x-h200-batch32.txt": (32, 967.4, (914.9, 998.0)),
     "resnet50/railforge-resnet50-1x-h200-batch256.txt": (256, 2180.2, (2178.6, 2182.8)),
@@ -113,7 +113,7 @@ def test_any_cut_of_a_real_run_parses_or_raises_parse_error(name):
         except ParseError as error:
             assert str(error).startswith(f"{name}:")
         else:
-            assert run.result is None or run.result.steps is not None
+            assert run.result is None or run.result.steps == 100
 
 
 def test_a_result_line_cut_before_its_steps_is_a_clear_error():
@@ -124,3 +124,5 @@ def test_a_result_line_cut_before_its_steps_is_a_clear_error():
         ParseError, match=r":11: expected railforge-resnet50: result \.\.\. steps=<measured steps> at the end"
     ):
         parse_resnet(cut, name)
+    with pytest.raises(ParseError, match=r":11: expected steps=100, the last step line's step, found .* steps=10'"):
+        parse_resnet(cut + " steps=10", name)
