@@ -17,7 +17,7 @@ from railforge.bench.floors import KINDS, HardwareClass
 from railforge.bench.mpi import MpiAllreduceRun
 from railforge.bench.nccl import NcclRun, Row
 from railforge.bench.perftest import PerftestRun
-from railforge.bench.resnet import ResnetRun
+from railforge.bench.resnet import ResnetRun, scaling_series
 
 FALLBACK = "NCCL fell back to sockets (NCCL_IB_DISABLE or no RDMA device in the pod)"
 STATUSES = ("fail", "warn", "pass", "info")
@@ -216,7 +216,7 @@ def judge_dcgm(node: str, diag: DcgmDiag) -> list[Verdict]:
 
 def judge_resnet(runs: Sequence[ResnetRun], hw: HardwareClass) -> list[Verdict]:
     """Each finished run's throughput (per GPU against the floor; on the CPU fallback, the figure only), and each
-    run's scaling efficiency against the run with the fewest processes on the same device."""
+    run's scaling efficiency against the run with the fewest processes on the same device and batch size."""
     verdicts, finished = [], []
     for run in runs:
         if run.result is None:
@@ -229,14 +229,12 @@ def judge_resnet(runs: Sequence[ResnetRun], hw: HardwareClass) -> list[Verdict]:
             verdicts.append(Verdict(run.label, "resnet50", "info", message, rate, unit="images/s"))
         else:
             verdicts.append(_figure(run.label, "resnet50_per_gpu", hw, run.result.per_process, "throughput"))
-    for on_cpu in (False, True):
-        series = [run.result for run in finished if run.result.on_cpu == on_cpu]
-        base = min(series, key=lambda r: r.process_count, default=None)
-        for run in finished:
-            result = run.result
-            if result.on_cpu != on_cpu or result.process_count == base.process_count:
+    for series in scaling_series(finished).values():
+        base = series[0].result
+        for run in series[1:]:
+            if run.result.process_count == base.process_count:
                 continue
-            efficiency = round(result.per_process / base.per_process, 4)
+            efficiency = round(run.result.per_process / base.per_process, 4)
             what = f"scaling efficiency vs {base.processes}"
             verdicts.append(_figure(run.label, "resnet50_scaling", hw, efficiency, what))
     return verdicts

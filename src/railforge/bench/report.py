@@ -21,7 +21,7 @@ from railforge.bench.errors import ParseError
 from railforge.bench.floors import HardwareClass
 from railforge.bench.judge import STATUSES, Results, Verdict, judge, node_table, table
 from railforge.bench.nccl import COLLECTIVE
-from railforge.bench.resnet import ResnetMeasure
+from railforge.bench.resnet import ResnetMeasure, scaling_series
 from railforge.bench.results import load_results
 from railforge.k8s.informer import Informer, Resource
 
@@ -179,19 +179,15 @@ def node_summary(verdicts: Sequence[Verdict]) -> dict[str, dict]:
     return summary
 
 
-def scaling_series(results: Results) -> dict[str, list[ResnetMeasure]]:
-    """The finished ResNet-50 runs by what they ran on ("GPUs", "CPU ranks"), fewest processes first."""
-    series: dict[str, list[ResnetMeasure]] = {}
-    for run in results.resnet:
-        if run.result is not None:
-            series.setdefault("CPU ranks" if run.result.on_cpu else "GPUs", []).append(run.result)
-    return {unit: sorted(points, key=lambda point: point.process_count) for unit, points in series.items()}
+def scaling_points(results: Results) -> dict[str, list[ResnetMeasure]]:
+    """The finished ResNet-50 runs' results per series (railforge.bench.resnet.scaling_series)."""
+    return {name: [run.result for run in runs] for name, runs in scaling_series(results.resnet).items()}
 
 
 def scaling_table(results: Results) -> list[str]:
     """Markdown lines: each finished ResNet-50 run's images/s, per process and against linear from the smallest."""
     lines = []
-    for unit, points in scaling_series(results).items():
+    for unit, points in scaling_points(results).items():
         base = points[0].per_process
         lines += [
             "",
@@ -213,7 +209,7 @@ def _plot(results: Results, path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     perftest = [(node, run) for node, run in results.perftest if run.bandwidth]
-    scaling = scaling_series(results)
+    scaling = scaling_points(results)
     panels = 1 + bool(perftest) + bool(scaling)
     figure, axes = plt.subplots(1, panels, figsize=(2 + 5 * panels, 4.5), squeeze=False)
     panel = iter(axes[0])

@@ -17,7 +17,7 @@ the last step line's step (a cut line), raises ParseError.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from railforge.bench.errors import ParseError
@@ -136,3 +136,15 @@ def parse_resnet(text: str, source: str = "", nodes: Mapping[str, str] | None = 
         result=result,
         missing=() if result else (f"the '{PREFIX} result ...' line (the run did not finish)",),
     )
+
+
+def scaling_series(runs: Iterable[ResnetRun]) -> dict[str, list[ResnetRun]]:
+    """The finished runs that scale against each other, fewest processes first: one series per device and batch per
+    process (runs of another batch size do not show scaling), named ``GPUs, batch 32`` or ``CPU ranks, batch 4``."""
+    series: dict[str, list[ResnetRun]] = {}
+    for run in runs:
+        if run.result is not None:
+            unit = "CPU ranks" if run.result.on_cpu else "GPUs"
+            batch = run.result.batch_per_gpu
+            series.setdefault(unit if batch is None else f"{unit}, batch {batch}", []).append(run)
+    return {name: sorted(member, key=lambda run: run.result.process_count) for name, member in series.items()}

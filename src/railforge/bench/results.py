@@ -18,6 +18,7 @@ from railforge.bench.dcgm import parse_dcgmi_diag
 from railforge.bench.judge import Results
 from railforge.bench.mpi import is_mpi_allreduce, parse_mpi_allreduce
 from railforge.bench.nccl import COLLECTIVE, parse_nccl_tests
+from railforge.bench.nccl import HEADER as NCCL_HEADER
 from railforge.bench.perftest import TITLE as PERFTEST_TITLE
 from railforge.bench.perftest import parse_perftest
 from railforge.bench.resnet import PREFIX as RESNET_PREFIX
@@ -27,7 +28,7 @@ from railforge.bench.resnet import parse_resnet
 def _kind(text: str) -> str:
     if RESNET_PREFIX in text:
         return "resnet"
-    if "# nThread" in text:
+    if NCCL_HEADER.search(text):
         return "nccl"
     if is_mpi_allreduce(text):
         return "mpi"

@@ -14,6 +14,8 @@ H200 = "nccl-tests/all_reduce_perf-2node-h200-8gpu-each-single-shared-rdma-if-ib
 H100 = "nccl-tests/all_reduce_perf-2node-16xh100-ndr-cx7-slurm-srun-label-prefix-validation-off.txt"
 BW200 = "perftest/ib_write_bw-a-report_gbits-roce-200g-k8s-pod-client.txt"
 LAT = "perftest/ib_read_lat-roce-k8s-pod-mlx5_0-client.txt"
+ONE_H200 = "nccl-tests/all_reduce_perf-1gpu-h200-nccl-2.28.9-older-nccl-tests-format.txt"
+RESNET_H200 = "resnet50/railforge-resnet50-1x-h200-batch256.txt"
 
 
 def write(directory: Path, relative: str, text: str) -> None:
@@ -66,6 +68,18 @@ def test_socket_fallback_run_fails_and_file_name_names_the_collective(tmp_path: 
     printed = capsys.readouterr().out
     assert "| FAIL | all_reduce 8x2 | transport | - | - | NCCL fell back to sockets" in printed
     assert printed.count("| all_reduce 8x2 | nccl_all_reduce_multinode |") == 2
+
+
+def test_one_h200s_outputs_are_reported_not_failed(tmp_path: Path, capsys):
+    """The lent H200's nccl-tests run (early format: no '#' before nThread) and ResNet-50 run, as a job writes them."""
+    results = tmp_path / "results"
+    write(results, "all_reduce_perf-1x1.txt", read_body(ONE_H200))
+    write(results, "resnet50-launcher.log", read_body(RESNET_H200))
+    assert main(["bench", "judge", "--results", str(results), "--class", "h200-sxm-cx7-ndr"]) == 0
+    printed = capsys.readouterr().out
+    assert "| INFO | all_reduce 1x1 | nccl_all_reduce_1node | 0 GB/s | - | one rank sends nothing" in printed
+    assert "| INFO | resnet50 1 GPU on 1 node | resnet50_per_gpu | 2180.2 images/s per GPU |" in printed
+    assert "skipped" not in printed and printed.rstrip().endswith("0 failed, 2 verdicts")
 
 
 @pytest.mark.parametrize(

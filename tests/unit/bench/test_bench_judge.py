@@ -190,6 +190,21 @@ def test_resnet_per_gpu_and_scaling_from_operator_floors():
     ]
 
 
+def test_resnet_scaling_compares_runs_of_one_batch_size():
+    # the lent H200 at batch 32 and 256 (1 GPU each), and an 8-GPU run at batch 256
+    b32, b256 = (
+        parse_resnet(read_body(f"resnet50/railforge-resnet50-1x-h200-batch{b}.txt"), str(b)) for b in (32, 256)
+    )
+    eight = parse_resnet(
+        "railforge-resnet50: result images_per_sec=16000 gpus=8 nodes=1 batch_per_gpu=256 steps=100\n", "8"
+    )
+    verdicts = judge(Results(resnet=(b32, eight, b256)), load_floors("h200-sxm-cx7-ndr"))
+    (scaling,) = [v for v in verdicts if v.check == "resnet50_scaling"]
+    assert (scaling.subject, scaling.measured) == ("resnet50 8 GPUs on 1 node", round(2000 / 2180.2, 4))
+    assert "scaling efficiency vs 1 GPU" in scaling.message
+    assert judge(Results(resnet=(b32, b256)), load_floors("h200-sxm-cx7-ndr"))[-1].check == "resnet50_per_gpu"
+
+
 def test_resnet_cpu_fallback_is_information_without_a_floor():
     cpu = parse_resnet(
         "railforge-resnet50: result images_per_sec=6.5 gpus=0 ranks=2 nodes=2 batch_per_gpu=4 device=cpu steps=5\n"

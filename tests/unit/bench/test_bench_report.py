@@ -148,7 +148,7 @@ def test_the_resnet50_runs_make_a_scaling_table_and_panel(tmp_path):
     markdown = written.markdown_path.read_text()
     table = markdown[markdown.index("## ResNet-50 scaling") :].splitlines()
     assert table[2:6] == [
-        "| CPU ranks | nodes | images/s | per process | of linear |",
+        "| CPU ranks, batch 4 | nodes | images/s | per process | of linear |",
         "| ---: | ---: | ---: | ---: | ---: |",
         "| 1 | 1 | 6 | 6 | 1.00 |",
         "| 2 | 1 | 10.2 | 5.1 | 0.85 |",
