@@ -71,6 +71,17 @@ SMI_TABLE = {
         "mig": ["Disabled"] * 8,
     },
     "default-table-b200-r610-kmd-umd-header-PARTIAL.txt": {"error": r"cut off after GPU 1.*Processes"},
+    "default-table-1x-h200-580.159.04-under-load-one-process.txt": {
+        "driver": "580.159.04",
+        "cuda": "13.0",
+        "count": 1,
+        "names": {"NVIDIA H200"},
+        "persistence": ["On"],
+        "pci": ["0000:00:06.0"],
+        "mem_total": 143771,
+        "mig": ["Disabled"],
+        "busy": {"gpu_util_pct": 100, "memory_used_mib": 27195, "power_draw_w": 640, "temperature_c": 56},
+    },
     "default-table-1x-h200-580.159.04-firecracker-vm.txt": {
         "driver": "580.159.04",
         "cuda": "13.0",
@@ -412,6 +423,8 @@ def test_nvidia_smi_table(path):
     assert [g["index"] for g in r["gpus"]] == list(range(exp["count"]))
     assert {g["memory_total_mib"] for g in r["gpus"]} == {exp["mem_total"]}
     assert [g["mig_mode"] for g in r["gpus"]] == exp["mig"]
+    for key, value in exp.get("busy", {}).items():
+        assert r["gpus"][0][key] == value, key
 
 
 @pytest.mark.parametrize("path", files("nvidia-smi", "L-"), ids=ids(files("nvidia-smi", "L-")))
