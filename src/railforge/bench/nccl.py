@@ -67,7 +67,7 @@ class Measure:
     time_us: float
     algbw_gbps: float  # GB/s, as nccl-tests prints
     busbw_gbps: float
-    wrong: int | None  # None where validation is off ("N/A") and in the older format (its rows give no count)
+    wrong: int | None  # None where validation is off ("N/A"), and in older releases (an error, not a count)
 
 
 @dataclass(frozen=True)

@@ -187,11 +187,11 @@ def scaling_points(results: Results) -> dict[str, list[ResnetMeasure]]:
 def scaling_table(results: Results) -> list[str]:
     """Markdown lines: each finished ResNet-50 run's images/s, per process and against linear from the smallest."""
     lines = []
-    for unit, points in scaling_points(results).items():
+    for series, points in scaling_points(results).items():
         base = points[0].per_process
         lines += [
             "",
-            f"| {unit} | nodes | images/s | per process | of linear |",
+            f"| {series} | nodes | images/s | per process | of linear |",
             "| ---: | ---: | ---: | ---: | ---: |",
         ]
         for point in points:
@@ -235,9 +235,9 @@ def _plot(results: Results, path: Path, title: str) -> None:
         rails.tick_params(axis="x", labelsize="small")
     if scaling:
         images = next(panel)
-        for unit, points in scaling.items():
+        for series, points in scaling.items():
             counts = [point.process_count for point in points]
-            images.plot(counts, [point.images_per_sec for point in points], marker="o", label=f"measured ({unit})")
+            images.plot(counts, [point.images_per_sec for point in points], marker="o", label=f"measured ({series})")
             base = points[0]
             linear = [base.per_process * count for count in counts]
             images.plot(counts, linear, linestyle="--", color="grey", label=f"linear from {base.processes}")
