@@ -15,7 +15,7 @@ from ansible.module_utils.railforge_hwfacts import (
 )
 from ansible.module_utils.railforge_hwparse import parse_nvidia_smi_topo
 from shapes import SHAPES, realdata
-from sysfs_builder import SysfsBuilder
+from sysfs_builder import SysfsBuilder, build
 
 
 @pytest.fixture(scope="module")
@@ -457,12 +457,13 @@ def test_device_facts_are_the_full_facts_devices_without_their_warnings(trees, s
 def test_a_lent_h200_vm_reads_as_it_did_there(tmp_path):
     """What railforge_hw_facts gave on a lent H200 VM (benchmarks/gpu_node_capture.sh, 2026-11-28), from a tree
     holding what that VM's sysfs held: the GPU on the root bus with no bridge, numa_node -1, one NUMA node."""
-    root = SysfsBuilder(tmp_path)
-    root.numa(0, "0-15")
-    root.default_route("eth0")
-    root.build([("hb", "0000:00", None, [("gpu", "0000:00:06.0", 0x2335)])])
+    vm = {
+        "numa": {0: "0-15"},
+        "default_route": "eth0",
+        "tree": [("hb", "0000:00", None, [("gpu", "0000:00:06.0", 0x2335)])],
+    }
     f = gather_hw_facts(
-        str(tmp_path),
+        str(build(tmp_path, vm)),
         topo_text=realdata("nvidia-smi-topo/1x-h200-no-nic-ansi-underlined-header.txt"),
         nvidia_smi_q_text=realdata("nvidia-smi/q-full-1x-h200-fabric-all-na.txt"),
     )

@@ -49,6 +49,18 @@ def truncated(path: Path) -> bool:
 # ------------------------------------------------------------------------------------------------
 H100_BUSES = ["19", "3b", "4c", "5d", "9b", "bb", "cb", "db"]
 
+# The lent H200 (benchmarks/gpu_node_capture.sh), idle and under load
+H200_TABLE = {
+    "driver": "580.159.04",
+    "cuda": "13.0",
+    "count": 1,
+    "names": {"NVIDIA H200"},
+    "persistence": ["On"],
+    "pci": ["0000:00:06.0"],
+    "mem_total": 143771,
+    "mig": ["Disabled"],
+}
+
 SMI_TABLE = {
     "default-table-1x-a100-pcie-40gb-460.32.03-old-layout-in-k8s-pod.txt": {
         "driver": "460.32.03",
@@ -72,26 +84,10 @@ SMI_TABLE = {
     },
     "default-table-b200-r610-kmd-umd-header-PARTIAL.txt": {"error": r"cut off after GPU 1.*Processes"},
     "default-table-1x-h200-580.159.04-under-load-one-process.txt": {
-        "driver": "580.159.04",
-        "cuda": "13.0",
-        "count": 1,
-        "names": {"NVIDIA H200"},
-        "persistence": ["On"],
-        "pci": ["0000:00:06.0"],
-        "mem_total": 143771,
-        "mig": ["Disabled"],
+        **H200_TABLE,
         "busy": {"gpu_util_pct": 100, "memory_used_mib": 27195, "power_draw_w": 640, "temperature_c": 56},
     },
-    "default-table-1x-h200-580.159.04-firecracker-vm.txt": {
-        "driver": "580.159.04",
-        "cuda": "13.0",
-        "count": 1,
-        "names": {"NVIDIA H200"},
-        "persistence": ["On"],
-        "pci": ["0000:00:06.0"],
-        "mem_total": 143771,
-        "mig": ["Disabled"],
-    },
+    "default-table-1x-h200-580.159.04-firecracker-vm.txt": H200_TABLE,
 }
 
 SMI_LIST = {
