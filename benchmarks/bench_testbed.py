@@ -14,11 +14,11 @@ import time
 from kubernetes import client
 
 from railforge.testbed.controlplane import ControlPlane
-from railforge.testbed.node import Node, one_shot_pod
+from railforge.testbed.node import KubeletNode, one_shot_pod
 from railforge.testbed.procs import wait_for
 
 
-def pod_seconds(plane: ControlPlane, node: Node, name: str) -> float:
+def pod_seconds(plane: ControlPlane, node: KubeletNode, name: str) -> float:
     core = client.CoreV1Api(plane.api)
     started = time.monotonic()
     core.create_namespaced_pod("default", one_shot_pod(name, node.name, ["echo", "ok"]))
@@ -34,7 +34,7 @@ def main() -> int:
     for repeat in range(args.repeats):
         with ControlPlane.start() as plane:
             timings["control plane ready"].append(plane.ready_seconds)
-            with Node.start(plane) as node:
+            with KubeletNode.start(plane) as node:
                 timings["node Ready"].append(node.ready_seconds)
                 timings["pod start to Succeeded"].append(pod_seconds(plane, node, f"bench-{repeat}"))
     print(f"| step ({args.repeats} runs) | median s | min s | max s |\n| --- | --- | --- | --- |")

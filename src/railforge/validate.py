@@ -65,7 +65,7 @@ def table(nodes: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-# railforge.bench.report's names: benchmark-<cluster>-<UTC time>.json
+# railforge.bench.collect's names: benchmark-<cluster>-<UTC time>.json
 REPORT_NAME = re.compile(r"benchmark-(?P<cluster>.+)-(?P<time>\d{8}T\d{6}Z)\.json")
 
 

@@ -25,7 +25,7 @@ from railforge.testbed import pki
 from railforge.testbed.aptrepo import CONTAINERS_CONF, node_image
 from railforge.testbed.build import TEST_IMAGE, binary, component
 from railforge.testbed.controlplane import ControlPlane, add_api_node, create_namespace
-from railforge.testbed.node import Node
+from railforge.testbed.node import KubeletNode
 from railforge.testbed.procs import Process, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,7 +49,7 @@ def control_plane():
 
 @pytest.fixture(scope="module")
 def node(control_plane):
-    real_node = Node.start(control_plane)
+    real_node = KubeletNode.start(control_plane)
     yield real_node
     real_node.stop()
 

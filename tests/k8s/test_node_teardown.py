@@ -11,7 +11,7 @@ from railforge.testbed.node import (
     KUBELET_SYSCTLS,
     NODE_LOCK,
     SHARED_HOST_PATHS,
-    Node,
+    KubeletNode,
     cgroup_hierarchies,
     firewall_rules,
     one_shot_pod,
@@ -41,7 +41,7 @@ def host_state() -> dict:
 
 def test_stop_undoes_every_change_start_made_to_the_host(control_plane):
     before = host_state()
-    node = Node.start(control_plane, name="rf-node-teardown")
+    node = KubeletNode.start(control_plane, name="rf-node-teardown")
     try:
         core = client.CoreV1Api(control_plane.api)
         # A service-account token volume: a tmpfs mount under the kubelet's directory.

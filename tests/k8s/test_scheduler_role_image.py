@@ -19,7 +19,7 @@ from conftest import POOL_LABEL, ROOT, Cluster, eventually
 from k8s_helpers import scheduler_play, scrape, value
 from kubernetes import client
 
-from railforge.testbed.node import NODE_LOCK, Node
+from railforge.testbed.node import NODE_LOCK, KubeletNode
 from railforge.testbed.procs import free_port
 
 NAMESPACE = "rf-image"
@@ -34,7 +34,7 @@ def real_node(control_plane):
     deadline = time.monotonic() + NODE_WAIT_SECONDS
     while True:
         try:
-            started = Node.start(control_plane)
+            started = KubeletNode.start(control_plane)
             break
         except RuntimeError as error:
             if str(NODE_LOCK) not in str(error) or time.monotonic() > deadline:

@@ -103,7 +103,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 def cmd_collect(args: argparse.Namespace) -> int:
     from kubernetes import config
 
-    from railforge.bench.report import collect
+    from railforge.bench.collect import collect
 
     api = config.new_client_from_config(args.kubeconfig or None)
     try:
@@ -120,9 +120,9 @@ def cmd_collect(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     import json
 
+    from railforge.bench.collect import write_report
     from railforge.bench.floors import FloorsError, load_floors
     from railforge.bench.judge import node_table
-    from railforge.bench.report import write_report
 
     try:
         overrides = json.loads(args.floors_json) if args.floors_json else None

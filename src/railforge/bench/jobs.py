@@ -57,7 +57,7 @@ class PlanError(ValueError):
 
 
 @dataclass(frozen=True)
-class Node:
+class PlanNode:
     name: str
     gpus: int
     rails: tuple[dict, ...]  # railforge_hw rails: hca, port, netdev, link_layer
@@ -71,7 +71,7 @@ class Plan:
     job_name: str
     mode: str
     image: str
-    nodes: tuple[Node, ...]
+    nodes: tuple[PlanNode, ...]
     workers: int
     queue: str = ""
     scheduler_name: str = "railforge"  # the perftest pods' schedulerName (mpi-operator sets the MPIJobs' pods')
@@ -160,13 +160,13 @@ def _nccl_env_filter():
     return module.railforge_nccl_env
 
 
-def _node(name: str, facts: object, mode: str, socket_ifname: str, gid_index: int) -> Node:
+def _node(name: str, facts: object, mode: str, socket_ifname: str, gid_index: int) -> PlanNode:
     """A node from its railforge_hw facts ({} where the inventory has none: CPU mode only)."""
     where = f"railforge_benchmark_nodes: node {name}"
     if not isinstance(facts, dict):
         raise PlanError(f"{where}: expected its railforge_hw facts (a mapping), got {facts!r}")
     if mode == "cpu":
-        return Node(name, 0, (), {})
+        return PlanNode(name, 0, (), {})
     gpus = facts.get("gpu_count", 0)
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
         raise PlanError(
@@ -179,7 +179,7 @@ def _node(name: str, facts: object, mode: str, socket_ifname: str, gid_index: in
     # one rail per HCA port, as rail_networks numbers them
     distinct = tuple({(r["hca"], r.get("port", 1)): r for r in rails}.values())
     env = _nccl_env_filter()(facts, socket_ifname or None, gid_index)
-    return Node(name, gpus, distinct, {str(k): str(v) for k, v in env.items()})
+    return PlanNode(name, gpus, distinct, {str(k): str(v) for k, v in env.items()})
 
 
 def plan_from_mapping(data: Mapping) -> Plan:

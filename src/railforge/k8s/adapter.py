@@ -29,12 +29,11 @@ from kubernetes.client import ApiException
 
 import railforge.scheduler as core
 from railforge.k8s import rest
+from railforge.k8s.events import Reporter
 from railforge.k8s.informer import Informer, Resource
 from railforge.k8s.leader import LeaderElector
 from railforge.k8s.metrics import SchedulerMetrics
-from railforge.k8s.report import Reporter
 from railforge.k8s.settings import Settings
-from railforge.k8s.state import PendingView, QueueView, RunningView, SchedulerState, StateView
 from railforge.k8s.translate import (
     BACKFILLED_PAST,
     BORROWED,
@@ -52,6 +51,7 @@ from railforge.k8s.translate import (
     timestamp,
     translate,
 )
+from railforge.k8s.views import PendingView, QueueView, RunningView, SchedulerState, StateView
 
 log = logging.getLogger(__name__)
 

@@ -24,11 +24,11 @@ from __future__ import annotations
 import functools
 import threading
 
+from railforge.scheduler.cycle import CycleState
 from railforge.scheduler.incremental import GangNames, PendingIndex, RunningIndex
 from railforge.scheduler.memo import Memo
 from railforge.scheduler.model import Decisions, Snapshot
 from railforge.scheduler.stages import admit, allocate, explain, order, recover
-from railforge.scheduler.state import CycleState
 
 # A gang brings at most 4 structural entries (2 key ids, a node filter, a fit when empty); a memo
 # holding more than this many per gang of the snapshot, plus slack, starts afresh.

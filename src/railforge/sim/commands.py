@@ -171,7 +171,7 @@ def _specs(trace_spec: str, shape, args):
 
 
 # the simulator's command line and report rendering: they shape no run, so they key no cached run
-_NOT_SIMULATION = {os.path.join("sim", name) for name in ("commands.py", "doc.py", "report.py")}
+_NOT_SIMULATION = {os.path.join("sim", name) for name in ("commands.py", "doc.py", "tables.py")}
 
 
 @functools.cache
@@ -250,7 +250,7 @@ def _run(trace, specs, args):
 
 
 def trace_notes(trace, shape, results, args) -> str:
-    from railforge.sim.report import label
+    from railforge.sim.tables import label
 
     load = trace.gpu_time / trace.span / shape.total_gpus if trace.span > 0 else float("nan")
     walls = ", ".join(f"{label(r)} {r.counters.get('wall_seconds', 0):.0f} s" for r in results)
@@ -265,7 +265,7 @@ def trace_notes(trace, shape, results, args) -> str:
 
 
 def cmd_simulate(args) -> int:
-    from railforge.sim.report import write_single_report
+    from railforge.sim.tables import write_single_report
 
     trace, shape = _prepare(args.trace, args, args.nodes)
     specs = _specs(args.trace, shape, args)

@@ -6,7 +6,7 @@ import json
 import os
 
 from railforge.sim.metrics import summarise
-from railforge.sim.report import checks_headline, checks_md, hours, label, target_checks, targets_text, trace_section
+from railforge.sim.tables import checks_headline, checks_md, hours, label, target_checks, targets_text, trace_section
 
 SETUP = """\
 ## Setup

@@ -45,7 +45,7 @@ def _apt_repo(args: argparse.Namespace) -> int:
 def _up(args: argparse.Namespace) -> int:
     from railforge.testbed.controlplane import ControlPlane
     from railforge.testbed.deviceplugin import FakeDevicePlugin
-    from railforge.testbed.node import Node
+    from railforge.testbed.node import KubeletNode
 
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -54,7 +54,7 @@ def _up(args: argparse.Namespace) -> int:
     node, plugins = None, []
     try:
         print(f"control plane ready in {plane.ready_seconds:.1f} s: {plane.server}", flush=True)
-        node = Node.start(plane)
+        node = KubeletNode.start(plane)
         resources = [("nvidia.com/gpu", args.gpus, "NVIDIA_VISIBLE_DEVICES")]
         resources += [(f"rdma/rail{rail}", 1, "RAILFORGE_RDMA_DEVICES") for rail in range(args.rails)]
         for resource, count, env in resources:  # one at a time: a failed start stops the ones already started

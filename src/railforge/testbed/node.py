@@ -112,7 +112,7 @@ def cgroup_hierarchies() -> list[Path]:
 
 
 @dataclass
-class Node:
+class KubeletNode:
     name: str
     plane: ControlPlane
     directory: Path
@@ -133,7 +133,7 @@ class Node:
         return self.directory / "containerd.sock"
 
     @classmethod
-    def start(cls, plane: ControlPlane, name: str = "rf-node-0") -> Node:
+    def start(cls, plane: ControlPlane, name: str = "rf-node-0") -> KubeletNode:
         directory = Path(tempfile.mkdtemp(prefix="rf-node-"))
         node = cls(name, plane, directory, bridge=f"rfbr-{name[-6:]}"[:15])
         try:
@@ -364,7 +364,7 @@ state = "{d}/containerd/state"
         for mount in sorted(inside, key=len, reverse=True):
             subprocess.run(["umount", "--lazy", mount], capture_output=True)
 
-    def __enter__(self) -> Node:
+    def __enter__(self) -> KubeletNode:
         return self
 
     def __exit__(self, *_exc) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from benchdata import read_body
 
+from railforge.bench.collect import launcher_log_name
 from railforge.bench.floors import load_floors
 from railforge.bench.jobs import (
     RESNET_ARGS,
@@ -25,7 +26,6 @@ from railforge.bench.jobs import (
     render_mpijob,
 )
 from railforge.bench.judge import judge
-from railforge.bench.report import launcher_log_name
 from railforge.bench.results import load_results
 
 ROOT = Path(__file__).resolve().parents[3]

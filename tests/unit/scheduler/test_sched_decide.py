@@ -21,9 +21,9 @@ from railforge.scheduler import (
     placement,
     topology_from_labels,
 )
+from railforge.scheduler.cycle import CycleState
 from railforge.scheduler.reasons import UNFIT, duration
 from railforge.scheduler.stages import admit, explain, order, recover
-from railforge.scheduler.state import CycleState
 
 DAY = 86400.0
 

@@ -31,10 +31,10 @@ from railforge.scheduler import (
     reasons,
 )
 from railforge.scheduler.core import run_cycle
+from railforge.scheduler.cycle import CycleState
 from railforge.scheduler.fairshare import QueueTree
 from railforge.scheduler.placement import _shapes, _summed, failure_key_of, gang_profile, gpu_counts_suffice
 from railforge.scheduler.stages import recover
-from railforge.scheduler.state import CycleState
 
 QUEUES = ("org", "a", "b", "c", "undeclared")  # gangs may name a queue the snapshot does not declare
 CONFIGS = (

@@ -12,10 +12,10 @@ from __future__ import annotations
 import itertools
 
 from railforge.scheduler import reasons
+from railforge.scheduler.cycle import CycleState
 from railforge.scheduler.incremental import AGE_ORDER, PendingIndex
 from railforge.scheduler.model import GPU, Fail, Gang
 from railforge.scheduler.placement import NODE_RULES, PIN_PROBLEMS, Acceptance, GangProfile, node_loads
-from railforge.scheduler.state import CycleState
 
 
 def index_waiting(state: CycleState) -> PendingIndex:

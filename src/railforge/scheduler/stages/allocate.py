@@ -14,12 +14,12 @@ from __future__ import annotations
 import math
 
 from railforge.scheduler import reasons
+from railforge.scheduler.cycle import CycleState
 from railforge.scheduler.model import Bind, Gang, add_resources
 from railforge.scheduler.placement import Acceptance, Assignment, GangProfile
 from railforge.scheduler.stages import admit, explain, reclaim, reserve
 from railforge.scheduler.stages.reclaim import Claim
 from railforge.scheduler.stages.reserve import Start
-from railforge.scheduler.state import CycleState
 
 
 def try_start(state: CycleState, gang: Gang, profile: GangProfile) -> bool:

@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterable
 from itertools import compress
 
 from railforge.scheduler import reasons
+from railforge.scheduler.cycle import CycleState
 from railforge.scheduler.model import GPU, Gang, Reason, Reservation
 from railforge.scheduler.placement import Acceptance, Cluster, GangProfile, node_loads
 from railforge.scheduler.stages import admit
-from railforge.scheduler.state import CycleState
 
 
 def reaches(amounts: Iterable[int], target: int) -> bool:

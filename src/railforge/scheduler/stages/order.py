@@ -18,10 +18,10 @@ import operator
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 
+from railforge.scheduler.cycle import CycleState
 from railforge.scheduler.fairshare import fair_shares
 from railforge.scheduler.incremental import PendingIndex, queue_order_key
 from railforge.scheduler.model import GPU, Gang
-from railforge.scheduler.state import CycleState
 
 LN2 = math.log(2)
 _SUBMIT_TIME = operator.attrgetter("submit_time")

@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+from railforge.scheduler.cycle import CycleState
 from railforge.scheduler.model import GPU, Evict, EvictCause, Gang, RunningGang
 from railforge.scheduler.placement import Acceptance, Assignment, GangProfile
-from railforge.scheduler.state import CycleState
 
 
 class Claim(NamedTuple):

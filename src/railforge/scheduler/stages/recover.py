@@ -8,10 +8,10 @@ survivors are indexed, and their use per node and per queue gives the cycle's fr
 
 from __future__ import annotations
 
+from railforge.scheduler.cycle import CycleState
 from railforge.scheduler.incremental import RunningIndex
 from railforge.scheduler.model import Fail, Restart, RunningGang
 from railforge.scheduler.placement import Cluster
-from railforge.scheduler.state import CycleState
 
 
 def run(state: CycleState) -> Cluster:

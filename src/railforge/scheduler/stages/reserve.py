@@ -17,9 +17,9 @@ import operator
 from collections.abc import Iterator
 
 from railforge.scheduler import reasons
+from railforge.scheduler.cycle import CycleState
 from railforge.scheduler.model import Gang, Reservation, Resources
 from railforge.scheduler.placement import Acceptance, Assignment, FutureWalk, GangProfile, node_loads
-from railforge.scheduler.state import CycleState
 
 _TIME = operator.itemgetter(0)
 Start = tuple[float, Assignment]  # a reservation's time and where its members go then

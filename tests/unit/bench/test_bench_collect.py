@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from benchdata import read_body
 
+from railforge.bench.collect import node_summary, write_report
 from railforge.bench.errors import ParseError
 from railforge.bench.floors import load_floors
 from railforge.bench.judge import judge_mpi, rail_suspects
 from railforge.bench.mpi import parse_mpi_allreduce
-from railforge.bench.report import node_summary, write_report
 from railforge.validate import joined, report
 
 PODS = {"bench-worker-0": "node-a", "bench-worker-1": "node-b"}

@@ -3,7 +3,7 @@
 import math
 import time
 
-from railforge.k8s.report import EVENT_BURST, EVENTS_PER_SECOND, Reporter
+from railforge.k8s.events import EVENT_BURST, EVENTS_PER_SECOND, Reporter
 
 
 def pod(index: int) -> dict:

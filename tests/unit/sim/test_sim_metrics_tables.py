@@ -18,7 +18,7 @@ from railforge.sim.metrics import (
     summarise,
     time_weighted_mean,
 )
-from railforge.sim.report import binned, checks_headline, target_checks, write_plots, write_single_report
+from railforge.sim.tables import binned, checks_headline, target_checks, write_plots, write_single_report
 
 
 def tiny_result(policy="p") -> SimResult:
@@ -360,7 +360,7 @@ def test_report_rendering_does_not_key_cached_runs(tmp_path, monkeypatch):
         return commands._code_digest()
 
     first = digest()
-    for name in ("doc.py", "report.py", "commands.py"):
+    for name in ("doc.py", "tables.py", "commands.py"):
         (source / "sim" / name).write_text("# rendering only\n", encoding="utf-8")
     assert digest() == first
     for part in ("sim/engine.py", "scheduler/core.py"):
