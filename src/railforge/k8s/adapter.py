@@ -1,22 +1,14 @@
 """The gang scheduler on Kubernetes: informers in, ``decide()`` in the middle, bindings and evictions out.
 
-One pass (``cycle``): read the informers' caches (plus the pods this process bound or deleted that the watch has
-not shown yet), translate them (``translate``), settle gangs an interrupted run left partly bound, call the core,
-carry out its decisions in the order the core documents (evictions, restarts and failures, then binds; every
-member of a gang in parallel), and tell users why (``report``). Passes run on changes, at most once per
-``min_period_seconds``, and at least every ``resync_seconds`` while gangs wait. Only the leader acts; a standby
-replica keeps its caches warm.
-
-Crash safety: before binding a gang of several pods the adapter writes the placement (pod uid -> node) on the
-PodGroup. A run that finds a gang partly bound completes it on that placement when every unbound pod still fits
-its planned node, and otherwise releases it: it deletes the bound pods, so the gang's owner recreates them and
-the gang is scheduled again whole. Pods already bound always count as placed, and a Binding names the pod's uid,
-so no pod is ever bound twice or bound in a recreated copy.
+One pass (``cycle``): read the informers' caches (with what this process wrote that the watches have not shown
+yet), translate them (``translate``), settle gangs an interrupted run left partly bound, call the core, hand its
+decisions to the write side (``writes``), and tell users why (``report``). Passes run on changes, at most once per
+``min_period_seconds``, and at least every ``resync_seconds`` while gangs wait. Only the leader acts, and each of
+its writes is fenced by its leadership; a standby replica keeps its caches warm.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -25,44 +17,26 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from kubernetes.client import ApiException
-
 import railforge.scheduler as core
-from railforge.k8s import rest
 from railforge.k8s.events import Reporter
 from railforge.k8s.informer import Informer, Resource
 from railforge.k8s.leader import LeaderElector
 from railforge.k8s.metrics import SchedulerMetrics
 from railforge.k8s.settings import Settings
 from railforge.k8s.translate import (
-    BACKFILLED_PAST,
-    BORROWED,
     FAILED,
     GROUP_LABEL,
-    NOT_BEFORE,
-    PLACEMENT,
     REASON,
     REASON_CODE,
-    RESTARTS,
-    STARTED_AT,
-    GangObjects,
     Translation,
-    pod_requests,
     timestamp,
     translate,
 )
 from railforge.k8s.views import PendingView, QueueView, RunningView, SchedulerState, StateView
+from railforge.k8s.writes import PODGROUPS, WriteSide
 
 log = logging.getLogger(__name__)
 
-PODGROUPS = "/apis/scheduling.x-k8s.io/v1alpha1/podgroups"
-# kind of removal -> (what the decision log says, counter, Event reason)
-REMOVALS = {
-    "evict": ("evicted ({cause})", "evictions", "Evicted"),
-    "restart": ("restarted", "restarts", "Restarted"),
-    "fail": ("failed", "failures", "Failed"),
-    "release": ("released", "releases", "Released"),
-}
 QUEUES = "/apis/railforge.io/v1alpha1/queues"
 
 
@@ -130,9 +104,16 @@ class Adapter:
             if election.enabled
             else None
         )
-        # pod uid -> (node, annotations): bound by this process, not yet seen bound in the cache
-        self.assumed: dict[str, tuple[str, dict[str, str]]] = {}
-        self.deleted: set[str] = set()  # pod uids this process deleted or evicted
+        self.writes = WriteSide(
+            api,
+            self.pool,
+            self.leading,
+            settings.eviction_grace_seconds,
+            self.state,
+            self.metrics,
+            self.reporter,
+            self.wake.set,
+        )
         self.reservations: tuple[core.Reservation, ...] = ()
         self.usage: dict[str, float] = {}
         self.usage_at: float | None = None
@@ -193,31 +174,15 @@ class Adapter:
                 self.wake.set()
 
     # -- one pass ------------------------------------------------------------------------------------------------
-    def _our_pods(self) -> list[dict]:
-        pods = []
-        for pod in self.caches["pods"].items():
-            uid = pod["metadata"]["uid"]
-            if pod["spec"].get("nodeName"):
-                self.assumed.pop(uid, None)
-            elif uid in self.assumed:
-                node, annotations = self.assumed[uid]
-                meta = dict(pod["metadata"], annotations={**(pod["metadata"].get("annotations") or {}), **annotations})
-                pod = dict(pod, metadata=meta, spec=dict(pod["spec"], nodeName=node))
-            if uid in self.deleted and not pod["spec"].get("nodeName"):
-                continue  # deleted before it was bound: gone as far as we are concerned
-            pods.append(pod)
-        live_uids = {pod["metadata"]["uid"] for pod in self.caches["pods"].items()}
-        self.deleted &= live_uids
-        for uid in [uid for uid in self.assumed if uid not in live_uids]:
-            del self.assumed[uid]
-        return pods
-
     def translate(self, now: float) -> Translation:
-        groups = {(g["metadata"]["namespace"], g["metadata"]["name"]): g for g in self.caches["groups"].items()}
+        groups = {
+            (g["metadata"]["namespace"], g["metadata"]["name"]): self.writes.overlay_owner(g)
+            for g in self.caches["groups"].items()
+        }
         namespaces = {n["metadata"]["name"]: n for n in self.caches["namespaces"].items()}
         return translate(
             self.caches["nodes"].items(),
-            self._our_pods(),
+            self.writes.overlay_pods(self.caches["pods"].items()),
             self.caches["foreign"].items(),
             groups,
             self.caches["queues"].items(),
@@ -230,9 +195,7 @@ class Adapter:
         now = time.time()
         view = self.translate(now)
         if view.partial:
-            free = self._free_beside_bound(view)
-            for objects in view.partial:
-                self._settle_partial(objects, free)
+            self.writes.settle(view)
             self.wake.set()  # decide on what the settling left
             return None
         self._decay_usage(now, view)
@@ -253,7 +216,8 @@ class Adapter:
         self.state.count("decide_calls")
         self.state.count("decide_seconds", spent)
         self.reservations = tuple(decisions.reservations)
-        self._execute(decisions, view, now)
+        if self.leading():  # else leadership was lost during the pass: another replica acts now
+            self.writes.act(decisions, view, now)
         self._report(decisions, view, snapshot, spent)
         return decisions
 
@@ -268,211 +232,6 @@ class Adapter:
             gpus = sum(_gpus(m.requests) for m in running.gang.members)
             usage[running.gang.queue] = usage.get(running.gang.queue, 0.0) + gpus * weight
         self.usage = usage
-
-    # -- carrying decisions out ----------------------------------------------------------------------------------
-    def _execute(self, decisions: core.Decisions, view: Translation, now: float) -> None:
-        if not self.leading():
-            return  # leadership lost during the pass: another replica acts now
-        leaving: set[str] = set()  # nodes whose pods are being deleted: not bound to until they are gone
-        for eviction in decisions.evictions:
-            leaving |= self._remove(view.gangs[eviction.gang_name], eviction.reason, "evict", eviction.cause)
-        for restart in decisions.restarts:
-            objects = view.gangs[restart.gang_name]
-            restarts = int(objects.annotations().get(RESTARTS, 0) or 0) + 1
-            self._patch_owner(objects, {RESTARTS: str(restarts), NOT_BEFORE: repr(restart.not_before), PLACEMENT: None})
-            leaving |= self._remove(objects, restart.reason, "restart")
-        for failure in decisions.failures:
-            objects = view.gangs[failure.gang_name]
-            self._patch_owner(objects, {FAILED: failure.reason[:1000]})
-            leaving |= self._remove(objects, failure.reason, "fail")
-        binds = [bind for bind in decisions.binds if not leaving & set(bind.placement.values())]
-        for bind in decisions.binds:
-            if bind not in binds:
-                self.state.record("defer", bind.gang_name, "waits for the pods it replaces to leave")
-                self.wake.set()
-        if not binds:
-            return
-        planning = time.perf_counter()
-        planned = [bind for bind in binds if len(bind.placement) > 1]
-        intents = list(self.pool.map(lambda bind: self._write_plan(view.gangs[bind.gang_name], bind), planned))
-        refused = {bind.gang_name for bind, ok in zip(planned, intents, strict=True) if not ok}
-        self.state.count("plan_seconds", time.perf_counter() - planning)
-        jobs = []
-        for bind in binds:
-            if bind.gang_name in refused:
-                continue
-            objects = view.gangs[bind.gang_name]
-            by_name = {pod["metadata"]["name"]: pod for pod in objects.pods}
-            annotations = {STARTED_AT: repr(now), BORROWED: "true" if bind.borrowed else "false"}
-            if bind.backfilled_past:
-                annotations[BACKFILLED_PAST] = bind.backfilled_past
-            for member, node in bind.placement.items():
-                jobs.append((bind.gang_name, by_name[member], node, annotations))
-        binding = time.perf_counter()
-        results = list(self.pool.map(lambda job: self._bind(*job[1:]), jobs))
-        self.state.count("bind_seconds", time.perf_counter() - binding)
-        submitted = {gang.name: gang for gang in view.pending}
-        bound: dict[str, int] = {}
-        for (gang, *_), ok in zip(jobs, results, strict=True):
-            bound[gang] = bound.get(gang, 0) + ok
-        for bind in binds:
-            if bind.gang_name in refused:
-                continue
-            nodes = len(set(bind.placement.values()))
-            detail = f"{bound.get(bind.gang_name, 0)}/{len(bind.placement)} pods on {nodes} nodes"
-            if bind.backfilled_past:
-                detail += f", backfilled past {bind.backfilled_past}"
-            self.state.record("bind", bind.gang_name, detail)
-            self.state.count("gangs_bound")
-            self.state.count("pods_bound", bound.get(bind.gang_name, 0))
-            waited = submitted[bind.gang_name]
-            self.metrics.bound(waited.queue, waited.submit_time, bound.get(bind.gang_name, 0), len(bind.placement))
-            objects = view.gangs[bind.gang_name]
-            for pod in objects.pods:
-                if pod["metadata"]["name"] in bind.placement:
-                    self.reporter.event(
-                        "Pod",
-                        pod,
-                        "Scheduled",
-                        f"gang {bind.gang_name}: bound to {bind.placement[pod['metadata']['name']]}",
-                    )
-            if objects.group is not None:
-                self.reporter.event("PodGroup", objects.group, "Scheduled", f"bound: {detail}")
-
-    def _write_plan(self, objects: GangObjects, bind: core.Bind) -> bool:
-        """Write the gang's placement on its owner before binding (what a restart completes)."""
-        by_name = {pod["metadata"]["name"]: pod["metadata"]["uid"] for pod in objects.pods}
-        plan = {by_name[member]: node for member, node in sorted(bind.placement.items())}
-        try:
-            self._patch_owner(objects, {PLACEMENT: json.dumps(plan, separators=(",", ":"))})
-        except ApiException as error:
-            log.warning("%s: could not write its placement, not binding it: %s", bind.gang_name, rest.api_error(error))
-            return False
-        return True
-
-    def _patch_owner(self, objects: GangObjects, annotations: dict[str, str | None]) -> None:
-        meta = objects.owner["metadata"]
-        if objects.group is not None:
-            path = f"{PODGROUPS.replace('/podgroups', '')}/namespaces/{objects.namespace}/podgroups/{meta['name']}"
-        else:
-            path = f"/api/v1/namespaces/{objects.namespace}/pods/{meta['name']}"
-        body = {"metadata": {"annotations": annotations}}
-        rest.call(self.api, "PATCH", path, body=body, content_type=rest.MERGE_PATCH)
-
-    def _bind(self, pod: dict, node: str, annotations: dict[str, str]) -> bool:
-        meta = pod["metadata"]
-        body = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {
-                "name": meta["name"],
-                "namespace": meta["namespace"],
-                "uid": meta["uid"],  # never a recreated pod of the same name
-                "annotations": annotations,  # the API server copies them onto the pod
-            },
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-        }
-        try:
-            path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/binding"
-            rest.call(self.api, "POST", path, body=body)
-        except ApiException as error:
-            log.warning("bind %s/%s -> %s: %s", meta["namespace"], meta["name"], node, rest.api_error(error))
-            self.state.count("bind_errors")
-            return False
-        self.assumed[meta["uid"]] = (node, annotations)
-        return True
-
-    def _remove(self, objects: GangObjects, reason: str, kind: str, cause: str = "") -> set[str]:
-        """Evict (reclaim, preemption) or delete (restart, failure) every bound pod of a gang, in parallel; the
-        nodes they leave."""
-        pods = [
-            pod
-            for pod in objects.pods
-            if pod["spec"].get("nodeName")
-            and not pod["metadata"].get("deletionTimestamp")
-            and pod["metadata"]["uid"] not in self.deleted
-        ]
-        grace = self.settings.eviction_grace_seconds
-
-        def remove(pod: dict) -> None:
-            meta = pod["metadata"]
-            options = {} if grace is None else {"gracePeriodSeconds": grace}
-            options["preconditions"] = {"uid": meta["uid"]}
-            path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
-            try:
-                if kind == "evict":
-                    body = {
-                        "apiVersion": "policy/v1",
-                        "kind": "Eviction",
-                        "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
-                        "deleteOptions": options,
-                    }
-                    rest.call(self.api, "POST", path + "/eviction", body=body)
-                else:
-                    rest.call(self.api, "DELETE", path, body=options)
-            except ApiException as error:
-                if error.status != 404:
-                    log.warning("%s %s/%s: %s", kind, meta["namespace"], meta["name"], rest.api_error(error))
-                    return
-            self.deleted.add(meta["uid"])
-
-        list(self.pool.map(remove, pods))
-        what, counter, event = REMOVALS[kind]
-        what = what.format(cause=cause)
-        self.state.record(kind, objects.name, f"{what}: {reason}")
-        self.state.count(counter)
-        self.metrics.removed(cause or kind)
-        target = ("PodGroup", objects.group) if objects.group is not None else ("Pod", objects.pods[0])
-        self.reporter.event(*target, event, f"{what}: {reason}", warning=True)
-        return {pod["spec"]["nodeName"] for pod in pods}
-
-    @staticmethod
-    def _free_beside_bound(view: Translation) -> dict[str, dict[str, int]]:
-        """Free resources of the usable nodes, beside every pod of ours bound now (running and partial gangs)."""
-        free = {node.name: dict(node.allocatable) for node in view.nodes if node.ready and node.schedulable}
-        for running in view.running:
-            requests = {member.name: member.requests for member in running.gang.members}
-            for member, node in running.placement.items():
-                _add(free.setdefault(node, {}), requests[member], -1)
-        for objects in view.partial:
-            for pod in objects.pods:
-                if pod["spec"].get("nodeName"):
-                    _add(free.setdefault(pod["spec"]["nodeName"], {}), pod_requests(pod), -1)
-        return free
-
-    def _settle_partial(self, objects: GangObjects, free: dict[str, dict[str, int]]) -> None:
-        """Complete a gang a previous run left partly bound, on its written placement, if every unbound pod still
-        fits its planned node; otherwise release it (delete its bound pods: the owner recreates them). ``free``
-        is what the nodes have left; a completed gang takes its share of it."""
-        if not self.leading():
-            return
-        plan = objects.planned()
-        bound = [pod for pod in objects.pods if pod["spec"].get("nodeName")]
-        todo = [pod for pod in objects.pods if not pod["spec"].get("nodeName") and pod["metadata"]["uid"] in plan]
-        left = {node: dict(room) for node, room in free.items()}
-        fits = True
-        for pod in todo:
-            node = plan[pod["metadata"]["uid"]]
-            if node not in left:
-                fits = False
-                break
-            _add(left[node], pod_requests(pod), -1)
-            fits &= all(amount >= 0 for amount in left[node].values())
-        if fits:
-            annotations = {
-                key: value
-                for key, value in (bound[0]["metadata"].get("annotations") or {}).items()
-                if key in (STARTED_AT, BORROWED, BACKFILLED_PAST)
-            }
-            free.update(left)
-            done = sum(self.pool.map(lambda pod: self._bind(pod, plan[pod["metadata"]["uid"]], annotations), todo))
-            log.info("%s: completed an interrupted bind, %d/%d more pods", objects.name, done, len(todo))
-            self.state.record("complete", objects.name, f"completed an interrupted bind: {done}/{len(todo)} more pods")
-            self.state.count("partial_completed")
-            return
-        log.info("%s: released a gang bound in part whose placement no longer fits", objects.name)
-        self._remove(objects, "a previous run bound it in part and its placement no longer fits", "release")
-        self._patch_owner(objects, {PLACEMENT: None})
 
     # -- telling users -------------------------------------------------------------------------------------------
     def _report(self, decisions: core.Decisions, view: Translation, snapshot: core.Snapshot, spent: float) -> None:

@@ -182,16 +182,21 @@ class Reporter:
         meta = pod["metadata"]
         if not self._changed("condition", meta["uid"], message):
             return
-        condition = {
-            "type": "PodScheduled",
-            "status": "False",
-            "reason": reason,
-            "message": message,
-            "lastTransitionTime": _now_rfc3339(),
-        }
+        condition = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message}
+        self._put_condition(meta, condition)
+
+    def pod_scheduled(self, pod: dict) -> None:
+        """PodScheduled=True on a pod just bound that this process gave a False condition: the Binding sets True,
+        but a False still queued here would land after it."""
+        meta = pod["metadata"]
+        if self.written.pop(("condition", meta["uid"]), None) is None:
+            return
+        self._put_condition(meta, {"type": "PodScheduled", "status": "True", "reason": None, "message": None})
+
+    def _put_condition(self, meta: dict, condition: dict) -> None:
         path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status"
-        body = {"status": {"conditions": [condition]}}
-        # a strategic merge patch merges conditions by type, leaving the pod's others alone
+        body = {"status": {"conditions": [{**condition, "lastTransitionTime": _now_rfc3339()}]}}
+        # a strategic merge patch merges conditions by type, leaving the pod's others alone (null drops a field)
         self._put(
             ("condition", meta["uid"]),
             lambda: rest.call(

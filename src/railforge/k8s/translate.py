@@ -432,6 +432,23 @@ def build_gang(
     )
 
 
+def _not_bindable(pod: dict) -> tuple[str, str] | None:
+    """Why the scheduler must not bind ``pod`` (a reason code and the words), or None: a pod still gated, or one
+    needing what this scheduler does not do yet (allocating DRA claims, Kubernetes' own gang API)."""
+    spec = pod["spec"]
+    gates = [gate.get("name", "") for gate in spec.get("schedulingGates") or []]
+    if gates:
+        return "gang.gated", f"has spec.schedulingGates {', '.join(gates)}; it waits until they are removed"
+    if spec.get("resourceClaims"):
+        claims = ", ".join(claim.get("name", "") for claim in spec["resourceClaims"])
+        return "input.unsupported", f"has spec.resourceClaims ({claims}), which this scheduler does not allocate"
+    for field_name in ("schedulingGroup", "workloadRef"):  # the field of 1.36, and of 1.35
+        if spec.get(field_name):
+            what = f"sets spec.{field_name} (Kubernetes' gang API)"
+            return "input.unsupported", f"{what}, which this scheduler does not read"
+    return None
+
+
 def _member_order(pod: dict) -> tuple:
     """Largest pods first, then by name: the core takes the first ``min_member`` members as the required ones."""
     requests = pod_requests(pod)
@@ -538,7 +555,11 @@ def _add_gang(
         started = float(annotations.get(STARTED_AT) or now)
         failed = tuple(
             sorted(
-                pod["metadata"]["name"] for pod in bound if pod["spec"]["nodeName"] not in ready_nodes or _failed(pod)
+                pod["metadata"]["name"]
+                for pod in bound
+                # a pod being deleted has been dealt with (a restart deletes every pod): not a new failure
+                if not pod["metadata"].get("deletionTimestamp")
+                and (pod["spec"]["nodeName"] not in ready_nodes or _failed(pod))
             )
         )
         out.running.append(
@@ -577,6 +598,16 @@ def _add_gang(
             f"spec.minMember is {min_member} but fewer pods carry {GROUP_LABEL}={objects.owner_name}; "
             f"expected at least {min_member} (waiting for the rest)",
         )
+        return
+    for pod in unbound:
+        why = _not_bindable(pod)
+        if why is None:
+            continue
+        message = f"pod {pod['metadata']['name']} {why[1]}; the gang waits whole"
+        if why[0] == "gang.gated":
+            out.waiting[objects.name] = Waiting(why[0], message)
+        else:
+            refuse(why[0], message)
         return
     try:
         gang = build_gang(objects, unbound, queue, now, settings, hostnames, min_member=min_member)

@@ -268,3 +268,41 @@ def test_gangs_on_nodes_outside_the_selection_are_left_alone():
     assert "ml/theirs" not in view.gangs  # not counted, never restarted
     # a node that is gone is lost: its gang stays, with the member failed, for the core to restart
     assert [(r.gang.name, r.failed_members) for r in view.running] == [("ml/lost", ("lost-0",))]
+
+
+def unbindable(name: str, **spec) -> dict:
+    member = pod(name, 4, group="job")
+    member["spec"].update(spec)
+    return member
+
+
+@pytest.mark.parametrize(
+    ("spec", "code", "words"),
+    [
+        ({"schedulingGates": [{"name": "example.com/quota"}]}, "gang.gated", "spec.schedulingGates example.com/quota"),
+        ({"resourceClaims": [{"name": "gpu", "resourceClaimName": "c"}]}, "input.unsupported", "does not allocate"),
+        ({"schedulingGroup": {"podGroupName": "g"}}, "input.unsupported", "spec.schedulingGroup"),
+    ],
+)
+def test_a_pod_the_scheduler_must_not_bind_keeps_its_whole_gang_waiting(spec, code, words):
+    pods = [pod("job-0", 4, group="job"), unbindable("job-1", **spec), pod("other", 4)]
+    out = run([node("n1")], pods, groups=[podgroup("job", 2)])
+    assert [gang.name for gang in out.pending] == ["ml/pod/other"]  # the others are still decided
+    waiting = out.waiting["ml/job"]
+    assert waiting.code == code
+    assert "pod job-1" in waiting and words in waiting and "the gang waits whole" in waiting
+    # a gate is a normal wait; what the scheduler cannot do is a problem on the objects
+    assert bool(out.problems) is code.startswith("input.")
+
+
+def test_pods_being_deleted_are_not_failed_members():
+    failed = pod("job-0", 4, group="job", deletionTimestamp="2026-11-23T20:01:00Z")
+    failed["spec"]["nodeName"] = "n1"
+    failed["status"]["phase"] = "Failed"
+    other = pod("job-1", 4, group="job")
+    other["spec"]["nodeName"] = "n1"
+    out = run([node("n1")], [failed, other], groups=[podgroup("job", 2)])
+    assert [running.failed_members for running in out.running] == [()]
+    failed["metadata"].pop("deletionTimestamp")
+    out = run([node("n1")], [failed, other], groups=[podgroup("job", 2)])
+    assert [running.failed_members for running in out.running] == [("job-0",)]

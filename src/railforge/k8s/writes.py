@@ -1,0 +1,370 @@
+"""The scheduler's write side: every change it makes to the cluster, behind the one seam the loop calls (``act``,
+``settle``) and a test can replace with a fake.
+
+Binds, evictions and deletions, the placement plan and the gang's annotations on its owner, and the assume cache:
+what this process wrote that the informers have not shown yet, laid over what they show (``overlay_pods``,
+``overlay_owner``), so the next pass neither decides a restart twice nor loses its backoff.
+
+Fencing: every API write first asks ``fence()`` (the leader's own renewal still within its renew deadline, the
+moment the Lease's renewTime records). A replica stopped past its deadline and then continued writes nothing
+more, even in the middle of a gang: its standby may already hold the Lease.
+
+Crash safety: before binding a gang of several pods the placement (pod uid -> node) is written on its owner. A
+run that finds a gang partly bound completes it on that placement when every unbound pod still fits its planned
+node and every bind succeeds, and otherwise releases it: it deletes the bound pods, so the gang's owner
+recreates them and the gang is scheduled again whole. A Binding names the pod's uid, so no pod is ever bound
+twice or bound in a recreated copy.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from kubernetes.client import ApiException
+
+import railforge.scheduler as core
+from railforge.k8s import rest
+from railforge.k8s.events import Reporter
+from railforge.k8s.metrics import SchedulerMetrics
+from railforge.k8s.translate import (
+    BACKFILLED_PAST,
+    BORROWED,
+    FAILED,
+    NOT_BEFORE,
+    PLACEMENT,
+    RESTARTS,
+    STARTED_AT,
+    GangObjects,
+    Translation,
+    pod_requests,
+)
+from railforge.k8s.views import SchedulerState
+
+log = logging.getLogger(__name__)
+
+PODGROUPS = "/apis/scheduling.x-k8s.io/v1alpha1/podgroups"
+# kind of removal -> (what the decision log says, counter, Event reason)
+REMOVALS = {
+    "evict": ("evicted ({cause})", "evictions", "Evicted"),
+    "restart": ("restarted", "restarts", "Restarted"),
+    "fail": ("failed", "failures", "Failed"),
+    "release": ("released", "releases", "Released"),
+}
+# what a pod this process deleted carries until the informer shows the API server's own deletionTimestamp
+DELETING = "deleted-by-this-scheduler"
+
+
+class NotLeading(Exception):
+    """A write refused by the fence: this replica's leadership is not current."""
+
+
+def _add(total: dict[str, int], extra: dict[str, int], sign: int = 1) -> None:
+    for name, amount in extra.items():
+        total[name] = total.get(name, 0) + sign * amount
+
+
+class WriteSide:
+    def __init__(
+        self,
+        api,
+        pool: ThreadPoolExecutor,
+        fence: Callable[[], bool],
+        eviction_grace_seconds: int | None,
+        state: SchedulerState,
+        metrics: SchedulerMetrics,
+        reporter: Reporter,
+        wake: Callable[[], None],
+    ):
+        self.api = api
+        self.pool = pool
+        self.fence = fence
+        self.grace = eviction_grace_seconds
+        self.state = state
+        self.metrics = metrics
+        self.reporter = reporter
+        self.wake = wake  # asks the loop for another pass
+        # pod uid -> (node, annotations): bound by this process, not yet seen bound in the cache
+        self.assumed: dict[str, tuple[str, dict[str, str]]] = {}
+        self.deleted: set[str] = set()  # pod uids this process deleted or evicted
+        self.patched: dict[str, dict[str, str | None]] = {}  # owner uid -> annotations written, not yet seen
+
+    # -- the assume cache ----------------------------------------------------------------------------------------
+    def overlay_pods(self, cached: list[dict]) -> list[dict]:
+        """The informer's pods as this process left them: its binds placed, its deletions under way, its owner
+        annotations written; a pod deleted before it was bound is gone."""
+        pods = []
+        for pod in cached:
+            uid = pod["metadata"]["uid"]
+            if pod["spec"].get("nodeName"):
+                self.assumed.pop(uid, None)
+            elif uid in self.assumed:
+                node, annotations = self.assumed[uid]
+                meta = dict(pod["metadata"], annotations={**(pod["metadata"].get("annotations") or {}), **annotations})
+                pod = dict(pod, metadata=meta, spec=dict(pod["spec"], nodeName=node))
+            if uid in self.deleted:
+                if not pod["spec"].get("nodeName"):
+                    continue
+                if not pod["metadata"].get("deletionTimestamp"):
+                    pod = dict(pod, metadata=dict(pod["metadata"], deletionTimestamp=DELETING))
+            pods.append(self.overlay_owner(pod))
+        live_uids = {pod["metadata"]["uid"] for pod in cached}
+        self.deleted &= live_uids
+        for uid in [uid for uid in self.assumed if uid not in live_uids]:
+            del self.assumed[uid]
+        return pods
+
+    def overlay_owner(self, obj: dict) -> dict:
+        """A gang's owner (PodGroup or lone pod) with the annotations this process wrote on it; forgotten once the
+        informer shows them."""
+        meta = obj["metadata"]
+        written = self.patched.get(meta["uid"])
+        if written is None:
+            return obj
+        current = meta.get("annotations") or {}
+        if all(current.get(key) == value for key, value in written.items()):
+            del self.patched[meta["uid"]]
+            return obj
+        annotations = {**current, **written}
+        return dict(obj, metadata=dict(meta, annotations={k: v for k, v in annotations.items() if v is not None}))
+
+    # -- fenced writes -------------------------------------------------------------------------------------------
+    def _call(self, method: str, path: str, **kwargs) -> dict:
+        if not self.fence():
+            self.state.count("fenced_writes")
+            raise NotLeading(f"{method} {path}")
+        return rest.call(self.api, method, path, **kwargs)
+
+    def patch_owner(self, objects: GangObjects, annotations: dict[str, str | None]) -> None:
+        meta = objects.owner["metadata"]
+        if objects.group is not None:
+            path = f"{PODGROUPS.replace('/podgroups', '')}/namespaces/{objects.namespace}/podgroups/{meta['name']}"
+        else:
+            path = f"/api/v1/namespaces/{objects.namespace}/pods/{meta['name']}"
+        body = {"metadata": {"annotations": annotations}}
+        self._call("PATCH", path, body=body, content_type=rest.MERGE_PATCH)
+        self.patched[meta["uid"]] = {**self.patched.get(meta["uid"], {}), **annotations}
+
+    def write_plan(self, objects: GangObjects, bind: core.Bind) -> bool:
+        """Write the gang's placement on its owner before binding (what a restart completes)."""
+        by_name = {pod["metadata"]["name"]: pod["metadata"]["uid"] for pod in objects.pods}
+        plan = {by_name[member]: node for member, node in sorted(bind.placement.items())}
+        try:
+            self.patch_owner(objects, {PLACEMENT: json.dumps(plan, separators=(",", ":"))})
+        except ApiException as error:
+            log.warning("%s: could not write its placement, not binding it: %s", bind.gang_name, rest.api_error(error))
+            return False
+        except NotLeading:
+            return False
+        return True
+
+    def bind(self, pod: dict, node: str, annotations: dict[str, str]) -> bool:
+        meta = pod["metadata"]
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta["uid"],  # never a recreated pod of the same name
+                "annotations": annotations,  # the API server copies them onto the pod
+            },
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        try:
+            self._call("POST", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/binding", body=body)
+        except ApiException as error:
+            log.warning("bind %s/%s -> %s: %s", meta["namespace"], meta["name"], node, rest.api_error(error))
+            self.state.count("bind_errors")
+            return False
+        except NotLeading:
+            return False
+        self.assumed[meta["uid"]] = (node, annotations)
+        self.reporter.pod_scheduled(pod)  # after any PodScheduled=False still queued for it
+        return True
+
+    def remove(self, objects: GangObjects, reason: str, kind: str, cause: str = "") -> set[str]:
+        """Evict (reclaim, preemption) or delete (restart, failure, release) every bound pod of a gang that is not
+        leaving already, in parallel; the nodes they leave."""
+        pods = [
+            pod for pod in objects.pods if pod["spec"].get("nodeName") and not pod["metadata"].get("deletionTimestamp")
+        ]
+        options = {} if self.grace is None else {"gracePeriodSeconds": self.grace}
+
+        def remove(pod: dict) -> None:
+            meta = pod["metadata"]
+            path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
+            delete = {**options, "preconditions": {"uid": meta["uid"]}}
+            try:
+                if kind == "evict":
+                    body = {
+                        "apiVersion": "policy/v1",
+                        "kind": "Eviction",
+                        "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+                        "deleteOptions": delete,
+                    }
+                    self._call("POST", path + "/eviction", body=body)
+                else:
+                    self._call("DELETE", path, body=delete)
+            except ApiException as error:
+                if error.status != 404:
+                    log.warning("%s %s/%s: %s", kind, meta["namespace"], meta["name"], rest.api_error(error))
+                    return
+            except NotLeading:
+                return
+            self.deleted.add(meta["uid"])
+
+        list(self.pool.map(remove, pods))
+        what, counter, event = REMOVALS[kind]
+        what = what.format(cause=cause)
+        self.state.record(kind, objects.name, f"{what}: {reason}")
+        self.state.count(counter)
+        self.metrics.removed(cause or kind)
+        target = ("PodGroup", objects.group) if objects.group is not None else ("Pod", objects.pods[0])
+        self.reporter.event(*target, event, f"{what}: {reason}", warning=True)
+        return {pod["spec"]["nodeName"] for pod in pods}
+
+    # -- carrying decisions out ----------------------------------------------------------------------------------
+    def act(self, decisions: core.Decisions, view: Translation, now: float) -> None:
+        """The core's decisions in the order it documents: evictions, restarts and failures, then binds (every
+        member of a gang in parallel). Each batch starts only while the fence holds."""
+        leaving: set[str] = set()  # nodes whose pods are being deleted: not bound to until they are gone
+        for eviction in decisions.evictions:
+            if not self.fence():
+                return
+            leaving |= self.remove(view.gangs[eviction.gang_name], eviction.reason, "evict", eviction.cause)
+        try:
+            for restart in decisions.restarts:
+                objects = view.gangs[restart.gang_name]
+                restarts = int(objects.annotations().get(RESTARTS, 0) or 0) + 1
+                owner = {RESTARTS: str(restarts), NOT_BEFORE: repr(restart.not_before), PLACEMENT: None}
+                self.patch_owner(objects, owner)
+                leaving |= self.remove(objects, restart.reason, "restart")
+            for failure in decisions.failures:
+                objects = view.gangs[failure.gang_name]
+                self.patch_owner(objects, {FAILED: failure.reason[:1000]})
+                leaving |= self.remove(objects, failure.reason, "fail")
+        except NotLeading:
+            return
+        binds = [bind for bind in decisions.binds if not leaving & set(bind.placement.values())]
+        for bind in decisions.binds:
+            if bind not in binds:
+                self.state.record("defer", bind.gang_name, "waits for the pods it replaces to leave")
+                self.wake()
+        if binds:
+            self._bind_gangs(binds, view, now)
+
+    def _bind_gangs(self, binds: list[core.Bind], view: Translation, now: float) -> None:
+        planning = time.perf_counter()
+        planned = [bind for bind in binds if len(bind.placement) > 1]
+        intents = list(self.pool.map(lambda bind: self.write_plan(view.gangs[bind.gang_name], bind), planned))
+        refused = {bind.gang_name for bind, ok in zip(planned, intents, strict=True) if not ok}
+        self.state.count("plan_seconds", time.perf_counter() - planning)
+        jobs = []
+        for bind in binds:
+            if bind.gang_name in refused:
+                continue
+            objects = view.gangs[bind.gang_name]
+            by_name = {pod["metadata"]["name"]: pod for pod in objects.pods}
+            annotations = {STARTED_AT: repr(now), BORROWED: "true" if bind.borrowed else "false"}
+            if bind.backfilled_past:
+                annotations[BACKFILLED_PAST] = bind.backfilled_past
+            for member, node in bind.placement.items():
+                jobs.append((bind.gang_name, by_name[member], node, annotations))
+        binding = time.perf_counter()
+        results = list(self.pool.map(lambda job: self.bind(*job[1:]), jobs))
+        self.state.count("bind_seconds", time.perf_counter() - binding)
+        bound_pods = {id(pod) for (_, pod, *_), ok in zip(jobs, results, strict=True) if ok}
+        submitted = {gang.name: gang for gang in view.pending}
+        for bind in binds:
+            if bind.gang_name in refused:
+                continue
+            objects = view.gangs[bind.gang_name]
+            pods = [pod for pod in objects.pods if pod["metadata"]["name"] in bind.placement]
+            bound = sum(id(pod) in bound_pods for pod in pods)
+            nodes = len(set(bind.placement.values()))
+            detail = f"{bound}/{len(bind.placement)} pods on {nodes} nodes"
+            if bind.backfilled_past:
+                detail += f", backfilled past {bind.backfilled_past}"
+            self.state.record("bind", bind.gang_name, detail)
+            self.state.count("gangs_bound")
+            self.state.count("pods_bound", bound)
+            waited = submitted[bind.gang_name]
+            self.metrics.bound(waited.queue, waited.submit_time, bound, len(bind.placement))
+            for pod in pods:
+                if id(pod) in bound_pods:
+                    node = bind.placement[pod["metadata"]["name"]]
+                    self.reporter.event("Pod", pod, "Scheduled", f"gang {bind.gang_name}: bound to {node}")
+            if objects.group is not None:
+                complete = bound == len(bind.placement)
+                reason = "Scheduled" if complete else "FailedBinding"
+                self.reporter.event("PodGroup", objects.group, reason, f"bound: {detail}", warning=not complete)
+
+    # -- gangs an interrupted run left partly bound --------------------------------------------------------------
+    def settle(self, view: Translation) -> None:
+        """Complete or release every gang of ``view.partial``, each on what the ones before it left."""
+        free = self._free_beside_bound(view)
+        try:
+            for objects in view.partial:
+                self._settle_partial(objects, free)
+        except NotLeading:
+            return
+
+    @staticmethod
+    def _free_beside_bound(view: Translation) -> dict[str, dict[str, int]]:
+        """Free resources of the usable nodes, beside every pod of ours bound now (running and partial gangs)."""
+        free = {node.name: dict(node.allocatable) for node in view.nodes if node.ready and node.schedulable}
+        for running in view.running:
+            requests = {member.name: member.requests for member in running.gang.members}
+            for member, node in running.placement.items():
+                _add(free.setdefault(node, {}), requests[member], -1)
+        for objects in view.partial:
+            for pod in objects.pods:
+                if pod["spec"].get("nodeName"):
+                    _add(free.setdefault(pod["spec"]["nodeName"], {}), pod_requests(pod), -1)
+        return free
+
+    def _settle_partial(self, objects: GangObjects, free: dict[str, dict[str, int]]) -> None:
+        """Complete a gang a previous run left partly bound, on its written placement, if every unbound pod still
+        fits its planned node; otherwise, or when a bind of it is refused, release it (delete its bound pods: the
+        owner recreates them). ``free`` is what the nodes have left; a completed gang takes its share of it."""
+        plan = objects.planned()
+        bound = [pod for pod in objects.pods if pod["spec"].get("nodeName")]
+        todo = [pod for pod in objects.pods if not pod["spec"].get("nodeName") and pod["metadata"]["uid"] in plan]
+        left = {node: dict(room) for node, room in free.items()}
+        fits = True
+        for pod in todo:
+            node = plan[pod["metadata"]["uid"]]
+            if node not in left:
+                fits = False
+                break
+            _add(left[node], pod_requests(pod), -1)
+            fits &= all(amount >= 0 for amount in left[node].values())
+        if fits:
+            annotations = {
+                key: value
+                for key, value in (bound[0]["metadata"].get("annotations") or {}).items()
+                if key in (STARTED_AT, BORROWED, BACKFILLED_PAST)
+            }
+            free.update(left)
+            done = sum(self.pool.map(lambda pod: self.bind(pod, plan[pod["metadata"]["uid"]], annotations), todo))
+            log.info("%s: completed an interrupted bind, %d/%d more pods", objects.name, done, len(todo))
+            self.state.record("complete", objects.name, f"completed an interrupted bind: {done}/{len(todo)} more pods")
+            self.state.count("partial_completed")
+            if done == len(todo):
+                return
+            why = f"interrupted bind was refused for {len(todo) - done} of its pods"
+            placed = [
+                dict(pod, spec=dict(pod["spec"], nodeName=plan[pod["metadata"]["uid"]]))
+                for pod in todo
+                if pod["metadata"]["uid"] in self.assumed
+            ]
+            objects = GangObjects(objects.name, objects.namespace, objects.group, bound + placed)
+        else:
+            why = "its placement no longer fits"
+        log.info("%s: released a gang bound in part whose %s", objects.name, why)
+        self.remove(objects, f"a previous run bound it in part and {why}", "release")
+        self.patch_owner(objects, {PLACEMENT: None})
