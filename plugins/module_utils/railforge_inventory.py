@@ -10,8 +10,11 @@ No Ansible import on purpose: the unit tests and scripts/role_docs.py import it 
 """
 
 import difflib
+import importlib
 import ipaddress
+import os
 import re
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -33,7 +36,8 @@ REQUIRED_GROUPS = (CONTROL_PLANE, NODES)
 
 # Inventory-level variables: playbooks/site.meta.yml, written like a role's argument_specs; `required_for` names
 # the group whose hosts must set a variable. scripts/role_docs.py writes them into docs/variables.md.
-INVENTORY_SPEC = Path(__file__).resolve().parents[2] / "playbooks/site.meta.yml"
+CHECKOUT = Path(__file__).resolve().parents[2]
+INVENTORY_SPEC = CHECKOUT / "playbooks/site.meta.yml"
 INVENTORY_VARIABLES = yaml.safe_load(INVENTORY_SPEC.read_text())["argument_specs"]["main"]["options"]
 
 # DOCA-Host installation profiles (NVIDIA's DOCA Profiles page, 2.9 to 3.2) and MLNX_OFED meta packages.
@@ -158,9 +162,67 @@ def _sysctl_keys_problem(value: dict) -> str | None:
     return f"sysctl keys like net.ipv4.ip_forward, not {', '.join(map(repr, bad))}" if bad else None
 
 
-def _label_values_problem(value: dict) -> str | None:
-    bad = [f"{k}: {v!r}" for k, v in value.items() if not (isinstance(v, str) and DNS_LABEL.match(v))]
-    return f"level: name pairs whose names are DNS labels (leaf: leaf-01), not {', '.join(bad)}" if bad else None
+def railforge_module(name: str):
+    """A module of the railforge package: the installed one, else the checkout's sources."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        sys.path.insert(0, str(CHECKOUT / "src"))
+        return importlib.import_module(name)
+
+
+def topology_keys() -> tuple[str, ...]:
+    """The levels railforge_topology may name: the scheduler's railforge.io/<level> node labels."""
+    settings = railforge_module("railforge.k8s.settings")
+    return tuple(
+        label.removeprefix(settings.LABEL_PREFIX)
+        for level in settings.DEFAULT_TOPOLOGY
+        for label in level.labels
+        if label.startswith(settings.LABEL_PREFIX)
+    )
+
+
+# A Kubernetes label value: at most 63 characters, alphanumeric at both ends.
+LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_.\-]{0,61}[A-Za-z0-9])?$")
+
+
+def _topology_problem(value: dict) -> str | None:
+    keys = topology_keys()
+    bad = [
+        f"{k}: {v!r}" for k, v in value.items() if k not in keys or not (isinstance(v, str) and LABEL_VALUE.match(v))
+    ]
+    if not bad:
+        return None
+    return (
+        f"levels {', '.join(keys)} mapped to label values (leaf: leaf-01; letters, digits, '-', '_', '.', at most 63), "
+        f"not {', '.join(bad)}"
+    )
+
+
+def _scheduler_settings_problem(value: dict) -> str | None:
+    """The scheduler's own validation (railforge.k8s.settings), the one the scheduler runs when it starts."""
+    settings = railforge_module("railforge.k8s.settings")
+    try:
+        settings.settings_from_mapping(value)
+    except settings.SettingsError as error:
+        return f"settings the scheduler accepts (docs/scheduler.md): {error}"
+    return None
+
+
+def _registry_mirrors_problem(value: dict) -> str | None:
+    bad = [
+        f"{registry}: {mirrors!r}"
+        for registry, mirrors in value.items()
+        if FORMATS["registry"](str(registry))
+        or not isinstance(mirrors, list)
+        or any(not isinstance(url, str) or _proxy_url_problem(url) for url in mirrors)
+    ]
+    if not bad:
+        return None
+    return (
+        "registry hosts mapped to lists of http(s) mirror URLs like https://mirror.example.com:5000, "
+        f"not {', '.join(bad)}"
+    )
 
 
 def _cidr_problem(value: str) -> str | None:
@@ -190,6 +252,9 @@ def _proxy_url_problem(value: str) -> str | None:
 
 
 SHA256 = re.compile(r"^sha256:[0-9a-f]{64}$")
+# REGISTRY/NAME:TAG (a digest, NAME@sha256:HEX, matches too).
+IMAGE = re.compile(r"^[^\s:]+(:[0-9]+)?/[^\s]+:[^\s:/]+$")
+IMAGE_HELP = "an image REGISTRY/NAME:TAG"
 FILE_NAME = re.compile(r"^[A-Za-z0-9._+~\-]+$")
 
 
@@ -205,7 +270,7 @@ def _sha256_by_file_problem(value: dict) -> str | None:
 
 
 # Formats that check a mapping (its keys or values); every other format checks a string.
-DICT_FORMATS = {"sysctl_keys", "label_values", "sha256_by_file"}
+DICT_FORMATS = {"sysctl_keys", "topology", "sha256_by_file", "scheduler_settings", "registry_mirrors"}
 FORMATS = {
     "ip": _ip_problem,
     "ip_or_empty": _empty_or(_ip_problem),
@@ -216,6 +281,7 @@ FORMATS = {
     "repo_url_or_empty": _empty_or(_repo_url_problem),
     "no_proxy": _no_proxy_problem,
     "host_port": _host_port_problem,
+    "host_port_or_empty": _empty_or(_host_port_problem),
     "package": _regex(r"^[a-z0-9][a-z0-9+.\-]+$", "a Debian package name"),
     "debian_version": _regex(r"^([0-9]+:)?[0-9][0-9A-Za-z.+~\-]*$", "a Debian package version like 2.5.1-1"),
     "dcgm_version": _regex(r"^1:4\.[0-9]+\.[0-9]+-[0-9A-Za-z.~]+$", "a DCGM 4 version with epoch like 1:4.5.2-1"),
@@ -231,9 +297,11 @@ FORMATS = {
     "pci_address": _regex(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$", "a PCI address like 0000:3b:00.0"),
     "absolute_path": _regex(r"^/", "an absolute path"),
     "semver": _regex(r"^[0-9]+\.[0-9]+\.[0-9]+$", "MAJOR.MINOR.PATCH without a leading v"),
-    "image": _regex(r"^[^\s:]+(:[0-9]+)?/[^\s]+:[^\s:/]+$", "an image REGISTRY/NAME:TAG"),
+    "image": _regex(IMAGE.pattern, IMAGE_HELP),
     "go_toolchain": _regex(r"^go[0-9]+\.[0-9]+(\.[0-9]+)?$", "a Go toolchain name like go1.26.8"),
-    "label_values": _label_values_problem,
+    "topology": _topology_problem,
+    "scheduler_settings": _scheduler_settings_problem,
+    "registry_mirrors": _registry_mirrors_problem,
     "command": _regex(r"^[A-Za-z0-9_.+/\-]+$", "a command name or path"),
     "fingerprint_or_empty": _regex(
         r"^([0-9A-Fa-f]{4} ?){10}$|^$", "an OpenPGP key fingerprint of 40 hex digits (gpg --show-keys prints it)"
@@ -244,6 +312,7 @@ FORMATS = {
     "registry": _regex(
         r"^[^\s:/]+(:[0-9]+)?(/[^\s:/]+)*$", "a registry HOST[:PORT][/PATH] without a scheme or trailing /"
     ),
+    "image_or_empty": _empty_or(_regex(IMAGE.pattern, IMAGE_HELP)),
     "sha256": _regex(SHA256.pattern, "sha256: and 64 lowercase hex digits"),
     "sha256_by_file": _sha256_by_file_problem,
     "file_name": _regex(r"^[A-Za-z0-9._\-]+$", "a file name"),
@@ -271,7 +340,7 @@ RULES = {
     "railforge_gpu_count": {"min": 1, "max": 72},
     "railforge_rdma_hcas": {"format": "hca", "unique": True},
     "railforge_rdma_rate_gbps": {"min": 1, "max": 1600},
-    "railforge_topology": {"format": "label_values"},
+    "railforge_topology": {"format": "topology"},
     "railforge_extra_doca_profiles": {"format": "package"},
     "railforge_serial": {"format": "batch_size", "min": 1},
     "railforge_max_fail_percentage": {"min": 0, "max": 100},
@@ -417,6 +486,9 @@ RULES = {
     "kubernetes_image_repository": {"format": "registry"},
     "kubernetes_sandbox_image": {"format": "image"},
     "kubernetes_image_archives": {"format": "absolute_path"},
+    "kubernetes_version": {"format": "semver"},
+    "kubernetes_registry_mirrors": {"format": "registry_mirrors"},
+    "kubernetes_control_plane_endpoint": {"format": "host_port_or_empty"},
     "kubernetes_pod_subnet": {"format": "cidr"},
     "kubernetes_service_subnet": {"format": "cidr"},
     "kubernetes_ready_timeout": {"min": 1, "max": 3600},
@@ -439,6 +511,16 @@ RULES = {
     "nvidia_device_plugin_namespace": {"format": "dns_label"},
     "nvidia_device_plugin_time_slicing_replicas": {"min": 1, "max": 1024},
     "nvidia_device_plugin_image": {"format": "image"},
+    "railforge_scheduler_namespace": {"format": "dns_label"},
+    "railforge_scheduler_image": {"format": "image"},
+    "railforge_scheduler_replicas": {"min": 1, "max": 16},
+    "railforge_scheduler_http_port": {"min": 1, "max": 65535},
+    "railforge_scheduler_settings": {"format": "scheduler_settings"},
+    "mpi_operator_namespace": {"format": "dns_label"},
+    "mpi_operator_image": {"format": "image"},
+    "railforge_benchmark_image": {"format": "image"},
+    "railforge_benchmark_perftest_image": {"format": "image_or_empty"},
+    "railforge_benchmark_resnet_image": {"format": "image_or_empty"},
     "dcgm_exporter_namespace": {"format": "dns_label"},
     "dcgm_exporter_image": {"format": "image"},
     "dcgm_exporter_port": {"min": 1, "max": 65535},
@@ -636,6 +718,22 @@ def _time_slicing_shares_a_resource(v: dict) -> str | None:
     )
 
 
+# pkgs.k8s.io serves one minor per repository (.../core:/stable:/v1.36/deb/).
+SERVED_MINOR = re.compile(r"/v(?P<minor>[0-9]+\.[0-9]+)/")
+
+
+def _kubernetes_version_served(v: dict) -> str | None:
+    """The version must be of the minor the apt repository serves (a mirror's URL without /vX.Y/ is not judged)."""
+    version, url = v["kubernetes_version"], v["kubernetes_apt_repo_url"]
+    served, minor = SERVED_MINOR.search(url), version.rsplit(".", 1)[0]
+    if not served or minor == served["minor"]:
+        return None
+    return (
+        f"kubernetes_version {version} is not served by kubernetes_apt_repo_url {url}, which holds "
+        f"{served['minor']}.x only: use a {served['minor']} patch release or the repository of {minor}"
+    )
+
+
 # Each: the variables it reads (host value, else the role default) and the check. A rule runs when the host
 # sets one of its variables and every value it reads passes its own checks and is no template left to the role.
 CROSS_RULES = (
@@ -647,6 +745,7 @@ CROSS_RULES = (
         _roce_dscp_on_pfc_priority,
     ),
     (("doca_ofed_package", "doca_ofed_flavour", "railforge_extra_doca_profiles"), _doca_profile_known),
+    (("kubernetes_version", "kubernetes_apt_repo_url"), _kubernetes_version_served),
     (
         ("nvidia_device_plugin_time_slicing_replicas", "nvidia_device_plugin_mig_strategy"),
         _time_slicing_shares_a_resource,
@@ -743,6 +842,7 @@ def validate(groups: dict[str, list[str]], hostvars: dict[str, dict], role_specs
         named = ", ".join(hosts[:5]) + (f" (+{len(hosts) - 5} more)" if len(hosts) > 5 else "")
         problems.append(f"{named}: {message}")
     problems += _check_duplicate_addresses(hostvars)
+    problems += check_cluster(groups, hostvars, specs)
     return sorted(mask(problem) for problem in problems)
 
 
@@ -907,3 +1007,250 @@ def _check_duplicate_addresses(hostvars: dict[str, dict]) -> list[str]:
         for address, hosts in sorted(by_address.items())
         if len(hosts) > 1
     ]
+
+
+# --- rules over the whole cluster ---------------------------------------------------------------------------
+
+# Variables of the stages that run on the machine running Ansible (network, devices, scheduler, benchmark): there
+# localhost reads group all alone, so a value set in another group or a host's vars would be ignored silently.
+CONTROLLER_PREFIXES = (
+    "rail_networks_",
+    "sriov_network_",
+    "railforge_scheduler_",
+    "mpi_operator_",
+    "nvidia_device_plugin_",
+    "dcgm_exporter_",
+    "railforge_benchmark_",
+)
+CONTROLLER_VARIABLES = ("kubernetes_mode", "kubernetes_kubeconfig")
+# Groups whose hosts run the GPU or RDMA stages: a storage node is in none of them.
+ACCELERATED_GROUPS = ("gpu_nodes", "rdma_nodes", "nvswitch_nodes")
+
+
+class Cluster:
+    """The inventory as the cluster-wide rules read it: groups, each host's variables, and where a value is set."""
+
+    def __init__(self, groups: dict[str, list[str]], hostvars: dict[str, dict], specs: dict[str, dict]):
+        self.groups, self.hostvars, self.specs = groups, hostvars, specs
+        self.hosts = sorted(hostvars)
+        self.groups_of: dict[frozenset, list[str]] = defaultdict(list)
+        for name, hosts in sorted(groups.items()):
+            self.groups_of[frozenset(hosts)].append(name)
+        control_plane = groups.get(CONTROL_PLANE) or self.hosts
+        self.reference = control_plane[0] if control_plane else None
+
+    def value(self, name: str):
+        """The cluster's value (a control plane's: the stage-variable rule refuses values that differ by group)."""
+        return _effective(name, self.hostvars.get(self.reference, {}), self.specs)
+
+    def usable(self, name: str) -> bool:
+        value = self.value(name)
+        return "{{" not in str(value) and not check_value(name, value, self.specs.get(name, {}))
+
+    def where(self, hosts) -> str:
+        """The group whose hosts these are, else the hosts themselves."""
+        chosen = frozenset(hosts)
+        if chosen == frozenset(self.hosts):
+            return "group all"
+        if chosen in self.groups_of:  # groups of the same hosts: any of them
+            return f"group {' or '.join(self.groups_of[chosen])}"
+        named = sorted(chosen)
+        return f"host_vars of {', '.join(named[:3])}" + (f" (+{len(named) - 3} more)" if len(named) > 3 else "")
+
+    def set_in(self, name: str) -> str:
+        hosts = [host for host in self.hosts if name in self.hostvars[host]]
+        return self.where(hosts) if hosts else "its default"
+
+
+def _check_controller_variables(cluster: Cluster) -> list[str]:
+    """A controller-side stage variable must hold one value on every host: set in group all."""
+    names = {
+        name
+        for variables in cluster.hostvars.values()
+        for name in variables
+        if name.startswith(CONTROLLER_PREFIXES) or name in CONTROLLER_VARIABLES
+    }
+    problems = []
+    for name in sorted(names):
+        by_value: dict[str, list[str]] = defaultdict(list)
+        for host in cluster.hosts:
+            variables = cluster.hostvars[host]
+            by_value[repr(variables[name]) if name in variables else ""].append(host)
+        if len(by_value) == 1:
+            continue
+        places = "; ".join(
+            f"{cluster.where(hosts)}: {mask(value)}" for value, hosts in sorted(by_value.items()) if value
+        )
+        problems.append(
+            f"{name} is set per group or host ({places}), but its stage runs on the machine running Ansible, which "
+            "reads group all alone: move it to group_vars/all, one value for the cluster"
+        )
+    return problems
+
+
+def _check_accelerated_storage(cluster: Cluster) -> list[str]:
+    """A host of storage_nodes pulled into a GPU/RDMA group (often through a child group) would get drivers."""
+    storage = set(cluster.groups.get("storage_nodes", []))
+    problems = []
+    for group in ACCELERATED_GROUPS:
+        pulled = sorted(storage & set(cluster.groups.get(group, [])))
+        if pulled:
+            problems.append(
+                f"{', '.join(pulled)} in storage_nodes and in {group}: a storage node gets no GPU or RDMA stack; list "
+                f"{group}'s hosts explicitly (no child groups) and take it out of one of them"
+            )
+    return problems
+
+
+def _check_control_plane_endpoint(cluster: Cluster) -> list[str]:
+    control_plane = cluster.groups.get(CONTROL_PLANE, [])
+    if len(control_plane) < 2 or cluster.value("kubernetes_mode") != "kubeadm":
+        return []
+    if cluster.value("kubernetes_control_plane_endpoint"):
+        return []
+    return [
+        f"kubernetes_control_plane_endpoint is required with {len(control_plane)} hosts in {CONTROL_PLANE} (set in "
+        f"{cluster.set_in('kubernetes_control_plane_endpoint')}): expected the HOST:PORT of a load balancer or "
+        "virtual IP in front of their API servers, set in group_vars/all"
+    ]
+
+
+def _check_existing_kubeconfig(cluster: Cluster) -> list[str]:
+    """Existing mode reads the cluster's kubeconfig on the machine running Ansible (this one)."""
+    if cluster.value("kubernetes_mode") != "existing" or not cluster.usable("kubernetes_kubeconfig"):
+        return []
+    path = Path(cluster.value("kubernetes_kubeconfig"))
+    if path.is_file() and os.access(path, os.R_OK):
+        return []
+    state = "not readable" if path.is_file() else ("not a file" if path.exists() else "not there")
+    return [
+        f"kubernetes_kubeconfig (set in {cluster.set_in('kubernetes_kubeconfig')}) is {state}: kubernetes_mode "
+        f"existing expects the kubeconfig of the cluster you bring at {str(path)!r} on the machine running Ansible, "
+        "readable by the user running it"
+    ]
+
+
+def _networks(cluster: Cluster) -> list[tuple[str, ipaddress.IPv4Network | ipaddress.IPv6Network]]:
+    """The cluster's networks, each named by its variable (and index): pod and service networks (kubeadm mode),
+    rail networks and SR-IOV pools. Values that fail their own checks are left to those."""
+    named = []
+    if cluster.value("kubernetes_mode") == "kubeadm":
+        named += [(name, cluster.value(name)) for name in ("kubernetes_pod_subnet", "kubernetes_service_subnet")]
+    for name in ("rail_networks_cidrs", "sriov_network_cidrs"):
+        values = cluster.value(name)
+        if isinstance(values, list):
+            named += [(f"{name}[{index}]", value) for index, value in enumerate(values)]
+    networks = []
+    for name, value in named:
+        if isinstance(value, str) and value and not _cidr_problem(value):
+            networks.append((name, ipaddress.ip_network(value)))
+    return networks
+
+
+def _check_network_overlaps(cluster: Cluster) -> list[str]:
+    networks = _networks(cluster)
+    problems = []
+    for position, (name, network) in enumerate(networks):
+        for other_name, other in networks[position + 1 :]:
+            if network.version == other.version and network.overlaps(other):
+                problems.append(
+                    f"{name} {network} (set in {cluster.set_in(name.split('[')[0])}) overlaps {other_name} {other}: "
+                    "expected separate address ranges for the pod, service, rail and SR-IOV networks"
+                )
+    inside: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for host in cluster.hosts:
+        variables = cluster.hostvars[host]
+        source = "railforge_node_ip" if "railforge_node_ip" in variables else "ansible_host"
+        address = variables.get(source)
+        if not isinstance(address, str) or not is_ip(address):
+            continue
+        ip = ipaddress.ip_address(address)
+        for name, network in networks:
+            if ip.version == network.version and ip in network:
+                inside[(source, f"{name} {network}")].append(f"{host} ({ip})")
+    for (source, network), hosts in sorted(inside.items()):
+        named = ", ".join(hosts[:5]) + (f" (+{len(hosts) - 5} more)" if len(hosts) > 5 else "")
+        problems.append(
+            f"{source} of {named} lies inside {network}: node addresses must be outside every cluster network"
+        )
+    return problems
+
+
+def _usable_addresses(size: int) -> int:
+    """Addresses a range of `size` hands out: the network and broadcast addresses aside, below /31."""
+    return size - 2 if size > 2 else size
+
+
+def _check_rail_ranges(cluster: Cluster) -> list[str]:
+    """One network per rail (per railforge_rdma_hcas entry), each with an address for every node on that rail."""
+    nodes = cluster.value("rail_networks_nodes")
+    if not isinstance(nodes, list):  # its default: the rdma_nodes group
+        nodes = cluster.groups.get("rdma_nodes", [])
+    if not cluster.usable("rail_networks_cidrs"):
+        return []
+    rails = {
+        len(cluster.hostvars[node]["railforge_rdma_hcas"])
+        for node in nodes
+        if isinstance(cluster.hostvars.get(node, {}).get("railforge_rdma_hcas"), list)
+    }
+    if len(rails) != 1:
+        return []  # no RDMA node: no rails; nodes with different counts: the network stage names them from facts
+    count, cidrs = rails.pop(), cluster.value("rail_networks_cidrs")
+    where = cluster.set_in("rail_networks_cidrs")
+    if len(cidrs) != count:
+        return [
+            f"rail_networks_cidrs (set in {where}) lists {len(cidrs)} networks: expected one per rail, {count} "
+            f"(the railforge_rdma_hcas of the {len(nodes)} nodes in rail_networks_nodes)"
+        ]
+    problems = []
+    for index, cidr in enumerate(cidrs):
+        network = ipaddress.ip_network(cidr)
+        usable = _usable_addresses(network.num_addresses)
+        if usable < len(nodes):
+            problems.append(
+                f"rail_networks_cidrs[{index}] {cidr} (set in {where}) has {usable} addresses for {len(nodes)} nodes "
+                f"on that rail: expected a prefix of /{_prefix_for(len(nodes), network)} or larger"
+            )
+    return problems
+
+
+def _prefix_for(count: int, network) -> int:
+    """The longest prefix whose network holds `count` usable addresses."""
+    prefix = network.max_prefixlen
+    while prefix > 0 and _usable_addresses(2 ** (network.max_prefixlen - prefix)) < count:
+        prefix -= 1
+    return prefix
+
+
+def _check_benchmark_floors(cluster: Cluster) -> list[str]:
+    """railforge_benchmark_hardware_class and railforge_benchmark_floors through the floors' own loader."""
+    floors = railforge_module("railforge.bench.floors")
+    names = ("railforge_benchmark_hardware_class", "railforge_benchmark_floors")
+    if not any(name in cluster.hostvars.get(cluster.reference, {}) for name in names):
+        return []
+    if not all(cluster.usable(name) for name in names if cluster.value(name) is not None):
+        return []
+    overrides = cluster.value("railforge_benchmark_floors") or None
+    hardware_class = cluster.value("railforge_benchmark_hardware_class") or "cpu-fallback"
+    try:
+        floors.load_floors(hardware_class, overrides)
+    except floors.FloorsError as error:
+        return [f"railforge_benchmark_hardware_class / railforge_benchmark_floors: {error}"]
+    return []
+
+
+CLUSTER_RULES = (
+    _check_controller_variables,
+    _check_accelerated_storage,
+    _check_control_plane_endpoint,
+    _check_existing_kubeconfig,
+    _check_network_overlaps,
+    _check_rail_ranges,
+    _check_benchmark_floors,
+)
+
+
+def check_cluster(groups: dict[str, list[str]], hostvars: dict[str, dict], specs: dict[str, dict]) -> list[str]:
+    """The rules between hosts and between stages, read from the inventory as a whole."""
+    cluster = Cluster(groups, hostvars, specs)
+    return [problem for rule in CLUSTER_RULES for problem in rule(cluster)]

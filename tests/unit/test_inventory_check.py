@@ -204,6 +204,7 @@ def gdrcopy_problems(host_variables: dict, rdma_group: list[str] | None = None) 
         "railforge_rdma_hcas": ["mlx5_0"],
         "railforge_rdma_link_layer": "infiniband",
         "railforge_rdma_rate_gbps": 400,
+        "rail_networks_cidrs": ["10.200.0.0/24"],
     }
     return checks.validate(groups, {"n-01": {**base, **host_variables}}, role_specs())
 
