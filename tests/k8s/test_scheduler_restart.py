@@ -1,6 +1,7 @@
 """The scheduler as its own process (``railforge scheduler run``): SIGKILL in the middle of binding a 64-pod gang,
 then a restart binds every pod exactly once; a partly bound gang whose placement no longer fits is released; two
-replicas, one binds, and the other takes over when it dies."""
+replicas, one binds, and the other takes over when it dies; a leader stopped mid-gang past its renew deadline
+binds nothing when it continues."""
 
 import json
 import signal
@@ -14,8 +15,8 @@ from railforge.testbed.procs import wait_for
 GPUS_PER_NODE = 8
 
 
-def kill_mid_bind(cluster, process, group: str, pods: int) -> int:
-    """SIGKILL the scheduler at its first bound pod of the gang; how many were bound then."""
+def kill_mid_bind(cluster, process, group: str, pods: int, sig: signal.Signals = signal.SIGKILL) -> int:
+    """Send the scheduler ``sig`` at its first bound pod of the gang; how many were bound then."""
     stream = watch.Watch()
     for event in stream.stream(
         cluster.core.list_namespaced_pod,
@@ -24,12 +25,32 @@ def kill_mid_bind(cluster, process, group: str, pods: int) -> int:
         timeout_seconds=60,
     ):
         if event["object"].spec.node_name:
-            process.popen.send_signal(signal.SIGKILL)
-            process.popen.wait()
+            process.popen.send_signal(sig)
+            if sig == signal.SIGKILL:
+                process.popen.wait()
             stream.stop()
     bound = len(cluster.bound(group))
-    assert 0 < bound < pods, f"{bound} of {pods} pods were bound when the scheduler was killed"
+    assert 0 < bound < pods, f"{bound} of {pods} pods were bound when the scheduler was signalled"
     return bound
+
+
+def fast_election(cluster) -> dict:
+    """Leader election on a Lease of the test's namespace: 4 s lease, 3 s renew deadline, renewed every 0.5 s."""
+    return {
+        "enabled": True,
+        "namespace": cluster.name,
+        "lease_duration_seconds": 4,
+        "renew_deadline_seconds": 3,
+        "retry_period_seconds": 0.5,
+    }
+
+
+def lease_holder(cluster) -> str:
+    leases = client.CoordinationV1Api(cluster.plane.api)
+    try:
+        return leases.read_namespaced_lease(cluster.name, cluster.name).spec.holder_identity or ""
+    except client.ApiException:
+        return ""  # not created yet
 
 
 def gang_of_ones(cluster, name: str, pods: int) -> dict[str, str]:
@@ -111,26 +132,11 @@ def test_a_partly_bound_gang_whose_placement_no_longer_fits_is_released(cluster,
 
 def test_two_replicas_one_binds_and_the_other_takes_over(cluster, control_plane):
     cluster.add_nodes(2, gpus=GPUS_PER_NODE)
-    election = {
-        "enabled": True,
-        "namespace": cluster.name,
-        "lease_duration_seconds": 4,
-        "renew_deadline_seconds": 3,
-        "retry_period_seconds": 0.5,
-    }
-    settings = cluster.settings(leader_election=election)
+    settings = cluster.settings(leader_election=fast_election(cluster))
     replicas = [scheduler_process(control_plane, settings, f"{cluster.name}-{i}") for i in range(2)]
-    leases = client.CoordinationV1Api(control_plane.api)
     try:
-
-        def holder() -> str:
-            try:
-                return leases.read_namespaced_lease(cluster.name, cluster.name).spec.holder_identity or ""
-            except client.ApiException:
-                return ""  # not created yet
-
-        wait_for("a leader", lambda: holder() in {r.name for r in replicas}, 30, replicas)
-        leader = next(r for r in replicas if r.name == holder())
+        wait_for("a leader", lambda: lease_holder(cluster) in {r.name for r in replicas}, 30, replicas)
+        leader = next(r for r in replicas if r.name == lease_holder(cluster))
         standby = next(r for r in replicas if r is not leader)
         cluster.gang("first", 2, gpus=4)
         wait_for("the first gang bound", lambda: len(cluster.bound("first")) == 2, 30, replicas)
@@ -141,9 +147,35 @@ def test_two_replicas_one_binds_and_the_other_takes_over(cluster, control_plane)
         cluster.gang("second", 2, gpus=4)
         wait_for("the standby to bind", lambda: len(cluster.bound("second")) == 2, 30, [standby])
         took_over = time.monotonic() - killed
-        assert holder() == standby.name
+        assert lease_holder(cluster) == standby.name
         assert took_over < 4 + 3  # the lease's duration plus a few retry periods
         print(f"standby bound a new gang {took_over:.1f} s after the leader was killed (lease 4 s)")
     finally:
         for replica in replicas:
             replica.stop()
+
+
+def test_a_leader_stopped_past_its_renew_deadline_binds_nothing_when_it_continues(cluster, control_plane):
+    nodes = cluster.add_nodes(8, gpus=8)
+    settings = cluster.settings(bind_workers=1, leader_election=fast_election(cluster))  # stopped mid-gang
+    replicas = [scheduler_process(control_plane, settings, f"{cluster.name}-{i}") for i in range(2)]
+    try:
+        wait_for("a leader", lambda: lease_holder(cluster) in {r.name for r in replicas}, 30, replicas)
+        leader = next(r for r in replicas if r.name == lease_holder(cluster))
+        standby = next(r for r in replicas if r is not leader)
+        gang_of_ones(cluster, "wide", 64)
+        stopped_with = kill_mid_bind(cluster, leader, "wide", 64, signal.SIGSTOP)  # its other binds still queued
+        for node in nodes:  # what the old leader must not bind onto after it continues
+            cluster.core.patch_node(node, {"spec": {"unschedulable": True}})
+        wait_for("the standby to take the lease", lambda: lease_holder(cluster) == standby.name, 30, [standby])
+        # the standby finds the gang bound in part, on nodes now cordoned, and releases it
+        wait_for("the standby to release the gang", lambda: not cluster.bound("wide"), 30, [standby])
+        leader.popen.send_signal(signal.SIGCONT)
+        time.sleep(3)  # six of the old leader's retry periods, time for its 60-odd queued binds
+        assert cluster.bound("wide") == {}, "the replica that lost the lease bound pods after it continued"
+        assert "no longer leader" in leader.log.read_text()
+    finally:
+        for replica in replicas:
+            replica.popen.send_signal(signal.SIGCONT)
+            replica.stop()
+    print(f"leader stopped after {stopped_with}/64 binds; after it continued it bound none")

@@ -9,6 +9,7 @@ its writes is fenced by its leadership; a standby replica keeps its caches warm.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -216,9 +217,8 @@ class Adapter:
         self.state.count("decide_calls")
         self.state.count("decide_seconds", spent)
         self.reservations = tuple(decisions.reservations)
-        if self.leading():  # else leadership was lost during the pass: another replica acts now
-            self.writes.act(decisions, view, now)
-        self._report(decisions, view, snapshot, spent)
+        held = self.writes.act(decisions, view, now) if self.leading() else {}  # else another replica acts
+        self._report(decisions, view, snapshot, spent, held)
         return decisions
 
     def _decay_usage(self, now: float, view: Translation) -> None:
@@ -234,9 +234,15 @@ class Adapter:
         self.usage = usage
 
     # -- telling users -------------------------------------------------------------------------------------------
-    def _report(self, decisions: core.Decisions, view: Translation, snapshot: core.Snapshot, spent: float) -> None:
+    def _report(
+        self, decisions: core.Decisions, view: Translation, snapshot: core.Snapshot, spent: float, held: dict
+    ) -> None:
+        """``held``: gangs decided bound that the write side kept waiting, and why."""
+        binds = tuple(bind for bind in decisions.binds if bind.gang_name not in held)
+        decisions = dataclasses.replace(decisions, binds=binds)
         reasons = dict(decisions.reasons)
         reasons.update(view.waiting)
+        reasons.update(held)
         reserved = {r.gang_name: r for r in decisions.reservations}
         bound = {bind.gang_name for bind in decisions.binds}
         for problem in view.problems:

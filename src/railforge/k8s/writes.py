@@ -40,6 +40,7 @@ from railforge.k8s.translate import (
     STARTED_AT,
     GangObjects,
     Translation,
+    Waiting,
     pod_requests,
 )
 from railforge.k8s.views import SchedulerState
@@ -54,8 +55,58 @@ REMOVALS = {
     "fail": ("failed", "failures", "Failed"),
     "release": ("released", "releases", "Released"),
 }
+PDBS = "/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"
+REFUSAL_SECONDS = 30.0  # how long a reclaim that a budget refused waits before the budgets are read again
 # what a pod this process deleted carries until the informer shows the API server's own deletionTimestamp
 DELETING = "deleted-by-this-scheduler"
+
+
+class Budgets:
+    """The PodDisruptionBudgets of the namespaces one pass evicts from, read once each, and what its evictions
+    have used of them so far."""
+
+    def __init__(self, read: Callable[[str], dict]):
+        self.read = read
+        self.left: dict[str, dict[str, int]] = {}  # namespace -> budget name -> disruptions still allowed
+        self.selectors: dict[str, dict[str, dict | None]] = {}
+
+    def refuse(self, namespace: str, pods: list[dict]) -> str | None:
+        """Why evicting ``pods`` together would break a budget (its name, what it allows, what they take), or None;
+        when None, they are counted as evicted."""
+        if namespace not in self.left:
+            items = self.read(namespace).get("items") or []
+            self.left[namespace], self.selectors[namespace] = {}, {}
+            for pdb in items:
+                name, status = pdb["metadata"]["name"], pdb.get("status") or {}
+                current = status.get("observedGeneration", 0) >= pdb["metadata"].get("generation", 0)
+                self.left[namespace][name] = status.get("disruptionsAllowed", 0) if current else 0
+                self.selectors[namespace][name] = (pdb.get("spec") or {}).get("selector")
+        taken = {
+            name: sum(_selects(selector, pod["metadata"].get("labels") or {}) for pod in pods)
+            for name, selector in self.selectors[namespace].items()
+        }
+        for name, count in sorted(taken.items()):
+            if count > self.left[namespace][name]:
+                allowed = self.left[namespace][name]
+                return (
+                    f"would take {count} pods that PodDisruptionBudget {namespace}/{name} covers; it allows "
+                    f"{allowed} disruption{'s' if allowed != 1 else ''} now"
+                )
+        for name, count in taken.items():
+            self.left[namespace][name] -= count
+        return None
+
+
+def _selects(selector: dict | None, labels: dict[str, str]) -> bool:
+    """A label selector's verdict on ``labels`` (policy/v1: an empty selector selects every pod, none selects none)."""
+    if selector is None:
+        return False
+    if any(labels.get(key) != value for key, value in (selector.get("matchLabels") or {}).items()):
+        return False
+    return all(
+        core.NodeSelectorRequirement(e["key"], e["operator"], tuple(e.get("values") or ())).matches(labels)
+        for e in selector.get("matchExpressions") or []
+    )
 
 
 class NotLeading(Exception):
@@ -91,6 +142,7 @@ class WriteSide:
         self.assumed: dict[str, tuple[str, dict[str, str]]] = {}
         self.deleted: set[str] = set()  # pod uids this process deleted or evicted
         self.patched: dict[str, dict[str, str | None]] = {}  # owner uid -> annotations written, not yet seen
+        self.refused: dict[str, tuple[float, Waiting]] = {}  # gang -> (monotonic time to look again, why)
 
     # -- the assume cache ----------------------------------------------------------------------------------------
     def overlay_pods(self, cached: list[dict]) -> list[dict]:
@@ -228,14 +280,25 @@ class WriteSide:
         return {pod["spec"]["nodeName"] for pod in pods}
 
     # -- carrying decisions out ----------------------------------------------------------------------------------
-    def act(self, decisions: core.Decisions, view: Translation, now: float) -> None:
+    def act(self, decisions: core.Decisions, view: Translation, now: float) -> dict[str, Waiting]:
         """The core's decisions in the order it documents: evictions, restarts and failures, then binds (every
-        member of a gang in parallel). Each batch starts only while the fence holds."""
+        member of a gang in parallel). Each batch starts only while the fence holds. What a gang decided bound
+        waits for instead, by gang."""
+        held: dict[str, Waiting] = {}
         leaving: set[str] = set()  # nodes whose pods are being deleted: not bound to until they are gone
+        staying: dict[str, Waiting] = {}  # node -> why: a victim that a budget protects still runs there
+        budgets = Budgets(lambda namespace: rest.call(self.api, "GET", PDBS.format(namespace=namespace)))
         for eviction in decisions.evictions:
             if not self.fence():
-                return
-            leaving |= self.remove(view.gangs[eviction.gang_name], eviction.reason, "evict", eviction.cause)
+                return held
+            objects = view.gangs[eviction.gang_name]
+            refusal = self._refusal(objects, budgets)
+            if refusal is None:
+                leaving |= self.remove(objects, eviction.reason, "evict", eviction.cause)
+                continue
+            for pod in objects.pods:
+                if pod["spec"].get("nodeName"):
+                    staying[pod["spec"]["nodeName"]] = refusal
         try:
             for restart in decisions.restarts:
                 objects = view.gangs[restart.gang_name]
@@ -248,14 +311,46 @@ class WriteSide:
                 self.patch_owner(objects, {FAILED: failure.reason[:1000]})
                 leaving |= self.remove(objects, failure.reason, "fail")
         except NotLeading:
-            return
-        binds = [bind for bind in decisions.binds if not leaving & set(bind.placement.values())]
+            return held
+        binds = []
         for bind in decisions.binds:
-            if bind not in binds:
-                self.state.record("defer", bind.gang_name, "waits for the pods it replaces to leave")
+            nodes = set(bind.placement.values())
+            blocked = next((staying[node] for node in sorted(nodes & set(staying))), None)
+            if blocked is not None:
+                held[bind.gang_name] = blocked
+            elif nodes & leaving:
+                held[bind.gang_name] = Waiting("bind.deferred", "waits for the pods it replaces to leave")
                 self.wake()
+            else:
+                binds.append(bind)
+                continue
+            self.state.record("defer", bind.gang_name, held[bind.gang_name])
         if binds:
             self._bind_gangs(binds, view, now)
+        return held
+
+    def _refusal(self, objects: GangObjects, budgets: Budgets) -> Waiting | None:
+        """Why evicting the gang's bound pods must wait (a PodDisruptionBudget would refuse one of them), or None.
+        A refusal holds for ``REFUSAL_SECONDS`` before the budgets are read again."""
+        refused = self.refused.get(objects.name)
+        if refused is not None and time.monotonic() < refused[0]:
+            return refused[1]
+        pods = [p for p in objects.pods if p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")]
+        try:
+            words = budgets.refuse(objects.namespace, pods)
+        except ApiException as error:
+            words = f"its PodDisruptionBudgets could not be read ({rest.api_error(error)})"
+        if words is None:
+            self.refused.pop(objects.name, None)
+            return None
+        refusal = Waiting("reclaim.blocked", f"reclaim waits: evicting gang {objects.name} {words}")
+        self.refused[objects.name] = (time.monotonic() + REFUSAL_SECONDS, refusal)
+        log.info("%s", refusal)
+        self.state.record("blocked", objects.name, refusal)
+        self.state.count("evictions_blocked")
+        target = ("PodGroup", objects.group) if objects.group is not None else ("Pod", objects.pods[0])
+        self.reporter.event(*target, "EvictionBlocked", refusal, warning=True)
+        return refusal
 
     def _bind_gangs(self, binds: list[core.Bind], view: Translation, now: float) -> None:
         planning = time.perf_counter()

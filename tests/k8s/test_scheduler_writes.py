@@ -1,0 +1,137 @@
+"""The scheduler's write side keeps its promises on the real API server (issue 40): pods it must not bind keep their
+gang waiting whole while the loop goes on deciding; a gang bound after waiting reads PodScheduled=True; one member
+failure is one restart; a reclaim that a disruption budget refuses evicts nothing and says so. (A leader stopped
+past its renew deadline: test_scheduler_restart.)"""
+
+import time
+
+from conftest import eventually
+from kubernetes import client
+
+GATE = [{"name": "example.com/hold"}]
+
+
+def condition(cluster, pod: str):
+    pod_status = cluster.core.read_namespaced_pod(pod, cluster.name).status
+    return next(c for c in pod_status.conditions or [] if c.type == "PodScheduled")
+
+
+def annotations(cluster, group: str) -> dict:
+    return cluster.group_object(group)["metadata"].get("annotations", {})
+
+
+def test_pods_it_must_not_bind_keep_their_gang_waiting_and_the_loop_deciding(cluster, run_scheduler):
+    cluster.add_nodes(2, gpus=8)
+    adapter = run_scheduler(cluster.settings())
+    cluster.podgroup("held", 4)
+    for i in range(4):  # one pod of four still gated
+        cluster.pod(f"held-{i}", 1, group="held", **({"schedulingGates": GATE} if i == 3 else {}))
+    cluster.pod("lone-gated", 1, schedulingGates=GATE)
+    cluster.pod("claims", 1, resourceClaims=[{"name": "gpu", "resourceClaimName": "gpu-claim"}])
+    cluster.gang("good", 3, gpus=1)  # beside them: decided and bound
+    cluster.wait("the good gang bound", lambda: len(cluster.bound("good")) == 3)
+
+    def said_why() -> None:
+        held = annotations(cluster, "held")
+        assert held["railforge.io/reason-code"] == "gang.gated", held
+        assert "pod held-3 has spec.schedulingGates example.com/hold" in held["railforge.io/reason"]
+        assert "spec.schedulingGates example.com/hold" in condition(cluster, "lone-gated").message
+        assert "spec.resourceClaims (gpu)" in condition(cluster, "claims").message
+        assert any(e.startswith("InvalidSpec: pod claims has spec.resourceClaims") for e in cluster.events("claims"))
+
+    eventually(said_why)
+    passes = adapter.state.view().counters["decide_calls"]
+    time.sleep(4.5)  # two resync periods
+    counters = adapter.state.view().counters
+    assert counters["decide_calls"] > passes  # the loop keeps deciding
+    assert "bind_errors" not in counters and "fenced_writes" not in counters  # not one Binding tried and refused
+    assert cluster.bound("held") == {} and set(cluster.bound()) == {"good-0", "good-1", "good-2"}
+    assert not [e for e in cluster.events("lone-gated") if e.startswith("Scheduled")]
+    cluster.core.patch_namespaced_pod("held-3", cluster.name, {"spec": {"schedulingGates": []}})
+    cluster.wait("the ungated gang bound whole", lambda: len(cluster.bound("held")) == 4)
+
+
+def test_a_gang_bound_after_waiting_reads_pod_scheduled_true(cluster, run_scheduler):
+    cluster.add_nodes(1, gpus=8)
+    run_scheduler(cluster.settings())
+    pods = cluster.gang("later", 2, gpus=8)  # 16 GPUs; one node of 8
+
+    def unschedulable() -> None:
+        for pod in pods:
+            assert (condition(cluster, pod).status, condition(cluster, pod).reason) == ("False", "Unschedulable")
+
+    eventually(unschedulable)
+    cluster.add_nodes(1, gpus=8, prefix="more-")
+    cluster.wait("the gang bound", lambda: len(cluster.bound("later")) == 2)
+
+    def scheduled() -> None:
+        for pod in pods:
+            after = condition(cluster, pod)
+            assert (after.status, after.reason, after.message) == ("True", None, None), after
+
+    eventually(scheduled, 10)
+    time.sleep(1)  # a few passes later: no older False lands after it
+    scheduled()
+
+
+def test_one_member_failure_is_one_restart_while_its_pods_are_still_listed(cluster, run_scheduler):
+    cluster.add_nodes(2, gpus=8)
+    # a grace period keeps deleted pods listed (terminating) as a kubelet does while their containers stop
+    settings = cluster.settings(eviction_grace_seconds=60, policy={"restart_backoff_base": 30})
+    adapter = run_scheduler(settings)
+    pods = cluster.gang("flaky", 2)
+    cluster.wait("the gang bound", lambda: len(cluster.bound("flaky")) == 2)
+    cluster.core.patch_namespaced_pod_status(pods[1], cluster.name, {"status": {"phase": "Failed"}})
+    cluster.wait("the restart", lambda: "railforge.io/not-before" in annotations(cluster, "flaky"))
+    first = annotations(cluster, "flaky")
+    terminating = cluster.core.read_namespaced_pod(pods[0], cluster.name)
+    assert terminating.metadata.deletion_timestamp is not None
+    # its container stopped by the deletion exits non-zero, as a kubelet reports it, while the pod is still listed
+    cluster.core.patch_namespaced_pod_status(pods[0], cluster.name, {"status": {"phase": "Failed"}})
+    cluster.pod(pods[1], 8, group="flaky")  # the owner recreates the pod that is gone
+    time.sleep(3)  # many passes
+    assert annotations(cluster, "flaky")["railforge.io/restarts"] == first["railforge.io/restarts"] == "1"
+    assert annotations(cluster, "flaky")["railforge.io/not-before"] == first["railforge.io/not-before"]
+    restarts = [d for d in adapter.state.view().recent if d.kind == "restart"]
+    assert len(restarts) == 1 and adapter.state.view().counters["restarts"] == 1
+    cluster.core.delete_namespaced_pod(pods[0], cluster.name, grace_period_seconds=0)  # the kubelet is done
+    cluster.pod(pods[0], 8, group="flaky")
+
+    def backing_off() -> None:
+        assert annotations(cluster, "flaky").get("railforge.io/reason-code") == "restart.backoff"
+
+    eventually(backing_off)
+    assert cluster.bound("flaky") == {}  # the 30 s backoff holds from the first decision
+    assert float(first["railforge.io/not-before"]) - time.time() > 20
+
+
+def test_a_reclaim_a_disruption_budget_refuses_evicts_nothing_and_says_so(cluster, run_scheduler):
+    cluster.add_nodes(2, gpus=8)
+    owner, borrower = f"{cluster.name}-owner", f"{cluster.name}-borrower"
+    cluster.queue(owner, resources={"nvidia.com/gpu": {"quota": 8}})
+    cluster.queue(borrower)
+    adapter = run_scheduler(cluster.settings(policy={"min_runtime_before_reclaim": 0, "reclaim_cost_limit": None}))
+    for name in ("b0", "b1"):
+        cluster.gang(name, 2, gpus=4, labels={"railforge.io/queue": borrower})
+    cluster.wait("the borrowers bound", lambda: len(cluster.bound()) == 4)
+    borrowers = {"key": "scheduling.x-k8s.io/pod-group", "operator": "In", "values": ["b0", "b1"]}
+    selector = {"matchExpressions": [borrowers]}
+    budget = {"metadata": {"name": "borrowers"}, "spec": {"maxUnavailable": 0, "selector": selector}}
+    client.PolicyV1Api(cluster.plane.api).create_namespaced_pod_disruption_budget(cluster.name, budget)
+    cluster.gang("claim", 1, gpus=8, labels={"railforge.io/queue": owner})
+
+    def said_so() -> None:
+        claim = annotations(cluster, "claim")
+        assert claim["railforge.io/reason-code"] == "reclaim.blocked"
+        assert f"PodDisruptionBudget {cluster.name}/borrowers" in claim["railforge.io/reason"]
+        assert cluster.group_object("claim")["status"]["phase"] == "Pending"
+        said = [e for b in ("b0", "b1") for e in cluster.events(b)]
+        blocked = [e for e in said if e.startswith("EvictionBlocked: reclaim waits")]
+        assert blocked
+
+    eventually(said_so)
+    time.sleep(3)  # many passes: the refusal is not retried in a loop
+    assert len(cluster.bound()) == 4 and cluster.bound("claim") == {}  # not half evicted: nothing evicted
+    assert not [e for b in ("b0", "b1") for e in cluster.events(b) if e.startswith("Evicted")]
+    counters = adapter.state.view().counters
+    assert "evictions" not in counters and counters["evictions_blocked"] == 1  # budgets read again after 30 s
