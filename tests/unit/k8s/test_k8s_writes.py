@@ -1,9 +1,10 @@
-"""The write side without a cluster: the assume cache laid over the informers' objects, and the fence that stops
-every write of a replica whose leadership is not current (no request is even built: ``api`` is None here)."""
+"""The write side without a cluster: the assume cache laid over the informers' objects, the fence that stops every
+write of a replica whose leadership is not current (no request is even built: ``api`` is None here), and the
+disruption budgets a reclaim is planned against."""
 
 from railforge.k8s.translate import GangObjects
 from railforge.k8s.views import SchedulerState
-from railforge.k8s.writes import DELETING, WriteSide
+from railforge.k8s.writes import DELETING, Budgets, WriteSide
 from railforge.scheduler import Bind
 
 
@@ -50,3 +51,33 @@ def test_a_replica_not_leading_writes_nothing():
     assert writes.write_plan(objects, Bind("ml/job", {"a": "n1"})) is False
     assert writes.assumed == {} and writes.patched == {}
     assert writes.state.view().counters["fenced_writes"] == 2
+
+
+def budget(name: str, allowed: int, selector: dict | None, generation: int = 1, observed: int = 1) -> dict:
+    return {
+        "metadata": {"name": name, "generation": generation},
+        "spec": {"selector": selector},
+        "status": {"disruptionsAllowed": allowed, "observedGeneration": observed},
+    }
+
+
+def labelled(name: str, **labels) -> dict:
+    return {"metadata": {"name": name, "labels": labels}}
+
+
+def test_budgets_refuse_a_gang_whole_and_count_what_a_pass_evicts():
+    team = {"matchExpressions": [{"key": "team", "operator": "In", "values": ["a"]}]}
+    items = [budget("team-a", 3, team), budget("unread", 9, None), budget("everyone", 9, {})]
+    reads = []
+    budgets = Budgets(lambda namespace: reads.append(namespace) or {"items": items})
+    two = [labelled("p0", team="a"), labelled("p1", team="a")]
+    assert budgets.refuse("ml", two) is None  # 2 of 3 allowed: evicted, 1 left
+    refusal = budgets.refuse("ml", two)
+    assert refusal == "would take 2 pods that PodDisruptionBudget ml/team-a covers; it allows 1 disruption now"
+    assert budgets.refuse("ml", [labelled("p2", team="b")]) is None  # only the empty selector covers it
+    assert reads == ["ml"]  # one read per namespace and pass
+
+
+def test_a_budget_its_controller_has_not_seen_allows_nothing():
+    budgets = Budgets(lambda namespace: {"items": [budget("new", 5, {}, generation=2, observed=1)]})
+    assert "allows 0 disruptions" in budgets.refuse("ml", [labelled("p0")])
