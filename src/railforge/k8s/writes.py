@@ -240,10 +240,12 @@ class WriteSide:
 
     def remove(self, objects: GangObjects, reason: str, kind: str, cause: str = "") -> set[str]:
         """Evict (reclaim, preemption) or delete (restart, failure, release) every bound pod of a gang that is not
-        leaving already, in parallel; the nodes they leave."""
-        pods = [
-            pod for pod in objects.pods if pod["spec"].get("nodeName") and not pod["metadata"].get("deletionTimestamp")
-        ]
+        leaving already, in parallel; the nodes they leave. A gang whose pods are all leaving already was removed
+        by an earlier pass: nothing is written, recorded or told again."""
+        bound = [pod for pod in objects.pods if pod["spec"].get("nodeName")]
+        pods = [pod for pod in bound if not pod["metadata"].get("deletionTimestamp")]
+        if not pods:
+            return {pod["spec"]["nodeName"] for pod in bound}
         options = {} if self.grace is None else {"gracePeriodSeconds": self.grace}
 
         def remove(pod: dict) -> None:
@@ -423,22 +425,28 @@ class WriteSide:
         return free
 
     def _settle_partial(self, objects: GangObjects, free: dict[str, dict[str, int]]) -> None:
-        """Complete a gang a previous run left partly bound, on its written placement, if every unbound pod still
-        fits its planned node; otherwise, or when a bind of it is refused, release it (delete its bound pods: the
-        owner recreates them). ``free`` is what the nodes have left; a completed gang takes its share of it."""
+        """Complete a gang a previous run left partly bound, on its written placement, if the pods the plan names
+        still make the gang (its minMember) and every unbound one still fits its planned node; otherwise, or when a
+        bind of it is refused, release it (delete its bound pods: the owner recreates them). A pod the plan does not
+        name (added or recreated since) counts for nothing. ``free`` is what the nodes have left; a completed gang
+        takes its share of it."""
         plan = objects.planned()
         bound = [pod for pod in objects.pods if pod["spec"].get("nodeName")]
         todo = [pod for pod in objects.pods if not pod["spec"].get("nodeName") and pod["metadata"]["uid"] in plan]
+        need = ((objects.group or {}).get("spec") or {}).get("minMember") or len(plan)
         left = {node: dict(room) for node, room in free.items()}
-        fits = True
-        for pod in todo:
+        why = None
+        if len(bound) + len(todo) < need:
+            why = f"placement names pods that no longer exist ({need - len(bound) - len(todo)})"
+        for pod in todo if why is None else ():
             node = plan[pod["metadata"]["uid"]]
             if node not in left:
-                fits = False
+                why = "placement no longer fits"
                 break
             _add(left[node], pod_requests(pod), -1)
-            fits &= all(amount >= 0 for amount in left[node].values())
-        if fits:
+            if any(amount < 0 for amount in left[node].values()):
+                why = "placement no longer fits"
+        if why is None:
             annotations = {
                 key: value
                 for key, value in (bound[0]["metadata"].get("annotations") or {}).items()
@@ -451,15 +459,13 @@ class WriteSide:
             self.state.count("partial_completed")
             if done == len(todo):
                 return
-            why = f"interrupted bind was refused for {len(todo) - done} of its pods"
+            why = f"completing binds were refused for {len(todo) - done} of its pods"
             placed = [
                 dict(pod, spec=dict(pod["spec"], nodeName=plan[pod["metadata"]["uid"]]))
                 for pod in todo
                 if pod["metadata"]["uid"] in self.assumed
             ]
             objects = GangObjects(objects.name, objects.namespace, objects.group, bound + placed)
-        else:
-            why = "its placement no longer fits"
         log.info("%s: released a gang bound in part whose %s", objects.name, why)
-        self.remove(objects, f"a previous run bound it in part and {why}", "release")
+        self.remove(objects, f"a previous run bound it in part and its {why}", "release")
         self.patch_owner(objects, {PLACEMENT: None})
