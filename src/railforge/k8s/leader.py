@@ -57,7 +57,8 @@ class LeaderElector:
         return self
 
     def is_leader(self) -> bool:
-        """True only while the last renewal is younger than the renew deadline."""
+        """True only while the last renewal is younger than the renew deadline: the fence the write side checks
+        before every write, so a replica paused past the deadline writes nothing once it continues."""
         if not self.leading.is_set():
             return False
         if time.monotonic() - self.renewed_at > self.settings.renew_deadline_seconds:
