@@ -95,6 +95,7 @@ def test_the_role_applies_the_scheduler_idempotently_with_least_privilege(contro
         ("watch", "pods"),
         ("create", "pods:binding"),
         ("create", "pods:eviction"),
+        ("list", "poddisruptionbudgets.policy"),
         ("patch", "pods:status"),
         ("delete", "pods"),
         ("create", "events"),
