@@ -85,14 +85,6 @@ def test_malformed_input_fails_first(run_role, tmp_path, variables, message):
     assert "Add the Kubernetes package repository" not in output  # stopped before the first change
 
 
-def test_several_control_planes_need_an_endpoint(run_role, tmp_path):
-    result = run_role("kubernetes", {}, inventory=inventory(tmp_path, ("cp-1", "cp-2", "cp-3")))
-    output = result.stdout + result.stderr
-    assert result.returncode == 2, output
-    assert "kubernetes_control_plane_endpoint HOST:PORT (got '')" in output
-    assert "Add the Kubernetes package repository" not in output
-
-
 def test_network_problems_are_all_named_at_once():
     problems = filters.kubernetes_network_problems(
         "10.0.0.0/8", "10.96.0.0/12", "Cluster.Local", {"a": "10.1.2.3", "b": "192.0.2.1", "c": "not-an-ip"}
