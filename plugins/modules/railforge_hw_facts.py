@@ -17,7 +17,9 @@ description:
     from the PCI tree unless the text of C(nvidia-smi topo -m) is given (or run), which then wins.
   - With O(scope=devices) only the devices are listed, which works before any driver is loaded (GPUs,
     NVSwitches, Mellanox/NVIDIA Ethernet and InfiniBand functions found by PCI vendor id, and the RDMA
-    devices the kernel registered); the node roles detect their hardware this way.
+    devices the kernel registered); the node roles detect their hardware this way.  These partial facts are
+    returned under C(devices) and never published as host facts, so they cannot hide the full C(railforge_hw)
+    a host has (gathered, or set in the inventory).
   - Never changes anything on the host; check mode returns the same facts.
 version_added: "0.1.0"
 author:
@@ -29,9 +31,10 @@ options:
     default: /
   scope:
     description:
-      - C(all) gathers every fact below. C(devices) returns only C(gpus), C(gpu_count), C(gpu_architectures),
-        C(hca_functions), C(hcas), C(hca_count), C(nvlink) (from the PCI tree) and C(warnings), and accepts none
-        of the C(*_text), O(run_commands) and O(mix_link_layers) options.
+      - C(all) publishes every fact below as the host fact C(railforge_hw). C(devices) returns under C(devices)
+        (no host fact) only C(gpus), C(gpu_count), C(gpu_architectures), C(hca_functions), C(hcas), C(hca_count),
+        C(nvlink) (from the PCI tree) and C(warnings), and accepts none of the C(*_text), O(run_commands) and
+        O(mix_link_layers) options.
     type: str
     choices: [all, devices]
     default: all
@@ -78,12 +81,20 @@ EXAMPLES = r"""
 - name: Label the node from the facts
   ansible.builtin.debug:
     msg: "{{ hw.ansible_facts.railforge_hw | railforge_node_labels }}"
+
+- name: Count the GPUs found by PCI id
+  ansible.builtin.debug:
+    msg: "{{ devices.devices.gpu_count }}"
 """
 
 RETURN = r"""
+devices:
+  description: With O(scope=devices), the devices only (the keys C(scope) lists), not published as host facts.
+  returned: scope is devices
+  type: dict
 ansible_facts:
   description: Facts under the key C(railforge_hw).
-  returned: always
+  returned: scope is all
   type: dict
   contains:
     railforge_hw:
@@ -199,7 +210,7 @@ def main():
         if given:
             dropped = ", ".join(given)
             module.fail_json(msg=f"scope=devices gathers no affinity or rails: drop {dropped} or use scope=all")
-        module.exit_json(changed=False, ansible_facts={"railforge_hw": gather_device_facts(p["root"])})
+        module.exit_json(changed=False, devices=gather_device_facts(p["root"]))
     topo, i2n = p["topo_text"], p["ibdev2netdev_text"]
     ran = set()
     notes: list[str] = []  # fallbacks of this module, reported with those of the facts

@@ -144,11 +144,13 @@ def test_module_mixes_link_layers_only_when_asked(tmp_path, monkeypatch, capsys)
 
 
 def test_module_devices_scope_lists_hcas_without_rails_or_warnings(tmp_path, monkeypatch, capsys):
-    """scope=devices is the node roles' detector: the rails' warnings of an idle fabric are not its business."""
+    """scope=devices is the node roles' detector: the rails' warnings of an idle fabric are not its business, and
+    its partial facts are returned under `devices`, never published over the host's full railforge_hw."""
     tree = build(tmp_path / "tree", SHAPES["hgx_h100_12nic_sm_down"]())
     res = _run_main(monkeypatch, capsys, {"root": str(tree), "scope": "devices", "_ansible_check_mode": True})
     assert res["changed"] is False
-    facts = res["ansible_facts"]["railforge_hw"]
+    assert "ansible_facts" not in res
+    facts = res["devices"]
     assert facts == json.loads(json.dumps(gather_device_facts(str(tree))))
     assert facts["warnings"] == []
     assert facts["gpu_count"] == 8 and len(facts["hca_functions"]) == facts["hca_count"] == 12
