@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import os
 import socket
 import threading
@@ -35,6 +34,7 @@ from railforge.k8s.translate import (
 )
 from railforge.k8s.views import PendingView, QueueView, RunningView, SchedulerState, StateView
 from railforge.k8s.writes import PODGROUPS, WriteSide
+from railforge.scheduler import host
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +51,6 @@ def _trim_pod(pod: dict) -> dict:
 def _trim_meta(obj: dict) -> dict:
     obj["metadata"].pop("managedFields", None)
     return obj
-
-
-def _gpus(resources: dict[str, int]) -> int:
-    return resources.get(core.GPU, 0)
 
 
 def _add(total: dict[str, int], extra: dict[str, int], sign: int = 1) -> None:
@@ -199,7 +195,7 @@ class Adapter:
             self.writes.settle(view)
             self.wake.set()  # decide on what the settling left
             return None
-        self._decay_usage(now, view)
+        self._accrue_usage(now, view)
         snapshot = core.Snapshot(
             now=now,
             nodes=tuple(view.nodes),
@@ -221,17 +217,12 @@ class Adapter:
         self._report(decisions, view, snapshot, spent, held)
         return decisions
 
-    def _decay_usage(self, now: float, view: Translation) -> None:
-        """Per-queue GPU-seconds decayed with the policy's half-life, as the simulator keeps them."""
+    def _accrue_usage(self, now: float, view: Translation) -> None:
+        """Per-queue usage since the last pass, by the host contract the simulator keeps too."""
         elapsed = 0.0 if self.usage_at is None else now - self.usage_at
         self.usage_at = now
-        half_life = self.settings.policy.fair_share_half_life
-        usage = core.decay_usage(self.usage, elapsed, half_life)
-        weight = half_life / math.log(2) * (1 - 0.5 ** (elapsed / half_life)) if half_life > 0 else elapsed
-        for running in view.running:
-            gpus = sum(_gpus(m.requests) for m in running.gang.members)
-            usage[running.gang.queue] = usage.get(running.gang.queue, 0.0) + gpus * weight
-        self.usage = usage
+        held = host.held_gpus(view.running)
+        self.usage = host.accrue_usage(self.usage, held, elapsed, self.settings.policy.fair_share_half_life)
 
     # -- telling users -------------------------------------------------------------------------------------------
     def _report(
@@ -317,7 +308,7 @@ class Adapter:
                     running.gang.name,
                     running.gang.queue,
                     dict(running.placement),
-                    _gpus(total),
+                    host.gang_gpus(running.gang),
                     running.start_time,
                     running.borrowed,
                     running.backfilled_past,
@@ -334,7 +325,7 @@ class Adapter:
                         gang.name,
                         gang.queue,
                         dict(bind.placement),
-                        _gpus(total),
+                        host.gang_gpus(gang),
                         snapshot.now,
                         bind.borrowed,
                         bind.backfilled_past,
@@ -348,7 +339,7 @@ class Adapter:
                     gang.name,
                     gang.queue,
                     len(gang.members),
-                    _gpus(total),
+                    host.gang_gpus(gang),
                     gang.submit_time,
                     reasons.get(gang.name, ""),
                     reservation.start if reservation else None,

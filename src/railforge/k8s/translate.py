@@ -25,6 +25,7 @@ from railforge.scheduler import (
     Taint,
     Toleration,
     TopologyConstraint,
+    host,
     topology_path,
 )
 
@@ -563,14 +564,13 @@ def _add_gang(
             )
         )
         out.running.append(
-            RunningGang(
-                gang=gang,
-                placement={pod["metadata"]["name"]: pod["spec"]["nodeName"] for pod in bound},
-                start_time=started,
-                expected_end=started + gang.max_runtime if gang.max_runtime else math.inf,
+            host.started(
+                gang,
+                {pod["metadata"]["name"]: pod["spec"]["nodeName"] for pod in bound},
+                started,
                 borrowed=annotations.get(BORROWED) == "true",
-                failed_members=failed,
                 backfilled_past=annotations.get(BACKFILLED_PAST) or None,
+                failed_members=failed,
             )
         )
         if unbound:

@@ -25,7 +25,6 @@ from railforge.scheduler.model import (
     Taint,
     Toleration,
     TopologyConstraint,
-    decay_usage,
     topology_from_labels,
     topology_path,
 )
@@ -54,7 +53,6 @@ __all__ = [
     "Taint",
     "Toleration",
     "TopologyConstraint",
-    "decay_usage",
     "decide",
     "topology_from_labels",
     "topology_path",

@@ -594,11 +594,3 @@ class Decisions:
     reservations: list[Reservation] = field(default_factory=list)
     reasons: Reasons = field(default_factory=Reasons)
     stats: dict[str, float] = field(default_factory=dict)
-
-
-def decay_usage(usage: Mapping[str, float], elapsed: float, half_life: float) -> dict[str, float]:
-    """Usage after ``elapsed`` seconds of exponential decay; ``half_life <= 0`` disables decay."""
-    if half_life <= 0 or elapsed <= 0:
-        return dict(usage)
-    factor = 0.5 ** (elapsed / half_life)
-    return {queue: value * factor for queue, value in usage.items()}

@@ -20,8 +20,9 @@ failures (which release capacity), then binds.
   that happened since the last cycle.  ``period`` = 0 (the default) decides at every event time.
 * While gangs are pending the scheduler is also woken every ``resync`` seconds (as a real scheduler
   loop would), so time-based rules (aging, reclaim grace periods, timeouts) can fire between events.
-* Per-queue usage for fair share is decayed continuously with the config's half-life:
-  ``u(t+dt) = u(t) * 2^(-dt/h) + a * h/ln2 * (1 - 2^(-dt/h))`` for a constant allocation ``a`` GPUs.
+* Between two decide() calls it keeps the host contract (``scheduler.host``) as the Kubernetes adapter does:
+  per-queue usage accrued and decayed with the config's half-life, binds turned into running gangs, restarts
+  into waiting gangs with their backoff, a gang's GPUs counted one way.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from dataclasses import dataclass, replace
 
 from railforge.scheduler.core import Scheduler
 from railforge.scheduler.fairshare import QueueTree, fair_shares
+from railforge.scheduler.host import accrue_usage, gang_gpus, restarted, started
 from railforge.scheduler.model import (
     GPU,
     Decisions,
@@ -56,11 +58,6 @@ COMPLETE, REPAIR, FAIL, ARRIVE, WAKE = range(5)
 class SimJob:
     gang: Gang
     runtime: float
-    gpus: int
-
-
-def _gang_gpus(gang: Gang) -> int:
-    return sum(m.requests.get(GPU, 0) for m in gang.members)
 
 
 class Simulator:
@@ -91,6 +88,7 @@ class Simulator:
         self.queues = tuple(queues)
         self.total_gpus = sum(n.allocatable.get(GPU, 0) for n in self.node_tuple)
         self.jobs = {j.gang.name: j for j in jobs}
+        self.gpus = {name: gang_gpus(j.gang) for name, j in self.jobs.items()}
         self.queue_tree = QueueTree(self.queues)
         self.failure_rate = failure_rate
         self.repair_time = repair_time
@@ -107,7 +105,8 @@ class Simulator:
         self.running: dict[str, RunningGang] = {}
         self.run_token: dict[str, int] = {}
         self.outcomes = {
-            name: JobOutcome(name, j.gang.queue, j.gpus, j.gang.submit_time, j.runtime) for name, j in self.jobs.items()
+            name: JobOutcome(name, j.gang.queue, self.gpus[name], j.gang.submit_time, j.runtime)
+            for name, j in self.jobs.items()
         }
         # sorted: per-queue results come out in one order in every process (a set follows the hash seed)
         qnames = sorted({q.name for q in self.queues} | {j.gang.queue for j in self.jobs.values()})
@@ -154,15 +153,7 @@ class Simulator:
         dt = t - self.now
         if dt <= 0:
             return
-        h = self.config.fair_share_half_life
-        if h > 0:
-            f = 0.5 ** (dt / h)
-            k = h / math.log(2) * (1 - f)
-            for q, u in self.usage.items():
-                self.usage[q] = u * f + self.alloc[q] * k
-        else:
-            for q in self.usage:
-                self.usage[q] += self.alloc[q] * dt
+        self.usage = accrue_usage(self.usage, self.alloc, dt, self.config.fair_share_half_life)
         w0, w1 = self.window
         lo, hi = max(self.now, w0), min(t, w1)
         if hi > lo:
@@ -186,18 +177,18 @@ class Simulator:
     # -- state changes ---------------------------------------------------------------------
     def _add_pending(self, gang: Gang) -> None:
         self.pending[gang.name] = gang
-        self.pend_gpus[gang.queue] += self.jobs[gang.name].gpus
+        self.pend_gpus[gang.queue] += self.gpus[gang.name]
 
     def _release(self, name: str) -> RunningGang:
         rg = self.running.pop(name)
-        self.alloc[rg.gang.queue] -= self.jobs[name].gpus
+        self.alloc[rg.gang.queue] -= self.gpus[name]
         self.run_token[name] = self.run_token.get(name, 0) + 1
         return rg
 
     def _interrupt(self, name: str) -> RunningGang:
         """Release a gang whose run is cut short (evicted or restarted); its progress is lost."""
         rg = self._release(name)
-        gpus = self.jobs[name].gpus
+        gpus = self.gpus[name]
         self.counters["lost_gpu_seconds"] += gpus * (self.now - rg.start_time)
         first, last = self.window
         self.counters["lost_window_gpu_seconds"] += gpus * max(0.0, min(self.now, last) - max(rg.start_time, first))
@@ -218,8 +209,7 @@ class Simulator:
             rg = self._interrupt(rs.gang_name)
             self.outcomes[rs.gang_name].restarts += 1
             self.counters["restarts"] += 1
-            g = replace(rg.gang, restart_count=rg.gang.restart_count + 1, not_before=rs.not_before)
-            self._add_pending(g)
+            self._add_pending(restarted(rg.gang, rs))
             if rs.not_before > now:
                 self.push(rs.not_before, WAKE, None)
         for fl in d.failures:
@@ -228,7 +218,7 @@ class Simulator:
                 self._release(name)
             elif name in self.pending:
                 g = self.pending.pop(name)
-                self.pend_gpus[g.queue] -= self.jobs[name].gpus
+                self.pend_gpus[g.queue] -= self.gpus[name]
             else:
                 continue
             out = self.outcomes[name]
@@ -240,16 +230,10 @@ class Simulator:
             if gang is None:
                 continue
             job = self.jobs[b.gang_name]
-            self.pend_gpus[gang.queue] -= job.gpus
-            self.alloc[gang.queue] += job.gpus
-            est = gang.max_runtime
-            self.running[gang.name] = RunningGang(
-                gang=gang,
-                placement=dict(b.placement),
-                start_time=now,
-                expected_end=now + est if est is not None else math.inf,
-                borrowed=b.borrowed,
-                backfilled_past=b.backfilled_past,
+            self.pend_gpus[gang.queue] -= self.gpus[gang.name]
+            self.alloc[gang.queue] += self.gpus[gang.name]
+            self.running[gang.name] = started(
+                gang, b.placement, now, borrowed=b.borrowed, backfilled_past=b.backfilled_past
             )
             out = self.outcomes[gang.name]
             if out.first_start is None:

@@ -89,7 +89,7 @@ def simulate(spec: RunSpec, trace: Trace | None = None, progress: Callable[[int]
     shape = spec.shape
     queues = build_queues(trace, shape.total_gpus)
     model = "exact" if spec.estimates == NO_ESTIMATES else spec.estimates
-    jobs = [SimJob(build_gang(j, model, shape.gpus_per_node), float(math.ceil(j.duration)), j.gpus) for j in trace.jobs]
+    jobs = [SimJob(build_gang(j, model, shape.gpus_per_node), float(math.ceil(j.duration))) for j in trace.jobs]
     config = SchedulerConfig.preset(spec.policy, **spec.config_overrides)
     t0 = time.perf_counter()
     sim = Simulator(

@@ -20,7 +20,7 @@ def run(jobs, policy="strict_fifo", nodes=1, estimates="exact", decide=None, **k
     trace = Trace("tiny", [JobRecord(str(name), *fields) for name, *fields in jobs])
     shape = ClusterShape(nodes=nodes)
     queues = build_queues(trace, shape.total_gpus)
-    sim_jobs = [SimJob(build_gang(j, estimates), j.duration, j.gpus) for j in trace.jobs]
+    sim_jobs = [SimJob(build_gang(j, estimates), j.duration) for j in trace.jobs]
     sim = Simulator(
         build_nodes(shape),
         queues,
@@ -105,7 +105,7 @@ def test_over_estimated_backfill_is_preempted_for_the_reservation_holder(preempt
     jobs = [("long", 0, 1000, 8, 100_000), ("head", 1, 100, 16, 100), ("small", 2, 5000, 8, 50_000)]
     jobs.append(("late", 3000, 10, 1, 10))
     records = [(JobRecord(name, submit, runtime, gpus), asked) for name, submit, runtime, gpus, asked in jobs]
-    sim_jobs = [SimJob(replace(build_gang(r, "exact"), max_runtime=asked), r.duration, r.gpus) for r, asked in records]
+    sim_jobs = [SimJob(replace(build_gang(r, "exact"), max_runtime=asked), r.duration) for r, asked in records]
     config = SchedulerConfig.preset("railforge", preempt_backfill=preempt)
     trace = Trace("tiny", [r for r, _ in records])
     sim = Simulator(build_nodes(ClusterShape(nodes=2)), build_queues(trace, 16), sim_jobs, config)
@@ -149,7 +149,7 @@ def test_restart_loses_progress():
     sim = Simulator(
         build_nodes(shape),
         queues,
-        [SimJob(build_gang(j, "exact"), j.duration, j.gpus) for j in trace.jobs],
+        [SimJob(build_gang(j, "exact"), j.duration) for j in trace.jobs],
         SchedulerConfig.preset("railforge"),
         decide,
         resync=0,
@@ -178,7 +178,7 @@ def test_fair_share_reference_is_the_schedulers_own():
     # both queues want the whole cluster: a 5 GPUs, b 3, over the arrival window [0, 100).
     records = [JobRecord("a0", 0, 1000, 8, "a"), JobRecord("b0", 0, 1000, 8, "b"), JobRecord("b1", 100, 10, 1, "b")]
     queues = [Queue("a", quota={GPU: 4}), Queue("b", over_quota_weight=3.0)]
-    sim_jobs = [SimJob(build_gang(r, "exact"), r.duration, r.gpus) for r in records]
+    sim_jobs = [SimJob(build_gang(r, "exact"), r.duration) for r in records]
     sim = Simulator(build_nodes(ClusterShape(nodes=1)), queues, sim_jobs, SchedulerConfig.preset("railforge"))
     res = sim.run()
     assert res.queue_fair == pytest.approx({"a": 500.0, "b": 300.0})
