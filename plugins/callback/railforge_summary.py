@@ -14,7 +14,9 @@ type: aggregate
 short_description: Per-node summary at the end of playbooks/site.yml and playbooks/nodes.yml
 description:
   - Counts each host's changed tasks by role and notes its failed tasks and whether it was unreachable; keeps the
-    facts node_reboot sets (reasons, rebooted, failure) and the hardware facts' warnings.
+    facts node_reboot sets (reasons, rebooted, failure), the hardware facts' warnings and the notes roles leave in
+    the fact versions_run_notes (e.g. a signing key checked by its long id only).
+  - Each note is printed once, naming the nodes it concerns; the JSON keeps it in each of those nodes' notes.
   - At the end of a run of site.yml or nodes.yml that reached the nodes, prints one block per node and writes the
     same as JSON to site-<UTC time>.json in reports_dir. Other playbooks are left alone.
 requirements:
@@ -34,6 +36,8 @@ options:
 SUMMARISED_PLAYBOOKS = ("site.yml", "nodes.yml")
 # Facts node_reboot sets on every node it ran for.
 REBOOT_FACTS = ("node_reboot_pending", "node_reboot_rebooted", "node_reboot_failure")
+# The fact in which roles leave notes for the operator (a list of sentences, the same on every node they concern).
+NOTES_FACT = "versions_run_notes"
 
 
 class CallbackModule(CallbackBase):
@@ -46,7 +50,14 @@ class CallbackModule(CallbackBase):
         super().__init__()
         self._playbook: Path | None = None
         self._nodes: dict[str, dict] = defaultdict(
-            lambda: {"changed": defaultdict(int), "failed": [], "unreachable": False, "facts": {}, "warnings": []}
+            lambda: {
+                "changed": defaultdict(int),
+                "failed": [],
+                "unreachable": False,
+                "facts": {},
+                "warnings": [],
+                "notes": [],
+            }
         )
 
     def v2_playbook_on_start(self, playbook):
@@ -61,6 +72,7 @@ class CallbackModule(CallbackBase):
         facts = result._result.get("ansible_facts") or {}
         node["facts"].update({name: facts[name] for name in REBOOT_FACTS if name in facts})
         node["warnings"] += (facts.get("railforge_hw") or {}).get("warnings", [])
+        node["notes"] += [note for note in facts.get(NOTES_FACT, []) if note not in node["notes"]]
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
         # The inventory check's refusal is its own report: the nodes were not touched.
@@ -88,6 +100,8 @@ class CallbackModule(CallbackBase):
             self._display.display(f"{host}: changed: {changed}; rebooted: {rebooted}")
             for item in entry["attention"]:
                 self._display.display(f"  needs attention: {item}", color="yellow")
+        for note, hosts in notes_by_text(report).items():
+            self._display.display(f"note ({', '.join(hosts)}): {note}")
         self._display.display(f"JSON report: {path}")
 
 
@@ -110,4 +124,14 @@ def summary(node: dict) -> dict:
         "rebooted": rebooted,
         "reboot_reasons": reasons,
         "attention": attention,
+        "notes": node["notes"],
     }
+
+
+def notes_by_text(report: dict) -> dict[str, list[str]]:
+    """Each note once, with the nodes it concerns, in the order first met."""
+    hosts_by_note: dict[str, list[str]] = {}
+    for host, entry in report.items():
+        for note in entry["notes"]:
+            hosts_by_note.setdefault(note, []).append(host)
+    return hosts_by_note

@@ -1,6 +1,7 @@
 """The summary that ends site.yml (plugins/callback/railforge_summary.py), through a real ansible-playbook run with
 the project's ansible.cfg: two local hosts, one whose role changes something and whose reboot was done, one whose
-reboot is pending and whose last task fails. Nothing leaves this machine (connection local)."""
+reboot is pending and whose last task fails; both carry the same run note (as apt_source.yml leaves one for a key
+checked by its long id). Nothing leaves this machine (connection local)."""
 
 import json
 import os
@@ -11,6 +12,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
+NOTE = "file:///srv/key.asc was checked by its long key id A024F6F0E6D6A281 only"
 
 PLAYBOOK = [
     {
@@ -25,6 +27,7 @@ PLAYBOOK = [
                     "node_reboot_pending": "{{ [{'reason': 'nvidia_driver: new driver'}] }}",
                     "node_reboot_rebooted": "{{ inventory_hostname == 'node-a' }}",
                     "node_reboot_failure": "",
+                    "versions_run_notes": [NOTE],
                 },
             },
             {
@@ -80,6 +83,7 @@ def test_site_run_ends_with_a_per_node_summary_and_a_json_report(tmp_path):
     assert "node-b: changed: demo 2; rebooted: no" in summary
     assert "needs attention: failed: Fail on node-b" in summary
     assert "needs attention: reboot pending: nvidia_driver: new driver" in summary
+    assert summary.count(NOTE) == 1 and f"note (node-a, node-b): {NOTE}" in summary
     reports = list((tmp_path / "reports").glob("site-*.json"))
     assert len(reports) == 1 and f"JSON report: {reports[0]}" in summary
     assert json.loads(reports[0].read_text()) == {
@@ -88,12 +92,14 @@ def test_site_run_ends_with_a_per_node_summary_and_a_json_report(tmp_path):
             "rebooted": True,
             "reboot_reasons": ["nvidia_driver: new driver"],
             "attention": [],
+            "notes": [NOTE],
         },
         "node-b": {
             "changed": {"demo": 2},
             "rebooted": False,
             "reboot_reasons": ["nvidia_driver: new driver"],
             "attention": ["failed: Fail on node-b", "reboot pending: nvidia_driver: new driver"],
+            "notes": [NOTE],
         },
     }
 

@@ -1,7 +1,9 @@
 """The versions role's shared tasks, run as a node role runs them, in check mode against localhost.
 
-apt_source.yml: a signing key is trusted only when one of its primary keys has the pinned fingerprint, and a
-mismatch stops the run naming the variable; nothing is written in check mode. os_vars.yml: the first per-OS vars
+apt_source.yml: a signing key is trusted only when one of its primary keys has the pinned fingerprint (or, with no
+fingerprint pinned, the pinned long key id, which leaves a note for the run's summary), and a mismatch stops the run
+naming the variable; a login in the repository URL never reaches the list, the output or a diff; nothing is written
+in check mode. os_vars.yml: the first per-OS vars
 file is loaded, and an unsupported OS stops the run naming it and the supported ones. The OS is presented to
 Ansible by a stand-in facts module, so every distribution runs here.
 """
@@ -28,8 +30,8 @@ print(json.dumps({"changed": False, "ansible_facts": args["facts"]}))
 """
 
 
-def run(tmp_path: Path, tasks: list, extra: dict | None = None) -> tuple[int, str]:
-    """ansible-playbook --check of a probe role holding `tasks`: its exit code and output."""
+def run(tmp_path: Path, tasks: list, extra: dict | None = None, options: tuple = ()) -> tuple[int, str]:
+    """ansible-playbook --check (and `options`) of a probe role holding `tasks`: its exit code and output."""
     role = tmp_path / "roles/probe"
     (role / "tasks").mkdir(parents=True, exist_ok=True)
     (role / "vars").mkdir(exist_ok=True)
@@ -49,7 +51,7 @@ def run(tmp_path: Path, tasks: list, extra: dict | None = None) -> tuple[int, st
         "ANSIBLE_LIBRARY": f"{tmp_path / 'library'}:{ROOT / 'plugins/modules'}",
         "ANSIBLE_NOCOLOR": "1",
     }
-    command = ["ansible-playbook", "--check", "-i", str(tmp_path / "hosts.yml"), str(tmp_path / "play.yml")]
+    command = ["ansible-playbook", "--check", *options, "-i", str(tmp_path / "hosts.yml"), str(tmp_path / "play.yml")]
     result = subprocess.run(
         [*command, "-e", json.dumps(extra or {})], capture_output=True, text=True, env=env, cwd=ROOT, check=False
     )
@@ -80,21 +82,36 @@ def signing_key(tmp_path_factory) -> Iterator[tuple[Path, str]]:
     subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "gpg-agent"], check=False, capture_output=True)
 
 
-def apt_source(key_url: str, fingerprint: str, trusted: bool = False) -> list:
+def apt_source(
+    key_url: str,
+    fingerprint: str,
+    trusted: bool = False,
+    long_id: str | None = None,
+    url: str = "file:///nonexistent/repo/",
+) -> list:
+    """The probe's tasks: the shared apt_source.yml with these pins (a long id as DOCA passes one), then the notes it
+    left for the run's summary."""
+    pins = {"versions_apt_source_key_fingerprint": fingerprint}
+    if long_id is not None:
+        pins |= {"versions_apt_source_key_long_id": long_id, "versions_apt_source_long_id_variable": "site_key_long_id"}
     return [
         {
             "name": "Add the site source",
             "ansible.builtin.include_role": {"name": "versions", "tasks_from": "apt_source.yml"},
             "vars": {
                 "versions_apt_source_name": "railforge-unit-test",
-                "versions_apt_source_url": "file:///nonexistent/repo/",
+                "versions_apt_source_url": url,
                 "versions_apt_source_suite": "./",
                 "versions_apt_source_trusted": trusted,
                 "versions_apt_source_key_url": key_url,
-                "versions_apt_source_key_fingerprint": fingerprint,
                 "versions_apt_source_fingerprint_variable": "site_repo_key_fingerprint",
+                **pins,
             },
-        }
+        },
+        {
+            "name": "Show the run notes",
+            "ansible.builtin.debug": {"msg": "notes: {{ versions_run_notes | default([]) | join(' | ') }}."},
+        },
     ]
 
 
@@ -139,6 +156,55 @@ def test_a_trusted_source_downloads_no_key(tmp_path):
     assert rc == 0, out
     assert re.search(r"Download the signing key\] \**\nskipping", out), out
     assert re.search(r"Write the apt source \(a list replaced is backed up\)\] \**\nchanged", out), out
+
+
+def test_with_no_fingerprint_a_key_with_the_pinned_long_id_is_accepted_and_noted_once(tmp_path, signing_key):
+    key, fingerprint = signing_key
+    rc, out = run(tmp_path, apt_source(f"file://{key}", "", long_id=fingerprint[-16:].lower()))
+    assert rc == 0, out
+    assert "TASK [versions : Install the checked key where apt reads it" in out
+    note = f"file://{key} was checked by its long key id {fingerprint[-16:]} only; pin its full fingerprint in"
+    assert f"notes: {note} site_repo_key_fingerprint to check all 40 hex digits." in " ".join(out.split()), out
+
+
+def test_with_no_fingerprint_a_key_with_another_long_id_stops_the_run_naming_the_variable(tmp_path, signing_key):
+    key, fingerprint = signing_key
+    rc, out = run(tmp_path, apt_source(f"file://{key}", "", long_id="A024F6F0E6D6A281"))
+    assert rc == 2, out
+    assert f"site_key_long_id: the key at file://{key} is {fingerprint}, not the pinned A024F6F0E6D6A281" in out
+    assert "apt was not told to trust it" in out
+    assert "Install the checked key" not in out
+
+
+def test_a_pinned_fingerprint_wins_over_the_long_id(tmp_path, signing_key):
+    key, fingerprint = signing_key
+    rc, out = run(tmp_path, apt_source(f"file://{key}", fingerprint, long_id="A024F6F0E6D6A281"))
+    assert rc == 0, out
+    assert "notes: ." in out, out
+    other = "EB693B3035CD5710E231E123A4B469963BF863CC"
+    rc, out = run(tmp_path, apt_source(f"file://{key}", other, long_id=fingerprint[-16:]))
+    assert rc == 2, out
+    assert f"site_repo_key_fingerprint: the key at file://{key} is {fingerprint}, not the pinned {other}" in out
+
+
+def test_neither_fingerprint_nor_long_id_stops_the_run_naming_both(tmp_path, signing_key):
+    key, _ = signing_key
+    rc, out = run(tmp_path, apt_source(f"file://{key}", "", long_id=""))
+    assert rc == 2, out
+    assert "site_repo_key_fingerprint must be the 40-hex-digit fingerprint of the key at" in out
+    assert "or empty with site_key_long_id the key's 16-hex-digit long id, got ''; nothing was changed" in out
+    assert "Download the signing key" not in out
+
+
+def test_a_login_in_the_repository_url_is_never_printed_nor_in_the_list(tmp_path):
+    password = "Tr0ub4dor-unit"
+    url = f"https://ops:{password}@mirror.example.invalid/doca/3.2.1/debian12/x86_64/"
+    rc, out = run(tmp_path, apt_source("", "", trusted=True, url=url), options=("--diff", "-vvv"))
+    assert rc == 0, out
+    assert password not in out
+    assert "deb [trusted=yes] https://mirror.example.invalid/doca/3.2.1/debian12/x86_64/ ./" in out
+    login_task = out.split("TASK [versions : Give apt the repository's login in a root-only file")[1].split("TASK [")[0]
+    assert "changed: [localhost]" in login_task and "output has been hidden" in login_task, out
 
 
 # --- os_vars.yml ----------------------------------------------------------------------------------------------
