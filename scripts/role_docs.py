@@ -9,6 +9,7 @@ python scripts/role_docs.py          # make docs: rewrite what is out of date
 python scripts/role_docs.py --check  # name what is out of date and exit 1 (the unit tests run it)
 """
 
+import importlib.util
 import re
 import sys
 from pathlib import Path
@@ -19,6 +20,16 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 REQUIRED_SECTIONS = ("Without the hardware", "Example", "Tests")
 INVENTORY_SPEC = "playbooks/site.meta.yml"
+
+
+def cluster_rules() -> list[str]:
+    """The pre-flight's rules over the whole inventory, one line each, from their docstrings in the checker."""
+    spec = importlib.util.spec_from_file_location(
+        "railforge_inventory", ROOT / "plugins/module_utils/railforge_inventory.py"
+    )
+    checks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(checks)
+    return [" ".join(rule.__doc__.split()) for rule in checks.CLUSTER_RULES]
 
 
 class ProseError(Exception):
@@ -115,7 +126,7 @@ def wanted_files(root: Path = ROOT) -> dict[Path, str]:
         roles.append({"name": role.name, "short_description": short_description, "table": table})
     inventory = main_entry(root / INVENTORY_SPEC)
     files[root / "docs/variables.md"] = templates.get_template("variables.md.j2").render(
-        inventory_table=variable_table(inventory["options"]), roles=roles
+        inventory_table=variable_table(inventory["options"]), cluster_rules=cluster_rules(), roles=roles
     )
     return files
 

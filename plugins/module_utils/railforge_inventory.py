@@ -1063,7 +1063,10 @@ class Cluster:
 
 
 def _check_controller_variables(cluster: Cluster) -> list[str]:
-    """A controller-side stage variable must hold one value on every host: set in group all."""
+    """Variables of the stages that run on the machine running Ansible (rail_networks_*, sriov_network_*,
+    railforge_scheduler_*, mpi_operator_*, nvidia_device_plugin_*, dcgm_exporter_*, railforge_benchmark_*,
+    kubernetes_mode, kubernetes_kubeconfig) hold one value on every host: set in group all, the only group
+    localhost reads."""
     names = {
         name
         for variables in cluster.hostvars.values()
@@ -1089,7 +1092,8 @@ def _check_controller_variables(cluster: Cluster) -> list[str]:
 
 
 def _check_accelerated_storage(cluster: Cluster) -> list[str]:
-    """A host of storage_nodes pulled into a GPU/RDMA group (often through a child group) would get drivers."""
+    """No storage_nodes host in gpu_nodes, rdma_nodes or nvswitch_nodes (one pulled in through a child group
+    would get the GPU and RDMA stack): list the hosts of those groups by name."""
     storage = set(cluster.groups.get("storage_nodes", []))
     problems = []
     for group in ACCELERATED_GROUPS:
@@ -1103,6 +1107,7 @@ def _check_accelerated_storage(cluster: Cluster) -> list[str]:
 
 
 def _check_control_plane_endpoint(cluster: Cluster) -> list[str]:
+    """More than one host in kube_control_plane (kubeadm mode) needs kubernetes_control_plane_endpoint."""
     control_plane = cluster.groups.get(CONTROL_PLANE, [])
     if len(control_plane) < 2 or cluster.value("kubernetes_mode") != "kubeadm":
         return []
@@ -1116,7 +1121,8 @@ def _check_control_plane_endpoint(cluster: Cluster) -> list[str]:
 
 
 def _check_existing_kubeconfig(cluster: Cluster) -> list[str]:
-    """Existing mode reads the cluster's kubeconfig on the machine running Ansible (this one)."""
+    """kubernetes_mode existing: kubernetes_kubeconfig is a file the user running Ansible can read, on the machine
+    running it."""
     if cluster.value("kubernetes_mode") != "existing" or not cluster.usable("kubernetes_kubeconfig"):
         return []
     path = Path(cluster.value("kubernetes_kubeconfig"))
@@ -1148,6 +1154,8 @@ def _networks(cluster: Cluster) -> list[tuple[str, ipaddress.IPv4Network | ipadd
 
 
 def _check_network_overlaps(cluster: Cluster) -> list[str]:
+    """The pod and service networks (kubeadm mode), each rail network and each SR-IOV pool are separate ranges, and
+    no node address (railforge_node_ip, else ansible_host) lies inside one."""
     networks = _networks(cluster)
     problems = []
     for position, (name, network) in enumerate(networks):
@@ -1182,7 +1190,8 @@ def _usable_addresses(size: int) -> int:
 
 
 def _check_rail_ranges(cluster: Cluster) -> list[str]:
-    """One network per rail (per railforge_rdma_hcas entry), each with an address for every node on that rail."""
+    """With nodes in rail_networks_nodes (default rdma_nodes): one rail_networks_cidrs network per rail (per
+    railforge_rdma_hcas entry), each with an address for every node on that rail."""
     nodes = cluster.value("rail_networks_nodes")
     if not isinstance(nodes, list):  # its default: the rdma_nodes group
         nodes = cluster.groups.get("rdma_nodes", [])
@@ -1223,7 +1232,8 @@ def _prefix_for(count: int, network) -> int:
 
 
 def _check_benchmark_floors(cluster: Cluster) -> list[str]:
-    """railforge_benchmark_hardware_class and railforge_benchmark_floors through the floors' own loader."""
+    """railforge_benchmark_hardware_class is a class of floors.yml, and railforge_benchmark_floors valid, by the
+    benchmark's own loader (railforge.bench.floors)."""
     floors = railforge_module("railforge.bench.floors")
     names = ("railforge_benchmark_hardware_class", "railforge_benchmark_floors")
     if not any(name in cluster.hostvars.get(cluster.reference, {}) for name in names):
