@@ -45,9 +45,18 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         roles_dir = Path(self._task.args["roles_dir"])
         groups = {name: list(hosts) for name, hosts in task_vars["groups"].items()}
+        result["changed"] = False
+        if not groups["all"]:
+            # Ansible only warns about a missing or unparsable -i and then runs on the implicit localhost alone.
+            sources = ", ".join(task_vars.get("ansible_inventory_sources", [])) or "(none given)"
+            result.update(
+                failed=True,
+                msg=f"The inventory {sources} has no hosts: it is missing, could not be parsed (see the warnings "
+                "above) or is empty; nothing was changed",
+            )
+            return result
         hostvars = {host: rendered_variables(task_vars["hostvars"][host]) for host in groups["all"]}
         problems = railforge_inventory.validate(groups, hostvars, load_role_specs(roles_dir))
-        result["changed"] = False
         if problems:
             result.update(
                 failed=True,

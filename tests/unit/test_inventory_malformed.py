@@ -1,5 +1,6 @@
 """Malformed inventories through the real `ansible-playbook playbooks/site.yml --check`: the run stops at the
-inventory check, before the first node task, naming every problem; no node is ever contacted.
+pre-flight, before the first node task, naming every problem; no node is ever contacted. Every entry playbook
+stops there too, and on an inventory without hosts (empty, unparsable, or a wrong -i path).
 
 Each entry of tests/fixtures/inventories/overlays/malformed.yml is laid over a copy of inventories/example (whose
 10.x addresses are no machines of ours): SSH is made to fail locally (ProxyCommand=false), and the tests assert
@@ -57,6 +58,17 @@ def run(playbook: str, inventory: Path, *args: str) -> subprocess.CompletedProce
     )
 
 
+def assert_stopped_in_the_preflight(result: subprocess.CompletedProcess, message: str) -> None:
+    """The run failed at the pre-flight's one task, naming the problem, and no host was tried."""
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert message in output, output
+    assert re.findall(r"^TASK \[(.*?)\]", output, re.MULTILINE) == [CHECK_TASK], output
+    assert "UNREACHABLE" not in output and "Gathering Facts" not in output
+    # The recap lists the one host the check ran for; every other count is zero.
+    assert re.findall(r"^(\S+)\s+: ok=0\s+changed=0\s+unreachable=0\s+failed=1", output, re.MULTILINE), output
+
+
 def test_there_are_at_least_thirty_malformed_inventories():
     assert len(OVERLAYS) >= 30
 
@@ -65,21 +77,40 @@ def test_there_are_at_least_thirty_malformed_inventories():
 def test_site_check_stops_before_any_node_task_naming_every_problem(tmp_path, name):
     playbook = PLAYBOOK.get(name, "playbooks/site.yml")
     result = run(playbook, inventory_with(tmp_path, OVERLAYS[name]), "--check", *EXTRA_ARGS.get(name, []))
-    output = result.stdout + result.stderr
-    assert result.returncode == 2, output
-    assert "problem(s); nothing was changed" in output
+    assert_stopped_in_the_preflight(result, "problem(s); nothing was changed")
     for problem in OVERLAYS[name]["expect"]:
-        assert problem in output, f"missing: {problem}\n{output}"
-    assert re.findall(r"^TASK \[(.*?)\]", output, re.MULTILINE) == [CHECK_TASK], output
-    assert "UNREACHABLE" not in output and "Gathering Facts" not in output
-    # The recap lists the one host the check ran for; every other count is zero.
-    assert re.findall(r"^(\S+)\s+: ok=0\s+changed=0\s+unreachable=0\s+failed=1", output, re.MULTILINE), output
+        assert problem in result.stdout + result.stderr, f"missing: {problem}\n{result.stdout}"
+
+
+ENTRY_PLAYBOOKS = sorted(
+    path.name for path in (ROOT / "playbooks").glob("*.yml") if path.name not in {"preflight.yml", "site.meta.yml"}
+)
+# Inventories without hosts: hosts.yml with this text, or None for an -i path that is not there.
+NO_HOSTS = {"empty": "", "unparsable": "all: [\n", "missing": None}
+
+
+def test_the_entry_playbooks_are_all_there():
+    assert {"site.yml", "nodes.yml", "facts.yml", "validate.yml", "benchmark.yml", "scale.yml", "reset.yml"} <= set(
+        ENTRY_PLAYBOOKS
+    )
+
+
+@pytest.mark.parametrize("inventory", ["malformed", *NO_HOSTS])
+@pytest.mark.parametrize("playbook", ENTRY_PLAYBOOKS)
+def test_every_entry_playbook_stops_in_the_preflight(tmp_path, playbook, inventory):
+    if inventory == "malformed":
+        hosts, message = inventory_with(tmp_path, OVERLAYS["sriov-num-vfs-quoted"]), "sriov_vfs_pfs[0].num_vfs"
+    else:
+        hosts, message = tmp_path / "hosts.yml", f"The inventory {tmp_path / 'hosts.yml'} has no hosts"
+        if NO_HOSTS[inventory] is not None:
+            hosts.write_text(NO_HOSTS[inventory])
+    assert_stopped_in_the_preflight(run(f"playbooks/{playbook}", hosts, "--check"), message)
 
 
 def test_an_authenticated_proxy_is_accepted_and_its_password_never_printed(tmp_path):
     proxy = f"http://railforge:{PROXY_PASSWORD}@proxy.example.internal:3128"
     overlay = {"group_vars": {"all": {"common_http_proxy": proxy, "common_https_proxy": proxy}}}
-    result = run("playbooks/inventory_check.yml", inventory_with(tmp_path, overlay), "-vvv")
+    result = run("playbooks/preflight.yml", inventory_with(tmp_path, overlay), "-vvv")
     assert result.returncode == 0, result.stdout + result.stderr
     assert PROXY_PASSWORD not in result.stdout + result.stderr
 
@@ -98,5 +129,5 @@ ACCEPTED = yaml.safe_load((ROOT / "tests/fixtures/inventories/overlays/accepted.
 
 @pytest.mark.parametrize("name", sorted(ACCEPTED))
 def test_unusual_but_sound_inventories_are_accepted(tmp_path, name):
-    result = run("playbooks/inventory_check.yml", inventory_with(tmp_path, ACCEPTED[name]))
+    result = run("playbooks/preflight.yml", inventory_with(tmp_path, ACCEPTED[name]))
     assert result.returncode == 0, result.stdout + result.stderr

@@ -1,5 +1,6 @@
 """The node stage's shape, as Ansible itself reads it (`ansible-playbook --list-tasks`, which contacts no host):
-the inventory check first, one batched play, the roles by group, node_reboot last and under every tag.
+the pre-flight first, one batched play, the roles by group, node_reboot last and under every tag, the
+hardware facts after it.
 What the rollout does on hosts is run for real in tests/k8s/test_node_reboot.py."""
 
 import os
@@ -39,9 +40,10 @@ def roles_of_tasks(listing: str) -> list[str]:
 
 def test_the_node_roles_run_in_one_batched_play_in_order_with_the_reboot_last():
     plays = yaml.safe_load(PLAYBOOK.read_text())
-    assert plays[0]["ansible.builtin.import_playbook"] == "inventory_check.yml"
-    node_play = plays[-1]
-    assert {"serial", "max_fail_percentage"} <= set(node_play)
+    assert plays[0]["ansible.builtin.import_playbook"] == "preflight.yml"
+    # the hardware facts are read after the node play, once the drivers are in
+    assert plays[-1]["ansible.builtin.import_playbook"] == "facts.yml"
+    assert {"serial", "max_fail_percentage"} <= set(plays[-2])
     assert roles_of_tasks(list_tasks()) == [
         "common",
         "doca_ofed",
