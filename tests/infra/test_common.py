@@ -1,12 +1,15 @@
 """Checks of the common role's node state (OS preparation of a GPU Kubernetes node)."""
 
 import re
+import shlex
 
 import pytest
 
 pytestmark = pytest.mark.common
 
 ENV_BLOCK = re.compile(r"# BEGIN RAILFORGE PROXY.*?# END RAILFORGE PROXY[^\n]*\n?", re.S)
+# scheme://user[:password]@ of a URL that carries a login; group 2 is the login.
+LOGIN = re.compile(r"^([a-z]+://)([^/@]+)@")
 SWAP_LINE = re.compile(r"^\s*[^#\s]\S*\s+\S+\s+swap\s", re.M)
 
 
@@ -103,12 +106,35 @@ def test_proxy_applied_to_apt_and_environment(host, hostvars):
         assert "RAILFORGE PROXY" not in environment
         return
     if http:
-        assert f'Acquire::http::Proxy "{http}";' in apt.content_string
+        assert f'Acquire::http::Proxy "{without_login(http)}";' in apt.content_string
         assert f"http_proxy={http}" in environment.splitlines()
     if https:
-        assert f'Acquire::https::Proxy "{https}";' in apt.content_string
+        assert f'Acquire::https::Proxy "{without_login(https)}";' in apt.content_string
         assert f"HTTPS_PROXY={https}" in environment.splitlines()
     assert f"no_proxy={','.join(hostvars['common_no_proxy'])}" in environment.splitlines()
+
+
+def without_login(url: str) -> str:
+    return LOGIN.sub(r"\1", url)
+
+
+def test_a_proxy_password_is_only_in_root_only_files(host, hostvars):
+    """apt's proxy settings (world-readable) carry no password: apt gets the login from a 0600 auth.conf.d file;
+    /etc/environment, which must hold the whole URL, is root-only while it does."""
+    proxies = [url for url in (hostvars["common_http_proxy"], hostvars["common_https_proxy"]) if LOGIN.match(url)]
+    auth = host.file("/etc/apt/auth.conf.d/90railforge-proxy.conf")
+    if not proxies:
+        assert not auth.exists
+        return
+    assert (auth.user, auth.group, auth.mode) == ("root", "root", 0o600)
+    environment = host.file("/etc/environment")
+    assert (environment.user, environment.group, environment.mode) == ("root", "root", 0o640)
+    for url in proxies:
+        login, _, password = LOGIN.match(url).group(2).partition(":")
+        assert f"login {login} password {password}" in auth.content_string
+        found = host.run(f"grep -rlF -- {shlex.quote(password)} /etc").stdout.split()
+        readable = [path for path in found if host.file(path).mode & 0o004]
+        assert readable == [], f"world-readable files hold the proxy password: {readable}"
 
 
 def test_environment_user_lines_kept(host):
@@ -124,4 +150,6 @@ def test_packages_came_through_the_stand_in_proxy(host, hostvars):
     if not log.exists:
         pytest.skip("no stand-in proxy on this node (real hosts use the site's proxy)")
     assert hostvars["common_http_proxy"], "the stand-in proxy runs but no proxy is configured"
-    assert re.search(r"^GET http://\S+/chrony_\S+\.deb$", log.content_string, re.M)
+    login = LOGIN.match(hostvars["common_http_proxy"])
+    user = f" user={login.group(2).partition(':')[0]}" if login else ""
+    assert re.search(rf"^GET http://\S+/chrony_\S+\.deb{re.escape(user)}$", log.content_string, re.M)
