@@ -44,6 +44,7 @@ from railforge.k8s.translate import (
     pod_requests,
 )
 from railforge.k8s.views import SchedulerState
+from railforge.scheduler import host
 
 log = logging.getLogger(__name__)
 
@@ -302,10 +303,11 @@ class WriteSide:
                 if pod["spec"].get("nodeName"):
                     staying[pod["spec"]["nodeName"]] = refusal
         try:
+            running = {gang.gang.name: gang.gang for gang in view.running}
             for restart in decisions.restarts:
                 objects = view.gangs[restart.gang_name]
-                restarts = int(objects.annotations().get(RESTARTS, 0) or 0) + 1
-                owner = {RESTARTS: str(restarts), NOT_BEFORE: repr(restart.not_before), PLACEMENT: None}
+                waiting = host.restarted(running[restart.gang_name], restart)
+                owner = {RESTARTS: str(waiting.restart_count), NOT_BEFORE: repr(waiting.not_before), PLACEMENT: None}
                 self.patch_owner(objects, owner)
                 leaving |= self.remove(objects, restart.reason, "restart")
             for failure in decisions.failures:
