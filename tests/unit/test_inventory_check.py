@@ -1,4 +1,4 @@
-"""playbooks/inventory_check.yml against malformed inventories: every problem named, all at once, nothing run.
+"""playbooks/preflight.yml against malformed inventories: every problem named, all at once, nothing run.
 
 Each file in tests/fixtures/inventories is a broken inventory; its `# expect:` lines are problems the check
 must report, word for word (a line may leave out the start of the host list). Below them, unit tests of the
@@ -28,7 +28,7 @@ def run_check(inventory: Path) -> subprocess.CompletedProcess:
         "ANSIBLE_SSH_ARGS": "-o ProxyCommand=false",
     }
     return subprocess.run(
-        ["ansible-playbook", "-i", str(inventory), str(ROOT / "playbooks/inventory_check.yml")],
+        ["ansible-playbook", "-i", str(inventory), str(ROOT / "playbooks/preflight.yml")],
         capture_output=True,
         text=True,
         env=env,
