@@ -3,12 +3,10 @@
 apt_source.yml: a signing key is trusted only when one of its primary keys has the pinned fingerprint (or, with no
 fingerprint pinned, the pinned long key id, which leaves a note for the run's summary), and a mismatch stops the run
 naming the variable; a login in the repository URL never reaches the list, the output or a diff; nothing is written
-in check mode. os_vars.yml: the first per-OS vars
-file is loaded, and an unsupported OS stops the run naming it and the supported ones. The OS is presented to
-Ansible by a stand-in facts module, so every distribution runs here.
+in check mode. os_vars.yml: the first per-OS vars file is loaded, and an unsupported OS stops the run naming it and
+the supported ones. The OS is presented to Ansible by a stand-in facts module, so every distribution runs here.
 """
 
-import json
 import os
 import re
 import subprocess
@@ -17,46 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
-
-ROOT = Path(__file__).resolve().parents[2]
-LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
-# A module that presents the node as another OS (its ansible_facts replace the gathered ones).
-FACTS_MODULE = """#!/usr/bin/python
-# WANT_JSON
-import json, sys
-args = json.load(open(sys.argv[1]))
-print(json.dumps({"changed": False, "ansible_facts": args["facts"]}))
-"""
-
-
-def run(tmp_path: Path, tasks: list, extra: dict | None = None, options: tuple = ()) -> tuple[int, str]:
-    """ansible-playbook --check (and `options`) of a probe role holding `tasks`: its exit code and output."""
-    role = tmp_path / "roles/probe"
-    (role / "tasks").mkdir(parents=True, exist_ok=True)
-    (role / "vars").mkdir(exist_ok=True)
-    (role / "tasks/main.yml").write_text(yaml.safe_dump(tasks))
-    for name in ("Debian", "Ubuntu", "Ubuntu-24"):
-        (role / f"vars/{name}.yml").write_text(yaml.safe_dump({"probe_os_file": name}))
-    (tmp_path / "library").mkdir(exist_ok=True)
-    (tmp_path / "library/fake_os.py").write_text(FACTS_MODULE)
-    (tmp_path / "hosts.yml").write_text(json.dumps({"all": {"hosts": {"localhost": LOCAL}}}))
-    (tmp_path / "play.yml").write_text(
-        yaml.safe_dump([{"name": "Probe", "hosts": "all", "gather_facts": True, "roles": ["probe"]}])
-    )
-    env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-        "ANSIBLE_ROLES_PATH": f"{tmp_path / 'roles'}:{ROOT / 'roles'}",
-        "ANSIBLE_LIBRARY": f"{tmp_path / 'library'}:{ROOT / 'plugins/modules'}",
-        "ANSIBLE_NOCOLOR": "1",
-    }
-    command = ["ansible-playbook", "--check", *options, "-i", str(tmp_path / "hosts.yml"), str(tmp_path / "play.yml")]
-    result = subprocess.run(
-        [*command, "-e", json.dumps(extra or {})], capture_output=True, text=True, env=env, cwd=ROOT, check=False
-    )
-    return result.returncode, result.stdout + result.stderr
-
+from ansible_probe import ROOT, run
 
 # --- apt_source.yml -------------------------------------------------------------------------------------------
 
@@ -158,13 +117,18 @@ def test_a_trusted_source_downloads_no_key(tmp_path):
     assert re.search(r"Write the apt source \(a list replaced is backed up\)\] \**\nchanged", out), out
 
 
+def noted(out: str, key_url: str, long_id: str, variable: str) -> bool:
+    """Whether the run's notes are the one a key checked by its long id only leaves."""
+    note = f"{key_url} was checked by its long key id {long_id} only; pin its full fingerprint in {variable}"
+    return f"notes: {note} to check all 40 hex digits." in " ".join(out.split())
+
+
 def test_with_no_fingerprint_a_key_with_the_pinned_long_id_is_accepted_and_noted_once(tmp_path, signing_key):
     key, fingerprint = signing_key
     rc, out = run(tmp_path, apt_source(f"file://{key}", "", long_id=fingerprint[-16:].lower()))
     assert rc == 0, out
     assert "TASK [versions : Install the checked key where apt reads it" in out
-    note = f"file://{key} was checked by its long key id {fingerprint[-16:]} only; pin its full fingerprint in"
-    assert f"notes: {note} site_repo_key_fingerprint to check all 40 hex digits." in " ".join(out.split()), out
+    assert noted(out, f"file://{key}", fingerprint[-16:], "site_repo_key_fingerprint"), out
 
 
 def test_with_no_fingerprint_a_key_with_another_long_id_stops_the_run_naming_the_variable(tmp_path, signing_key):
@@ -205,6 +169,55 @@ def test_a_login_in_the_repository_url_is_never_printed_nor_in_the_list(tmp_path
     assert "deb [trusted=yes] https://mirror.example.invalid/doca/3.2.1/debian12/x86_64/ ./" in out
     login_task = out.split("TASK [versions : Give apt the repository's login in a root-only file")[1].split("TASK [")[0]
     assert "changed: [localhost]" in login_task and "output has been hidden" in login_task, out
+
+
+@pytest.fixture(scope="module")
+def standin_doca_repo(tmp_path_factory) -> Iterator[tuple[Path, str]]:
+    """The stand-in DOCA repository the rdma scenario serves, signed as it signs it (a throw-away key made by
+    build_repo.py), and that key's fingerprint."""
+    out = tmp_path_factory.mktemp("standin")
+    home = out / "signing-key"
+    builder = [sys.executable, ROOT / "tests/standins/build_repo.py", "--sign-with", home, out / "doca"]
+    subprocess.run([*builder, ROOT / "tests/standins/doca.yml"], check=True, capture_output=True)
+    yield out / "doca", (home / "fingerprint.txt").read_text().strip()
+    subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "gpg-agent"], check=False, capture_output=True)
+
+
+def doca_install(repo: Path) -> tuple[list, dict]:
+    """doca_ofed's install tasks with its own defaults (the key pins from roles/versions), against the stand-in."""
+    tasks = [
+        {"name": "Install DOCA", "ansible.builtin.include_role": {"name": "doca_ofed", "tasks_from": "install.yml"}},
+        apt_source("", "")[1],  # the run notes
+    ]
+    return tasks, {"doca_ofed_base_url": f"file://{repo}", "doca_ofed_repo_key_url": f"file://{repo}/key.asc"}
+
+
+def test_doca_by_default_refuses_a_key_whose_long_id_is_not_nvidias(tmp_path, standin_doca_repo):
+    repo, fingerprint = standin_doca_repo
+    tasks, pins = doca_install(repo)
+    rc, out = run(tmp_path, tasks, pins)
+    assert rc == 2, out
+    assert f"doca_ofed_repo_key_long_id: the key at file://{repo}/key.asc is {fingerprint}, not the pinned" in out
+    assert "A024F6F0E6D6A281; apt was not told to trust it" in " ".join(out.split()), out
+    assert "Install the checked key" not in out
+
+
+def test_doca_takes_the_standin_key_by_its_long_id_pinned_in_the_inventory(tmp_path, standin_doca_repo):
+    repo, fingerprint = standin_doca_repo
+    tasks, pins = doca_install(repo)
+    rc, out = run(tmp_path, tasks, pins | {"doca_ofed_repo_key_long_id": fingerprint[-16:]})
+    assert rc == 0, out
+    assert "TASK [versions : Install the checked key where apt reads it" in out
+    assert noted(out, f"file://{repo}/key.asc", fingerprint[-16:], "doca_ofed_repo_key_fingerprint"), out
+
+
+def test_doca_with_a_pinned_fingerprint_ignores_the_default_long_id(tmp_path, standin_doca_repo):
+    repo, fingerprint = standin_doca_repo
+    tasks, pins = doca_install(repo)
+    rc, out = run(tmp_path, tasks, pins | {"doca_ofed_repo_key_fingerprint": fingerprint})
+    assert rc == 0, out
+    assert "TASK [versions : Install the checked key where apt reads it" in out
+    assert "notes: ." in out, out
 
 
 # --- os_vars.yml ----------------------------------------------------------------------------------------------
