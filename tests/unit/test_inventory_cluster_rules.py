@@ -145,6 +145,10 @@ CASES = {
         {"all_vars": {"mpi_operator_image": "mpioperator/mpi-operator"}},
         "mpi_operator_image must be an image REGISTRY/NAME:TAG",
     ),
+    "MPI operator namespace that is no DNS label": (
+        {"all_vars": {"mpi_operator_namespace": "MPI_Operator"}},
+        "mpi_operator_namespace must be a DNS label (lowercase letters, digits, '-', at most 63), got 'MPI_Operator'",
+    ),
     "scheduler image without a registry": (
         {"all_vars": {"railforge_scheduler_image": "railforge-scheduler:0.1.0"}},
         "railforge_scheduler_image must be an image REGISTRY/NAME:TAG",
