@@ -20,6 +20,7 @@ check: lint unit  ## the inner loop: lint and unit tests, no containers
 lint:
 	ruff check .
 	ruff format --check .
+	mypy
 	yamllint --strict .
 	ansible-lint
 

@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from railforge.scheduler.fairshare import QueueTree, Usage
 from railforge.scheduler.incremental import ClassEntry, PendingIndex, RunningIndex, queue_order_key
 from railforge.scheduler.memo import Memo
 from railforge.scheduler.model import GPU, Bind, Decisions, Gang, Reason, Reservation, RunningGang, Snapshot
 from railforge.scheduler.placement import Cluster, GangProfile
+
+if TYPE_CHECKING:  # the stages import this module
+    from railforge.scheduler.stages.explain import FreeView
 
 
 class CycleState:
@@ -51,9 +55,9 @@ class CycleState:
         self.pending_index = pending_index
         self.running_index = running_index
         self.evicted: set[str] = set()
-        self.bound_releases: list[tuple[float, int, dict]] = []
+        self.bound_releases: list[tuple[float, int, Mapping[str, int]]] = []
         self.bound_ends: list[tuple[Bind, float]] = []  # the binds of this pass with their expected ends
-        self.failure_cache: dict[int, tuple[float, str]] = {}  # failure key -> (run time, reason)
+        self.failure_cache: dict[int, tuple[float, Reason]] = {}  # failure key -> (run time, reason)
         self.unfit_keys: set[int] = set()  # failure keys of gangs that do not fit the empty cluster
         self.reservations_made = 0
         self.depth = {"none": 0, "easy": 1}.get(self.config.backfill, self.config.reservation_depth)
@@ -63,7 +67,7 @@ class CycleState:
         self.version = 0  # bumped whenever binds, evictions or reservations change the cluster
         self.blocked = 0  # gangs blocked on capacity so far; only the first ones may reclaim
         self.borrow_cache: dict[tuple, tuple[int, bool]] = {}  # (queue, charge) -> (version, borrows)
-        self.allowed_views: dict[int, tuple[int, object]] = {}  # filter key -> (version, explain.FreeView)
+        self.allowed_views: dict[int, tuple[int, FreeView]] = {}  # filter key -> (version, its view)
         self.made_reasons: dict[tuple, Reason] = {}  # (wording function, its arguments) -> the reason (``reason``)
         # Waiting gangs by failure key as (run time, queue order, gang), shortest first (the backfill
         # order; from the PendingIndex), and a cursor past the ones already tried; a key is "open"

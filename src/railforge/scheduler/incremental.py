@@ -38,7 +38,7 @@ end_order = operator.attrgetter("expected_end", "gang.name")
 
 
 def _remove(items: list, item: object, sort_key: Callable | None = None) -> None:
-    position = bisect_left(items, item if sort_key is None else sort_key(item), key=sort_key)
+    position = bisect_left(items, item) if sort_key is None else bisect_left(items, sort_key(item), key=sort_key)
     if position == len(items) or items[position] != item:
         raise RuntimeError("gang index out of step with its gangs")
     del items[position]
@@ -269,7 +269,9 @@ def _count_in(totals: dict[str, dict[str, int]], counts: dict[str, int], key: st
             total[name] = total.get(name, 0) + amount
 
 
-def _count(totals: dict[str, dict[str, int]], counts: dict[str, int], key: str, amounts: dict, sign: int) -> None:
+def _count(
+    totals: dict[str, dict[str, int]], counts: dict[str, int], key: str, amounts: Mapping[str, int], sign: int
+) -> None:
     """Add (sign +1) or take away (-1) ``amounts`` under ``key``; a key with no gang left is dropped."""
     count = counts.get(key, 0) + sign
     if count:

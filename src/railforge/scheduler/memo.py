@@ -11,12 +11,12 @@ its structural keys far outnumber the snapshot's gangs, so no cache grows withou
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from railforge.scheduler.model import Gang, Node, RunningGang, Snapshot, add_resources
 from railforge.scheduler.placement import GangProfile, Static, gang_profile
 
-PerNode = tuple[tuple[str, ...], list[tuple[str, dict[str, int]]], dict]
+PerNode = tuple[tuple[str, ...], list[tuple[str, Mapping[str, int]]], Mapping[str, int]]
 
 
 class Memo:
@@ -83,17 +83,17 @@ class Memo:
             (node,) = running.placement.values()
             requests = gang.members[0].requests
             return ((node,), [(node, requests)], requests)
-        requests = {member.name: member.requests for member in gang.members}
+        by_member = {member.name: member.requests for member in gang.members}
         per_node: dict[str, dict[str, int]] = {}
         for member, node in running.placement.items():
-            add_resources(per_node.setdefault(node, {}), requests[member])
+            add_resources(per_node.setdefault(node, {}), by_member[member])
         if len(running.placement) == len(gang.members):
             charge = gang.total_requests()
         else:
             charge = {}
             for member in running.placement:
-                add_resources(charge, requests[member])
-        result = (tuple(per_node), list(per_node.items()), charge)
+                add_resources(charge, by_member[member])
+        result: PerNode = (tuple(per_node), list(per_node.items()), charge)
         self._placed[id(running)] = (running, result)
         return result
 

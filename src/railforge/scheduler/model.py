@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, MutableMapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 GPU = "nvidia.com/gpu"
 CPU = "cpu"
@@ -96,7 +96,8 @@ class FrozenDict(dict):
     def _refuse(self, *args: object, **kwargs: object) -> None:
         raise TypeError("snapshot mappings are read-only; build a new object (dataclasses.replace) instead")
 
-    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse
+    # every mutator refuses, whatever the signature it overrides
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _refuse  # type: ignore[assignment]
 
     def __reduce__(self) -> tuple:
         return FrozenDict, (dict(self),)
@@ -401,7 +402,7 @@ class SchedulerConfig:
         )
 
     @classmethod
-    def preset(cls, name: str, **overrides: object) -> SchedulerConfig:
+    def preset(cls, name: str, **overrides: Any) -> SchedulerConfig:
         """Named policy bundles; keyword overrides replace single fields."""
         presets = {
             "railforge": cls(),
@@ -530,7 +531,7 @@ class Reason(str):
         return Reason, (str(self), self.code)
 
 
-class Reasons(MutableMapping[str, str]):
+class Reasons(MutableMapping[str, Reason]):
     """Pending gang -> why it did not start: a ``Reason``, the sentence with its stable code
     (``code(gang)``).
 
@@ -541,7 +542,7 @@ class Reasons(MutableMapping[str, str]):
     is complete."""
 
     def __init__(self) -> None:
-        self._known: dict[str, str] = {}
+        self._known: dict[str, Reason] = {}
         self._deferred: Callable[[], None] | None = None
         self._filling: AbstractContextManager = threading.Lock()
 
@@ -553,7 +554,7 @@ class Reasons(MutableMapping[str, str]):
         memo, which its next ``decide`` call (perhaps in another thread) changes."""
         self._filling = lock
 
-    def _resolved(self) -> dict[str, str]:
+    def _resolved(self) -> dict[str, Reason]:
         if self._deferred is not None:
             with self._filling:
                 fill = self._deferred
@@ -562,10 +563,10 @@ class Reasons(MutableMapping[str, str]):
                     self._deferred = None  # only now: a reader that finds it None finds every reason
         return self._known
 
-    def __getitem__(self, gang: str) -> str:
+    def __getitem__(self, gang: str) -> Reason:
         return self._resolved()[gang]
 
-    def __setitem__(self, gang: str, reason: str) -> None:
+    def __setitem__(self, gang: str, reason: Reason) -> None:
         self._known[gang] = reason
 
     def __delitem__(self, gang: str) -> None:

@@ -21,7 +21,9 @@ from railforge.scheduler.model import (
     Gang,
     Member,
     Node,
+    NodeSelectorRequirement,
     Resources,
+    Toleration,
     add_resources,
     topology_from_labels,
 )
@@ -95,7 +97,9 @@ def _shapes(members: Sequence[Member]) -> tuple[Shape, ...]:
     return tuple(shapes)
 
 
-NO_NODE_RULES = ((), (), ())
+# a gang's node selector, required affinity and tolerations, each sorted
+NodeRules = tuple[tuple[tuple[str, str], ...], tuple[NodeSelectorRequirement, ...], tuple[Toleration, ...]]
+NO_NODE_RULES: NodeRules = ((), (), ())
 # A named tuple built from a tuple of its fields in C: its own constructor is a Python function,
 # which costs more than the rest of a one-pod gang's profile (made once per gang).
 _new_tuple = tuple.__new__
@@ -131,7 +135,7 @@ def gang_profile(gang: Gang, key_id: Callable[[tuple], int]) -> GangProfile:
         if required > 1:
             admission = {name: amount * required for name, amount in first.items()}
         else:  # the member's read-only requests, copied only to be raised to min_resources below
-            admission = dict(first) if gang.min_resources else first
+            admission = dict(first) if gang.min_resources else first  # type: ignore[assignment]  # never changed
         gpu = pod_gpu * count
         signature: tuple | None = (pod_gpu, others, required)
     else:
@@ -155,7 +159,7 @@ def gang_profile(gang: Gang, key_id: Callable[[tuple], int]) -> GangProfile:
     filter_key = key_id(rules)
     pins: tuple[tuple[str, str], ...] = ()
     if members[0].node is not None:
-        pins = tuple([(member.name, member.node) for member in members])
+        pins = tuple([(member.name, member.node) for member in members if member.node is not None])
         needs = tuple([(member.node, tuple(sorted(member.requests.items()))) for member in members])
         failure_key = key_id((filter_key, gang.topology, required, needs))
     elif signature is not None:  # failure_key_of, without the tuple of one signature
@@ -353,7 +357,7 @@ class Static:
             depth for depth, (_, _, members) in enumerate(self.levels) if any(len(m) > 1 for m in members.values())
         ]
         # filter key -> per-node acceptance (None: all accept); depends only on the nodes
-        self.filters: dict[tuple, Acceptance | None] = {}
+        self.filters: dict[int, Acceptance | None] = {}
         self.broken_counts: dict[int, dict[str, int]] = {}  # filter key -> nodes each NODE_RULES rule keeps off
         self.empty_fits: dict[int, bool] = {}  # failure key -> fits with nothing running or reserved
         # filter key -> [(allocatable, how many such nodes)] of the nodes the filter lets a gang use
@@ -410,7 +414,7 @@ class Cluster:
         self.index = static.index
         self.free: list[dict[str, int]] = []
         self.free_gpu: list[int] = []
-        cache = static.free if shared else [None] * len(eligible)
+        cache: list[tuple[int | None, dict[str, int], int] | None] = static.free if shared else [None] * len(eligible)
         for index, node in enumerate(eligible):
             version = use_version.get(node.name)
             cached = cache[index]
@@ -732,7 +736,7 @@ class Cluster:
             else:
                 level = self.levels[depth]
                 domains = (level.members[domain] for domain in level.best_fit(need))
-                if avoids:
+                if avoids and allowed is not None:
                     domains = sorted(domains, key=lambda members: any(allowed[i] == AVOIDED for i in members))
             for node_indexes in domains:
                 placed = self._place_in(node_indexes, profile, allowed, window, inner)

@@ -59,7 +59,7 @@ UNFIT = "does not fit even with nothing running: "
 
 
 # The node rules (placement.NODE_RULES) that keep a gang off nodes -> the code naming them
-_RULE_CODES = {
+_RULE_CODES: dict[tuple[str, ...], tuple[ReasonCode, ReasonCode]] = {
     ("node selector",): (ReasonCode.CAPACITY_SELECTOR, ReasonCode.NEVER_FITS_SELECTOR),
     ("node affinity",): (ReasonCode.CAPACITY_AFFINITY, ReasonCode.NEVER_FITS_AFFINITY),
     ("taints",): (ReasonCode.CAPACITY_TAINTS, ReasonCode.NEVER_FITS_TAINTS),

@@ -185,6 +185,7 @@ def _code_digest() -> str:
 
     digest = hashlib.sha256()
     for package in (railforge.scheduler, railforge.sim):
+        assert package.__file__ is not None  # a regular package, not a namespace one
         root = os.path.dirname(package.__file__)
         for folder, subfolders, names in os.walk(root):
             subfolders.sort()

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -78,6 +79,11 @@ class SimResult:
     unfinished: dict[str, str] = field(default_factory=dict)  # gang still pending at the end -> reason
 
 
+def _known(values: Iterable[float | None]) -> list[float]:
+    """The values of finished jobs (a job's JCT and queueing delay are None until it ends)."""
+    return [value for value in values if value is not None]
+
+
 def _stats(values: list[float]) -> dict[str, float]:
     if not values:
         return {"n": 0, **dict.fromkeys(("mean", "median", "p95", "p99", "max"), math.nan)}
@@ -128,16 +134,19 @@ def _window_util(res: SimResult, lost: bool = False) -> float:
 
 def summarise(res: SimResult) -> dict:
     done = [j for j in res.jobs if j.end is not None and not j.failed]
-    jct = [j.jct for j in done]
-    wait = [j.queueing_delay for j in done]
+    jct = _known(j.jct for j in done)
+    wait = _known(j.queueing_delay for j in done)
     by_bucket: dict[str, dict[str, dict[str, float]]] = {}
     for b in BUCKETS:
         sel = [j for j in done if size_bucket(j.gpus) == b]
-        by_bucket[b] = {"jct": _stats([j.jct for j in sel]), "wait": _stats([j.queueing_delay for j in sel])}
+        by_bucket[b] = {
+            "jct": _stats(_known(j.jct for j in sel)),
+            "wait": _stats(_known(j.queueing_delay for j in sel)),
+        }
     first = min((j.submit for j in res.jobs), default=0.0)
     makespan_end = max((j.end for j in res.jobs if j.end is not None), default=first)
     ratios = {q: res.queue_alloc.get(q, 0.0) / f for q, f in res.queue_fair.items() if f > 0}
-    longest = max(done, key=lambda j: j.queueing_delay, default=None)
+    longest = max(done, key=lambda j: j.queueing_delay or 0.0, default=None)
     return {
         "trace": res.trace,
         "policy": res.policy,

@@ -21,8 +21,10 @@ import csv
 import math
 import os
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import TypeVar
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,14 +113,15 @@ def load_itp(path: str | os.PathLike[str], name: str | None = None) -> Trace:
     return _normalise(name, jobs)
 
 
+Number = TypeVar("Number", int, float)
+
+
 def _value(
-    path: object, line: int, row: dict, column: str, parse: type, optional: bool = False, signed: bool = False
-) -> float | None:
+    path: object, line: int, row: dict, column: str, parse: Callable[[str], Number], signed: bool = False
+) -> Number:
     """One value of a generic-CSV row; one that is no such number (or negative, unless ``signed``)
     is refused naming its line and column."""
     text = (row.get(column) or "").strip()
-    if optional and not text:
-        return None
     try:
         value = parse(text)
         valid = (signed or value >= 0) and math.isfinite(value)
@@ -128,6 +131,13 @@ def _value(
         kind = "a whole number" if parse is int else "a number of seconds"
         raise ValueError(f"{path}, line {line}: {column} is {text!r}; expected {kind}{'' if signed else ' >= 0'}")
     return value
+
+
+def _optional_value(
+    path: object, line: int, row: dict, column: str, parse: Callable[[str], Number], signed: bool = False
+) -> Number | None:
+    """``_value``, or None where the column is empty."""
+    return _value(path, line, row, column, parse, signed) if (row.get(column) or "").strip() else None
 
 
 def load_generic_csv(path: str | os.PathLike[str]) -> Trace:
@@ -140,7 +150,7 @@ def load_generic_csv(path: str | os.PathLike[str]) -> Trace:
             raise ValueError(f"{path}: missing column(s) {', '.join(sorted(missing))}")
         for i, row in enumerate(reader, start=1):
             line = reader.line_num
-            priority = _value(path, line, row, "priority", int, optional=True, signed=True)
+            priority = _optional_value(path, line, row, "priority", int, signed=True)
             jobs.append(
                 JobRecord(
                     job_id=(row.get("job_id") or "").strip() or f"job-{i:06d}",
@@ -149,7 +159,7 @@ def load_generic_csv(path: str | os.PathLike[str]) -> Trace:
                     gpus=_value(path, line, row, "gpus", int),
                     queue=(row.get("queue") or "").strip() or "default",
                     priority=priority or 0,
-                    user_estimate=_value(path, line, row, "max_runtime", float, optional=True),
+                    user_estimate=_optional_value(path, line, row, "max_runtime", float),
                 )
             )
     if not jobs:

@@ -14,7 +14,7 @@ import itertools
 from railforge.scheduler import reasons
 from railforge.scheduler.cycle import CycleState
 from railforge.scheduler.incremental import AGE_ORDER, PendingIndex
-from railforge.scheduler.model import GPU, Fail, Gang
+from railforge.scheduler.model import GPU, Fail, Gang, Reason
 from railforge.scheduler.placement import NODE_RULES, PIN_PROBLEMS, Acceptance, GangProfile, node_loads
 
 
@@ -54,7 +54,7 @@ def index_waiting(state: CycleState) -> PendingIndex:
     return index
 
 
-def limit_reason(state: CycleState, queue: str, profile: GangProfile) -> str | None:
+def limit_reason(state: CycleState, queue: str, profile: GangProfile) -> Reason | None:
     """Why the queue's limits (or an ancestor's) keep this gang out; None when they do not.
     Only queues with a limit somewhere on their path pay for the check."""
     if not state.queue_limited(queue):
@@ -96,14 +96,16 @@ def unknown_level(state: CycleState, gang: Gang, key: int) -> bool:
     return refuse(state, key, reasons.unknown_level(constraint.level, state.level_names))
 
 
-def refuse(state: CycleState, key: int, reason: str) -> bool:
+def refuse(state: CycleState, key: int, reason: Reason) -> bool:
     """Mark the placement class as one that never starts (see ``unfit``), with its reason."""
     state.unfit_keys.add(key)
     state.failure_cache[key] = (0.0, reason)  # fails for every run time: the class closes
     return True
 
 
-def unfit_reason(state: CycleState, gang: Gang, profile: GangProfile, allowed: Acceptance | None, widest: int) -> str:
+def unfit_reason(
+    state: CycleState, gang: Gang, profile: GangProfile, allowed: Acceptance | None, widest: int
+) -> Reason:
     """What the gang lacks on the empty cluster: GPUs on the nodes it may use (naming the rules
     that rule nodes out); for a gang that pins its members, what its pins lack
     (``unfit_pinned_reason``); GPUs in its widest domain; room for the pods of one shape, for one
@@ -137,7 +139,7 @@ def unfit_reason(state: CycleState, gang: Gang, profile: GangProfile, allowed: A
     return reasons.unfit_requests(sorted(requested))
 
 
-def unfit_pinned_reason(state: CycleState, profile: GangProfile, allowed: Acceptance | None, widest: int) -> str:
+def unfit_pinned_reason(state: CycleState, profile: GangProfile, allowed: Acceptance | None, widest: int) -> Reason:
     """Why a gang that pins its members never fits: the first pinned node that is not a
     schedulable, ready node, that its node rules rule out, that lies in another domain of its
     required level than the first, or whose allocatable is too little for the members pinned there."""
@@ -153,13 +155,13 @@ def unfit_pinned_reason(state: CycleState, profile: GangProfile, allowed: Accept
         return reasons.unfit_pinned(member, node, words[kind])
     loads = node_loads(profile, assignment[: len(profile.required_pins)])
     for position in sorted(loads):
-        node = cluster.nodes[position]
+        pinned = cluster.nodes[position]
         for name, need in sorted(loads[position].items()):
-            if need > node.allocatable.get(name, 0):
+            if need > pinned.allocatable.get(name, 0):
                 member = next(member for member, index in assignment if index == position)
-                has = reasons.amount(name, node.allocatable.get(name, 0))
+                has = reasons.amount(name, pinned.allocatable.get(name, 0))
                 lack = f"has {has} allocatable; its members there need {reasons.amount(name, need)}"
-                return reasons.unfit_pinned(member, node.name, lack)
+                return reasons.unfit_pinned(member, pinned.name, lack)
     return reasons.unfit_requests(sorted({name for load in loads.values() for name in load}))
 
 

@@ -96,7 +96,7 @@ def try_start(state: CycleState, gang: Gang, profile: GangProfile) -> bool:
             failed = shortest
         cached = (failed, explain.capacity_reason(state, gang, profile, allowed, finest, widest))
         state.failure_cache[key] = cached
-    decisions.reasons[gang.name] = cached[1]
+    decisions.reasons[gang.name] = state.failure_cache[key][1]
     state.blocked += 1
     if state.reservations_made < state.depth:
         state.reservations_made += 1

@@ -35,11 +35,11 @@ def reaches(amounts: Iterable[int], target: int) -> bool:
 
 def explain_untried(state: CycleState, waiting: list[Gang], head_blocker: str | None) -> None:
     """The reasons of the gangs the pass did not try."""
-    strict = head_blocker is not None and not state.config.skip_ahead
+    strict = not state.config.skip_ahead
     tried = state.tried
     for gang in waiting:
         if gang.name not in tried:
-            if strict and not admit.never_starts(state, gang, state.memo.profile(gang)):
+            if head_blocker is not None and strict and not admit.never_starts(state, gang, state.memo.profile(gang)):
                 state.decisions.reasons[gang.name] = reasons.strict_order(head_blocker)
             else:
                 frozen_reason(state, gang)
@@ -68,7 +68,7 @@ def frozen_reason(state: CycleState, gang: Gang) -> bool:
 
 def capacity_reason(
     state: CycleState, gang: Gang, profile: GangProfile, allowed: Acceptance | None, finest: int, widest: int
-) -> str:
+) -> Reason:
     """Why the gang cannot start now, the first that holds of: too few free GPUs in its widest
     domain, in the cluster or on the nodes it may use; a reservation holds what it would fit
     in; a resource its pods find too little of, in all or node by node; the pods' requests
@@ -218,7 +218,7 @@ def _made(make: Callable[..., Reason], *args: object) -> Reason:
     return make(*args)
 
 
-def requests_reason(profile: GangProfile, view: FreeView, made: Callable[..., Reason] = _made) -> str:
+def requests_reason(profile: GangProfile, view: FreeView, made: Callable[..., Reason] = _made) -> Reason:
     """The gang's GPUs are free in number but it does not fit: name the request it finds too
     little of (in all, then node by node for one shape of pod), else fragmentation. ``made``
     makes the reason from its wording function and arguments (``CycleState.reason``)."""

@@ -81,6 +81,7 @@ def fair_order(
     heap = []
     constants: dict[str, tuple[float, float, float, int]] = {}
     allocated: dict[str, float] = {}
+    held: float
     for queue in served:
         if half_life <= 0 or queue not in usage:
             scale, offset = 1.0, 0.0
