@@ -145,6 +145,24 @@ CASES = {
         {"all_vars": {"mpi_operator_image": "mpioperator/mpi-operator"}},
         "mpi_operator_image must be an image REGISTRY/NAME:TAG",
     ),
+    "no device plugin replica": (
+        {"all_vars": {"nvidia_device_plugin_time_slicing_replicas": 0}},
+        "nvidia_device_plugin_time_slicing_replicas must be between 1 and 1024, got 0",
+    ),
+    "time-slicing with MIG mixed": (
+        {
+            "all_vars": {
+                "nvidia_device_plugin_time_slicing_replicas": 4,
+                "nvidia_device_plugin_mig_strategy": "mixed",
+            }
+        },
+        "nvidia_device_plugin_time_slicing_replicas 4 shares nvidia.com/gpu, which nvidia_device_plugin_mig_strategy "
+        "mixed does not advertise",
+    ),
+    "device plugin image without a tag": (
+        {"all_vars": {"nvidia_device_plugin_image": "nvcr.io/nvidia/k8s-device-plugin"}},
+        "nvidia_device_plugin_image must be an image REGISTRY/NAME:TAG",
+    ),
     "MPI operator namespace that is no DNS label": (
         {"all_vars": {"mpi_operator_namespace": "MPI_Operator"}},
         "mpi_operator_namespace must be a DNS label (lowercase letters, digits, '-', at most 63), got 'MPI_Operator'",
