@@ -12,8 +12,9 @@ GATE = [{"name": "example.com/hold"}]
 
 
 def condition(cluster, pod: str):
-    pod_status = cluster.core.read_namespaced_pod(pod, cluster.name).status
-    return next(c for c in pod_status.conditions or [] if c.type == "PodScheduled")
+    conditions = {c.type: c for c in cluster.core.read_namespaced_pod(pod, cluster.name).status.conditions or []}
+    assert "PodScheduled" in conditions, f"{pod} has no PodScheduled condition yet"
+    return conditions["PodScheduled"]
 
 
 def annotations(cluster, group: str) -> dict:
@@ -47,7 +48,8 @@ def test_pods_it_must_not_bind_keep_their_gang_waiting_and_the_loop_deciding(clu
     assert "bind_errors" not in counters and "fenced_writes" not in counters  # not one Binding tried and refused
     assert cluster.bound("held") == {} and set(cluster.bound()) == {"good-0", "good-1", "good-2"}
     assert not [e for e in cluster.events("lone-gated") if e.startswith("Scheduled")]
-    cluster.core.patch_namespaced_pod("held-3", cluster.name, {"spec": {"schedulingGates": []}})
+    ungate = [{"op": "remove", "path": "/spec/schedulingGates"}]  # a JSON patch: a merge patch keeps the list
+    cluster.core.patch_namespaced_pod("held-3", cluster.name, ungate)
     cluster.wait("the ungated gang bound whole", lambda: len(cluster.bound("held")) == 4)
 
 
