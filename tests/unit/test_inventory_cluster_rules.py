@@ -163,6 +163,18 @@ CASES = {
         {"all_vars": {"nvidia_device_plugin_image": "nvcr.io/nvidia/k8s-device-plugin"}},
         "nvidia_device_plugin_image must be an image REGISTRY/NAME:TAG",
     ),
+    "SR-IOV namespace that is no DNS label": (
+        {"all_vars": {"sriov_network_namespace": "SRIOV"}},
+        "sriov_network_namespace must be a DNS label",
+    ),
+    "SR-IOV resource prefix that is no DNS name": (
+        {"all_vars": {"sriov_network_resource_prefix": "rail forge"}},
+        "sriov_network_resource_prefix must be a DNS name like railforge.io",
+    ),
+    "SR-IOV CNI image without a registry": (
+        {"all_vars": {"sriov_network_cni_image": "sriov-cni"}},
+        "sriov_network_cni_image must be an image REGISTRY/NAME:TAG",
+    ),
     "MPI operator namespace that is no DNS label": (
         {"all_vars": {"mpi_operator_namespace": "MPI_Operator"}},
         "mpi_operator_namespace must be a DNS label (lowercase letters, digits, '-', at most 63), got 'MPI_Operator'",
