@@ -175,6 +175,14 @@ CASES = {
         {"all_vars": {"sriov_network_cni_image": "sriov-cni"}},
         "sriov_network_cni_image must be an image REGISTRY/NAME:TAG",
     ),
+    "DCGM exporter port out of range": (
+        {"all_vars": {"dcgm_exporter_port": 70000}},
+        "dcgm_exporter_port must be between 1 and 65535, got 70000",
+    ),
+    "DCGM exporter metric that is no DCGM field, with a comma in its help": (
+        {"all_vars": {"dcgm_exporter_metrics": [{"field": "GPU_TEMP", "type": "gauge", "help": "temp, in C"}]}},
+        "dcgm_exporter_metrics[0].field must be a DCGM field name (DCGM_FI_...)",
+    ),
     "MPI operator namespace that is no DNS label": (
         {"all_vars": {"mpi_operator_namespace": "MPI_Operator"}},
         "mpi_operator_namespace must be a DNS label (lowercase letters, digits, '-', at most 63), got 'MPI_Operator'",
