@@ -309,6 +309,7 @@ FORMATS = {
     "fingerprint": _regex(
         r"^([0-9A-Fa-f]{4} ?){10}$", "an OpenPGP key fingerprint of 40 hex digits (gpg --show-keys prints it)"
     ),
+    "key_long_id": _regex(r"^[0-9A-Fa-f]{16}$", "an OpenPGP key long id of 16 hex digits like A024F6F0E6D6A281"),
     "registry": _regex(
         r"^[^\s:/]+(:[0-9]+)?(/[^\s:/]+)*$", "a registry HOST[:PORT][/PATH] without a scheme or trailing /"
     ),
@@ -360,6 +361,7 @@ RULES = {
     "doca_ofed_repo_url": {"format": "repo_url"},
     "doca_ofed_repo_key_url": {"format": "repo_url"},
     "doca_ofed_repo_key_fingerprint": {"format": "fingerprint_or_empty"},
+    "doca_ofed_repo_key_long_id": {"format": "key_long_id"},
     "doca_ofed_package": {"format": "package"},
     "doca_ofed_extra_packages": {"format": "package"},
     "doca_ofed_hw_root": {"format": "absolute_path"},
@@ -435,6 +437,7 @@ RULES = {
     "versions_mlnx_ofed_repo_url": {"format": "repo_url"},
     "versions_doca_repo_key_url": {"format": "repo_url"},
     "versions_doca_repo_key_fingerprint": {"format": "fingerprint_or_empty"},
+    "versions_doca_repo_key_long_id": {"format": "key_long_id"},
     "versions_gdrcopy_url": {"format": "repo_url"},
     "versions_gdrcopy_sha256": {"format": "sha256_by_file"},
     "versions_coredns": {"format": "semver"},

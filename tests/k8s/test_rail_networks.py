@@ -1,8 +1,9 @@
 """The rail_networks role (playbooks/network.yml) against the real API server, with two fake nodes carrying the
 DGX H100 fixture's facts: check mode changes nothing, the first run applies a NetworkAttachmentDefinition per rail,
-the RDMA device plugin's ConfigMap, the NCCL ConfigMaps and the nodes' labels (leaving other managers' labels), a
-second run and a check run change nothing, and a bad CIDR or a system namespace the cluster lacks stops the run
-before anything changes (the CRD files included)."""
+the RDMA device plugin's ConfigMap, the NCCL ConfigMaps and the nodes' labels (leaving other managers' labels) with
+the inventory's railforge_topology as the first node's fabric labels, a second run and a check run change nothing,
+and a bad CIDR or a system namespace the cluster lacks stops the run before anything changes (the CRD files
+included)."""
 
 import json
 import subprocess
@@ -18,7 +19,9 @@ from railforge.testbed.controlplane import add_api_node, create_namespace
 NAMESPACE = "rf-rails-test"
 SYSTEM_NAMESPACE = "rf-rails-system"
 NODES = ("rf-rails-a", "rf-rails-b")
-CIDRS = [f"10.{100 + i}.0.0/16" for i in range(8)]
+CIDRS = [f"10.{200 + i}.0.0/16" for i in range(8)]  # clear of the default pod and service networks
+# the first node's place in the fabric; its NVLink domain is the inventory's, not the facts' ("node")
+TOPOLOGY = {"spine": "spine-a", "leaf": "leaf-01", "nvlink-domain": "nvl-07"}
 NAD = ("k8s.cni.cncf.io", "v1", "network-attachment-definitions")
 
 
@@ -48,9 +51,13 @@ def rail_cluster(control_plane, nad_crd, tmp_path_factory):
         if not core.list_node(field_selector=f"metadata.name={node}").items:
             add_api_node(control_plane, node, {"cpu": "64"}, labels={"example.com/owned-by-someone": "else"})
     facts = dgx_h100_facts()
-    hosts = {NODES[0]: {"railforge_hw": facts}, NODES[1]: {"railforge_hw": {**facts, "default_interface": "bond0"}}}
+    hosts = {
+        NODES[0]: {"railforge_hw": facts, "railforge_topology": TOPOLOGY},
+        NODES[1]: {"railforge_hw": {**facts, "default_interface": "bond0"}},
+    }
     inventory = tmp_path_factory.mktemp("inventory") / "hosts.yml"
-    inventory.write_text(json.dumps({"all": {"children": {"rdma_nodes": {"hosts": hosts}}}}))
+    rdma_nodes = {"hosts": hosts, "vars": {"railforge_hw_source": "inventory"}}  # API-only nodes: hand-set facts
+    inventory.write_text(json.dumps({"all": {"children": {"k8s_cluster": {"children": {"rdma_nodes": rdma_nodes}}}}}))
     return inventory
 
 
@@ -94,7 +101,7 @@ def test_the_role_applies_a_network_per_rail_idempotently(control_plane, rail_cl
         "name": "rail5",
         "type": "ipoib",
         "master": "ibp192s0",
-        "ipam": {"type": "whereabouts", "range": "10.105.0.0/16"},
+        "ipam": {"type": "whereabouts", "range": "10.205.0.0/16"},
     }
 
     config = json.loads(
@@ -113,10 +120,13 @@ def test_the_role_applies_a_network_per_rail_idempotently(control_plane, rail_cl
         env = core.read_namespaced_config_map(f"nccl-{nccl_class}", NAMESPACE).data
         assert env["NCCL_IB_HCA"] == "=mlx5_0:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_8:1,mlx5_9:1,mlx5_10:1"
     assert labels[NODES[0]]["railforge.io/nccl-class"] != labels[NODES[1]]["railforge.io/nccl-class"]
+    # the inventory's place in the fabric, under a manager of its own; the facts give the other node's NVLink domain
+    assert {key: labels[NODES[0]][f"railforge.io/{key}"] for key in TOPOLOGY} == TOPOLOGY
+    assert labels[NODES[1]]["railforge.io/nvlink-domain"] == "node" and "railforge.io/leaf" not in labels[NODES[1]]
     second_class = labels[NODES[1]]["railforge.io/nccl-class"]
     assert core.read_namespaced_config_map(f"nccl-{second_class}", NAMESPACE).data["NCCL_SOCKET_IFNAME"] == "=bond0"
     managed = {e.manager for e in core.read_node(NODES[0]).metadata.managed_fields}
-    assert "railforge-rail-networks" in managed
+    assert {"railforge-rail-networks", "railforge-topology"} <= managed
 
     # the DaemonSets are applied and read back; nothing runs them here (no CNI plugins, no RDMA devices)
     images = {
@@ -131,9 +141,9 @@ def test_the_role_applies_a_network_per_rail_idempotently(control_plane, rail_cl
 
 
 def test_a_bad_cidr_stops_the_role_before_anything_changes(control_plane, rail_cluster, tmp_path):
-    bad = {"rail_networks_cidrs": [*CIDRS[:7], "10.100.128.0/17"], "rail_networks_namespace": "rf-rails-bad"}
+    bad = {"rail_networks_cidrs": [*CIDRS[:7], "10.200.128.0/17"], "rail_networks_namespace": "rf-rails-bad"}
     words = refused_words(play(control_plane, rail_cluster, tmp_path, **bad))
-    assert "rail_networks_cidrs[0] 10.100.0.0/16 and rail_networks_cidrs[7] 10.100.128.0/17 overlap" in words
+    assert "rail_networks_cidrs[0] 10.200.0.0/16 and rail_networks_cidrs[7] 10.200.128.0/17 overlap" in words
     assert not client.CoreV1Api(control_plane.api).list_namespace(field_selector="metadata.name=rf-rails-bad").items
 
 

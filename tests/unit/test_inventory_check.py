@@ -154,6 +154,13 @@ def test_key_fingerprints_are_forty_hex_digits():
         "n-01: versions_doca_repo_key_fingerprint must be an OpenPGP key fingerprint of 40 hex digits "
         "(gpg --show-keys prints it), got 'A024F6F0E6D6A281' (str)"
     ]
+    # where NVIDIA publishes only the long id, the pin is 16 hex digits (the fingerprint's last 16)
+    for variable in ("versions_doca_repo_key_long_id", "doca_ofed_repo_key_long_id"):
+        assert checks.validate(groups, {"n-01": {**base, variable: "a024f6f0e6d6a281"}}, specs) == []
+        assert checks.validate(groups, {"n-01": {**base, variable: "0xA024F6F0E6D6A281"}}, specs) == [
+            f"n-01: {variable} must be an OpenPGP key long id of 16 hex digits like A024F6F0E6D6A281, "
+            "got '0xA024F6F0E6D6A281' (str)"
+        ]
 
 
 @pytest.mark.parametrize(

@@ -155,6 +155,18 @@ def rail_networks_nccl_classes(envs: dict) -> dict:
     return classes
 
 
+def rail_networks_topology_labels(topologies: dict) -> dict:
+    """{node: railforge_topology} -> {node: {"railforge.io/<level>": name}}, leaving out nodes without a place.
+
+    The pre-flight has checked the levels (the scheduler's) and that each name is a label value.
+    """
+    return {
+        node: {f"railforge.io/{level}": str(name) for level, name in topology.items()}
+        for node, topology in topologies.items()
+        if topology
+    }
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -162,4 +174,5 @@ class FilterModule:
             "rail_networks_cni_config": rail_networks_cni_config,
             "rail_networks_rdma_config": rail_networks_rdma_config,
             "rail_networks_nccl_classes": rail_networks_nccl_classes,
+            "rail_networks_topology_labels": rail_networks_topology_labels,
         }
