@@ -128,7 +128,7 @@ def test_a_node_without_facts_is_named_with_the_command_that_gathers_them(tmp_pa
     output = " ".join((result.stdout + result.stderr).split())
     assert result.returncode == 2, output
     assert (
-        f"no hardware facts of gpu-1: not gathered in this run and none kept in {inventory.parent}/artifacts/hw. "
+        f"no hardware facts of gpu-1: not read in this run and none kept in {inventory.parent}/artifacts/hw. "
         f"Gather them with ansible-playbook -i {inventory} playbooks/facts.yml --limit gpu-1"
     ) in output
     assert "UNREACHABLE" not in output and "TASK [rail_networks" not in output
