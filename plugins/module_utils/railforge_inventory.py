@@ -5,7 +5,7 @@ playbooks/site.meta.yml, written in the same shape); what an argument spec canno
 formats, unique items) and CROSS_RULES (rules between variables). Every problem is returned at once, one line
 each, naming hosts, variable, value (secrets masked) and what was expected.
 
-Used by the railforge_inventory_check action (plugins/action), which playbooks/inventory_check.yml runs first.
+Used by the railforge_inventory_check action (plugins/action), which playbooks/preflight.yml runs first.
 No Ansible import on purpose: the unit tests and scripts/role_docs.py import it too.
 """
 
