@@ -836,7 +836,9 @@ def validate(groups: dict[str, list[str]], hostvars: dict[str, dict], role_specs
     """Every problem of the inventory, one line each, sorted, secrets masked; empty when the inventory is sound."""
     specs = {**role_specs, **INVENTORY_VARIABLES}
     problems: list[str] = []
-    problems += _check_groups(groups)
+    # a cluster you bring (kubernetes_mode: existing) needs no control plane or node group: Railforge installs none
+    brought = Cluster(groups, hostvars, specs).value("kubernetes_mode") == "existing"
+    problems += _check_groups(groups, () if brought else REQUIRED_GROUPS)
     per_message: dict[str, list[str]] = defaultdict(list)
     for host in sorted(hostvars):
         for message in _check_host(host, hostvars[host], groups, specs):
@@ -849,9 +851,9 @@ def validate(groups: dict[str, list[str]], hostvars: dict[str, dict], role_specs
     return sorted(mask(problem) for problem in problems)
 
 
-def _check_groups(groups: dict[str, list[str]]) -> list[str]:
+def _check_groups(groups: dict[str, list[str]], required: tuple[str, ...]) -> list[str]:
     problems = []
-    for name in REQUIRED_GROUPS:
+    for name in required:
         if not groups.get(name):
             problems.append(f"group {name} is missing or empty: list its hosts in the inventory")
     for name, parent in KNOWN_GROUPS.items():

@@ -40,10 +40,44 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+# The test bed as the inventory every playbook run starts from (run_playbook): a cluster brought to Railforge
+# (kubernetes_mode existing, its admin kubeconfig), whose GPU and RDMA nodes are API objects, so the tests' inventories
+# hand-set their hardware facts (railforge_hw_source: inventory) and the pre-flight's node rules (RDMA HCAs and link
+# layer, GDRCopy off) are met as a site's group_vars would meet them. Written by the control_plane fixture.
+TESTBED_INVENTORY: list[Path] = []
+
+
+def testbed_inventory(plane) -> dict:
+    accelerated = {"railforge_hw_source": "inventory"}
+    rdma = {
+        **accelerated,
+        "railforge_rdma_hcas": ["mlx5_0"],
+        "railforge_rdma_link_layer": "infiniband",
+        "gpudirect_gdrcopy_enabled": False,
+    }
+    return {
+        "all": {
+            "vars": {
+                "railforge_cluster_name": "testbed",
+                "kubernetes_mode": "existing",
+                "kubernetes_kubeconfig": str(plane.admin_kubeconfig),
+            },
+            "children": {
+                "k8s_cluster": {"children": {"kube_control_plane": {}, "kube_node": {}}},
+                "kube_node": {"children": {"gpu_nodes": {"vars": accelerated}, "rdma_nodes": {"vars": rdma}}},
+            },
+        }
+    }
+
+
 @pytest.fixture(scope="session")
 def control_plane():
     plane = ControlPlane.start()
+    inventory = plane.admin_kubeconfig.parent / "testbed-inventory.json"
+    inventory.write_text(json.dumps(testbed_inventory(plane)))
+    TESTBED_INVENTORY[:] = [inventory]
     yield plane
+    TESTBED_INVENTORY.clear()
     plane.stop()
 
 
@@ -309,14 +343,15 @@ def can_i(plane, account: str, verb: str, resource: str, namespace: str = "defau
 
 
 def run_playbook(playbook: str, variables: dict, tmp_path: Path, *args: str, inventory: Path | None = None):
-    """ansible-playbook PLAYBOOK on localhost (plus ``inventory``) with ``variables`` as extra vars, from the
-    repository root with its ansible.cfg."""
+    """ansible-playbook PLAYBOOK on localhost, the test bed's inventory (TESTBED_INVENTORY) and ``inventory`` (whose
+    values win) with ``variables`` as extra vars, from the repository root with its ansible.cfg."""
     extra = tmp_path / "vars.json"
     extra.write_text(json.dumps(variables))
     env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
     env["ANSIBLE_SSH_ARGS"] = "-o ProxyCommand=false"  # nothing here uses SSH; if anything tried, it fails locally
     command = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,"]
-    command += ["-i", str(inventory)] if inventory else []
+    for source in [*TESTBED_INVENTORY, *([inventory] if inventory else [])]:
+        command += ["-i", str(source)]
     command += [playbook, f"--extra-vars=@{extra}", *args]
     return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env)
 

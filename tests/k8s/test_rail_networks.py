@@ -56,7 +56,7 @@ def rail_cluster(control_plane, nad_crd, tmp_path_factory):
         NODES[1]: {"railforge_hw": {**facts, "default_interface": "bond0"}},
     }
     inventory = tmp_path_factory.mktemp("inventory") / "hosts.yml"
-    rdma_nodes = {"hosts": hosts, "vars": {"railforge_hw_source": "inventory"}}  # API-only nodes: hand-set facts
+    rdma_nodes = {"hosts": hosts, "vars": {"railforge_rdma_hcas": [rail["hca"] for rail in facts["rails"]]}}
     inventory.write_text(json.dumps({"all": {"children": {"k8s_cluster": {"children": {"rdma_nodes": rdma_nodes}}}}}))
     return inventory
 
@@ -140,10 +140,12 @@ def test_the_role_applies_a_network_per_rail_idempotently(control_plane, rail_cl
     }
 
 
-def test_a_bad_cidr_stops_the_role_before_anything_changes(control_plane, rail_cluster, tmp_path):
+def test_a_bad_cidr_stops_the_run_before_anything_changes(control_plane, rail_cluster, tmp_path):
     bad = {"rail_networks_cidrs": [*CIDRS[:7], "10.200.128.0/17"], "rail_networks_namespace": "rf-rails-bad"}
     words = refused_words(play(control_plane, rail_cluster, tmp_path, **bad))
-    assert "rail_networks_cidrs[0] 10.200.0.0/16 and rail_networks_cidrs[7] 10.200.128.0/17 overlap" in words
+    # refused by the pre-flight, before the stage: the rule's one home
+    overlap = "rail_networks_cidrs[0] 10.200.0.0/16 (set in group all) overlaps rail_networks_cidrs[7] 10.200.128.0/17"
+    assert overlap in words
     assert not client.CoreV1Api(control_plane.api).list_namespace(field_selector="metadata.name=rf-rails-bad").items
 
 
