@@ -49,6 +49,7 @@ TESTBED_INVENTORY: list[Path] = []
 
 def testbed_inventory(plane) -> dict:
     accelerated = {"railforge_hw_source": "inventory"}
+    gpu = {**accelerated, "railforge_gpu_count": 8}  # the tests' GPU nodes are DGX H100s (k8s_helpers.dgx_h100_facts)
     rdma = {
         **accelerated,
         "railforge_rdma_hcas": ["mlx5_0"],
@@ -61,10 +62,11 @@ def testbed_inventory(plane) -> dict:
                 "railforge_cluster_name": "testbed",
                 "kubernetes_mode": "existing",
                 "kubernetes_kubeconfig": str(plane.admin_kubeconfig),
+                "rail_networks_cidrs": ["10.200.0.0/16"],  # the one rail of railforge_rdma_hcas
             },
             "children": {
                 "k8s_cluster": {"children": {"kube_control_plane": {}, "kube_node": {}}},
-                "kube_node": {"children": {"gpu_nodes": {"vars": accelerated}, "rdma_nodes": {"vars": rdma}}},
+                "kube_node": {"children": {"gpu_nodes": {"vars": gpu}, "rdma_nodes": {"vars": rdma}}},
             },
         }
     }

@@ -18,7 +18,7 @@ import threading
 import time
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, TESTBED_INVENTORY
 from kubernetes import client
 
 NAMESPACE = "bench-e2e"
@@ -72,7 +72,6 @@ def benchmark(plane, node, tmp_path, playbook="playbooks/benchmark.yml", **varia
     """ansible-playbook PLAYBOOK (benchmark.yml, or validate.yml which runs it) in mode cpu on the real node, the
     DNS played meanwhile."""
     extra = {
-        "railforge_cluster_name": "testbed",
         "railforge_benchmark_mode": "cpu",
         "railforge_benchmark_kubeconfig": str(plane.admin_kubeconfig),
         "railforge_benchmark_nodes": [node.name],
@@ -89,7 +88,7 @@ def benchmark(plane, node, tmp_path, playbook="playbooks/benchmark.yml", **varia
     env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
     env["ANSIBLE_SSH_ARGS"] = "-o ProxyCommand=false"
     command = [str(os.path.join(os.path.dirname(sys.executable), "ansible-playbook")), "-i", "localhost,"]
-    command += [playbook, f"--extra-vars=@{tmp_path / 'vars.json'}"]
+    command += ["-i", str(TESTBED_INVENTORY[0]), playbook, f"--extra-vars=@{tmp_path / 'vars.json'}"]
     stop = threading.Event()
     dns = threading.Thread(target=play_dns, args=(plane, node, stop), daemon=True)
     dns.start()

@@ -61,9 +61,10 @@ def test_a_kubeconfig_that_is_not_there_stops_the_stage(tmp_path):
         "playbooks/kubernetes.yml", {"kubernetes_mode": "existing"}, tmp_path, inventory=inventory(tmp_path, missing)
     )
     assert result.returncode == 2, result.stdout + result.stderr
+    # the pre-flight's rule, before any host is contacted
     assert (
-        f"kubernetes_kubeconfig: expected the kubeconfig of the cluster you bring on the machine running Ansible "
-        f"(kubernetes_mode existing), got '{missing}', which is not there; nothing was changed" in words(result)
+        f"kubernetes_kubeconfig (set in group all) is not there: kubernetes_mode existing expects the kubeconfig of "
+        f"the cluster you bring at '{missing}' on the machine running Ansible" in words(result)
     )
 
 

@@ -124,7 +124,11 @@ def test_bad_settings_stop_the_role_before_anything_changes(control_plane, sched
     result = play(control_plane, tmp_path, **bad)
     output = result.stdout + result.stderr
     assert result.returncode == 2, output
-    assert "railforge_scheduler_settings: bind_workers is 0; expected a whole number from 1 to 256" in output
+    # the pre-flight's rule, through the scheduler's own validation
+    assert (
+        "railforge_scheduler_settings must be settings the scheduler accepts (docs/scheduler.md): bind_workers is 0; "
+        "expected a whole number from 1 to 256" in output
+    )
     assert "changed=0" in output
     assert not client.CoreV1Api(control_plane.api).list_namespace(field_selector="metadata.name=rf-role-bad").items
 
