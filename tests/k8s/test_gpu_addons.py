@@ -228,8 +228,10 @@ def test_bad_input_stops_the_stage_before_anything_changes(control_plane, gpu_cl
     output = result.stdout + result.stderr
     assert result.returncode == 2, output
     words = " ".join(output.split())  # the callback wraps long messages
+    # the pre-flight's rule, its one home
     assert (
-        "nvidia_device_plugin_time_slicing_replicas: expected 1 with nvidia_device_plugin_mig_strategy mixed" in words
+        "nvidia_device_plugin_time_slicing_replicas 4 shares nvidia.com/gpu, which nvidia_device_plugin_mig_strategy "
+        "mixed does not advertise" in words
     )
     assert "changed=0" in output
     config_maps = client.CoreV1Api(control_plane.api).list_namespaced_config_map("rf-gpu-bad").items
