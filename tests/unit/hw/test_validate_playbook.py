@@ -1,5 +1,6 @@
 """playbooks/validate.yml shows each node's hardware-facts warnings: here a failing nvidia-smi and an ibdev2netdev
-that prints a line of no known shape, on localhost (tag hardware_facts: only the facts play runs)."""
+that prints a line of no known shape, read by its facts play (playbooks/facts.yml) from this machine as a one-node
+GPU cluster (tag hardware_facts: the pre-flight, the facts plays and the warnings, not the node checks)."""
 
 import json
 import os
@@ -26,24 +27,28 @@ def test_validate_shows_the_fallbacks_of_the_hardware_facts(tmp_path):
         "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
         "ANSIBLE_NOCOLOR": "1",
     }
-    variables = json.dumps({"ansible_python_interpreter": sys.executable})
+    node = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable, "railforge_gpu_count": 1}
+    inventory = tmp_path / "inventory/hosts.yml"
+    inventory.parent.mkdir()
+    inventory.write_text(
+        json.dumps(
+            {
+                "all": {
+                    "vars": {"railforge_cluster_name": "one"},
+                    "children": {
+                        "kube_control_plane": {"hosts": {"localhost": node}},
+                        "kube_node": {"children": {"gpu_nodes": {"hosts": {"localhost": {}}}}},
+                    },
+                }
+            }
+        )
+    )
     playbook = str(ROOT / "playbooks/validate.yml")
-    argv = [
-        "ansible-playbook",
-        "-i",
-        "localhost,",
-        "-c",
-        "local",
-        "--tags",
-        "hardware_facts",
-        "-e",
-        variables,
-        playbook,
-    ]
+    argv = ["ansible-playbook", "-i", str(inventory), "--tags", "hardware_facts", playbook]
     result = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, check=False)
     out = result.stdout + result.stderr
     assert result.returncode == 0, out
-    shown = out[out.index("TASK [Show the hardware facts' warnings]") :]
+    shown = out[out.index("TASK [Show the hardware facts' warnings") :]
     assert "nvidia-smi topo -m exited 9: NVIDIA-SMI has failed" in shown, out
     assert "ignoring unparsable output of ibdev2netdev" in shown, out
     assert "Run the node checks" not in out, out
