@@ -321,6 +321,20 @@ def scheduler_process(plane, settings: dict, name: str) -> Process:
     )
 
 
+def borrowers_bound(cluster, run_scheduler):
+    """Two 8-GPU nodes filled by two gangs of a borrowing queue beside an owner queue entitled to 8 GPUs, reclaim
+    allowed at once: the (owner queue, adapter) a reclaim test starts from."""
+    cluster.add_nodes(2, gpus=8)
+    owner, borrower = f"{cluster.name}-owner", f"{cluster.name}-borrower"
+    cluster.queue(owner, resources={"nvidia.com/gpu": {"quota": 8}})
+    cluster.queue(borrower)
+    adapter = run_scheduler(cluster.settings(policy={"min_runtime_before_reclaim": 0, "reclaim_cost_limit": None}))
+    for name in ("b0", "b1"):
+        cluster.gang(name, 2, gpus=4, labels={"railforge.io/queue": borrower})
+    cluster.wait("the borrowers bound", lambda: len(cluster.bound()) == 4)
+    return owner, adapter
+
+
 def eventually(check, timeout: float = 20):
     """Poll check() until it returns without AssertionError or KeyError (a field not written yet); re-raise the last
     one after timeout."""

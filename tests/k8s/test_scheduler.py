@@ -5,7 +5,7 @@ import importlib.util
 import time
 from pathlib import Path
 
-from conftest import eventually
+from conftest import borrowers_bound, eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -218,14 +218,7 @@ def test_two_queues_share_by_weight(cluster, run_scheduler):
 
 
 def test_reclaim_evicts_a_borrower_whole(cluster, run_scheduler):
-    cluster.add_nodes(2, gpus=8)
-    owner, borrower = f"{cluster.name}-owner", f"{cluster.name}-borrower"
-    cluster.queue(owner, resources={"nvidia.com/gpu": {"quota": 8}})
-    cluster.queue(borrower)
-    adapter = run_scheduler(cluster.settings(policy={"min_runtime_before_reclaim": 0, "reclaim_cost_limit": None}))
-    for name in ("b0", "b1"):
-        cluster.gang(name, 2, gpus=4, labels={"railforge.io/queue": borrower})
-    cluster.wait("the borrowers bound", lambda: len(cluster.bound()) == 4)
+    owner, adapter = borrowers_bound(cluster, run_scheduler)
     cluster.gang("claim", 1, gpus=8, labels={"railforge.io/queue": owner})
 
     def reclaimed() -> None:

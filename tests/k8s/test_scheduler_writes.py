@@ -6,7 +6,7 @@ past its renew deadline: test_scheduler_restart.)"""
 import threading
 import time
 
-from conftest import eventually
+from conftest import borrowers_bound, eventually
 from kubernetes import client
 
 GATE = [{"name": "example.com/hold"}]
@@ -103,14 +103,7 @@ def test_one_member_failure_is_one_restart_while_its_pods_are_still_listed(clust
 
 
 def test_a_reclaim_a_disruption_budget_refuses_evicts_nothing_and_says_so(cluster, run_scheduler):
-    cluster.add_nodes(2, gpus=8)
-    owner, borrower = f"{cluster.name}-owner", f"{cluster.name}-borrower"
-    cluster.queue(owner, resources={"nvidia.com/gpu": {"quota": 8}})
-    cluster.queue(borrower)
-    adapter = run_scheduler(cluster.settings(policy={"min_runtime_before_reclaim": 0, "reclaim_cost_limit": None}))
-    for name in ("b0", "b1"):
-        cluster.gang(name, 2, gpus=4, labels={"railforge.io/queue": borrower})
-    cluster.wait("the borrowers bound", lambda: len(cluster.bound()) == 4)
+    owner, adapter = borrowers_bound(cluster, run_scheduler)
     borrowers = {"key": "scheduling.x-k8s.io/pod-group", "operator": "In", "values": ["b0", "b1"]}
     selector = {"matchExpressions": [borrowers]}
     budget = {"metadata": {"name": "borrowers"}, "spec": {"maxUnavailable": 0, "selector": selector}}
