@@ -1,15 +1,21 @@
 """The scheduler as its own process (``railforge scheduler run``): SIGKILL in the middle of binding a 64-pod gang,
 then a restart binds every pod exactly once; a partly bound gang whose placement no longer fits is released; two
 replicas, one binds, and the other takes over when it dies; a leader stopped mid-gang past its renew deadline
-binds nothing when it continues."""
+binds nothing when it continues, and the bind it had passed the fence for is refused by the API server."""
 
 import json
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from conftest import eventually, scheduler_process
 from kubernetes import client, watch
 
+from railforge.k8s import rest
+from railforge.k8s.events import Reporter
+from railforge.k8s.metrics import SchedulerMetrics
+from railforge.k8s.views import SchedulerState
+from railforge.k8s.writes import WriteSide
 from railforge.testbed.procs import wait_for
 
 GPUS_PER_NODE = 8
@@ -208,3 +214,41 @@ def test_a_leader_stopped_past_its_renew_deadline_binds_nothing_when_it_continue
             replica.popen.send_signal(signal.SIGCONT)
             replica.stop()
     print(f"leader stopped after {stopped_with}/64 binds; after it continued it bound none")
+
+
+def test_a_bind_that_passed_the_fence_before_a_release_is_refused_after_it(cluster, control_plane, run_scheduler):
+    """The stopped leader's one window, made certain: it passed the fence for a bind, stopped before sending it, and
+    sends it once its standby has released the gang. The Binding carries the pod as that replica saw it; the release
+    wrote every unbound member since, so the API server refuses it. A replica still leading binds anyway."""
+    node = cluster.add_nodes(1, gpus=GPUS_PER_NODE)[0]
+    names = {name: uid for uid, name in gang_of_ones(cluster, "late", 2).items()}
+    api = control_plane.client()
+    pods = f"/api/v1/namespaces/{cluster.name}/pods"
+    seen = rest.call(api, "GET", f"{pods}/late-01")  # what the stopped replica decided on
+    placement = {names["late-00"]: node, names["late-01"]: f"{cluster.name}-gone"}  # no longer fits: released
+    cluster.custom.patch_namespaced_custom_object(
+        "scheduling.x-k8s.io",
+        "v1alpha1",
+        cluster.name,
+        "podgroups",
+        "late",
+        {"metadata": {"annotations": {"railforge.io/placement": json.dumps(placement)}}},
+    )
+    target = {"apiVersion": "v1", "kind": "Node", "name": node}
+    rest.call(api, "POST", f"{pods}/late-00/binding", body={"metadata": {"name": "late-00"}, "target": target})
+    run_scheduler(cluster.settings())  # the standby
+    wait_for("the gang released", lambda: [p.metadata.name for p in cluster.pods("late")] == ["late-01"], 30)
+
+    def replica(fence) -> WriteSide:
+        state = SchedulerState()
+        reporter = Reporter(api, cluster.name, 1.0)
+        return WriteSide(api, ThreadPoolExecutor(1), fence, None, state, SchedulerMetrics(state), reporter, lambda: None)
+
+    checks = iter([True])  # the check it passed before it stopped; every later one says no
+    stopped = replica(lambda: next(checks, False))
+    assert not stopped.bind(seen, node, {})
+    assert cluster.bound("late") == {}, "the bind decided before the release landed after it"
+    assert stopped.state.view().counters["fenced_writes"] == 1  # its conflict made it look again: no longer leading
+    assert replica(lambda: True).bind(seen, node, {})  # the same stale view, leading: bound on the pod as it is
+    assert cluster.bound("late") == {"late-01": node}
+    api.close()

@@ -194,12 +194,14 @@ class Reporter:
         self._put_condition(meta, {"type": "PodScheduled", "status": "True", "reason": None, "message": None})
 
     def _put_condition(self, meta: dict, condition: dict) -> None:
-        path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status"
-        body = {"status": {"conditions": [{**condition, "lastTransitionTime": _now_rfc3339()}]}}
-        # a strategic merge patch merges conditions by type, leaving the pod's others alone (null drops a field)
+        path, body = pod_condition_patch(meta, condition)
         self._put(
             ("condition", meta["uid"]),
-            lambda: rest.call(
-                self.api, "PATCH", path, body=body, content_type="application/strategic-merge-patch+json"
-            ),
+            lambda: rest.call(self.api, "PATCH", path, body=body, content_type=rest.STRATEGIC_MERGE_PATCH),
         )
+
+
+def pod_condition_patch(meta: dict, condition: dict) -> tuple[str, dict]:
+    """The path and strategic merge patch that set one condition of a pod's status, stamped now."""
+    path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status"
+    return path, {"status": {"conditions": [{**condition, "lastTransitionTime": _now_rfc3339()}]}}

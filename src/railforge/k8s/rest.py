@@ -13,6 +13,8 @@ from collections.abc import Iterator, Sequence
 from kubernetes.client import ApiException
 
 MERGE_PATCH = "application/merge-patch+json"
+# merges a pod's status.conditions by type, leaving its others alone (null drops a field)
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
 
 def open_request(

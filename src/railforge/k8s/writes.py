@@ -7,7 +7,9 @@ what this process wrote that the informers have not shown yet, laid over what th
 
 Fencing: every API write first asks ``fence()`` (the leader's own renewal still within its renew deadline, the
 moment the Lease's renewTime records). A replica stopped past its deadline and then continued writes nothing
-more, even in the middle of a gang: its standby may already hold the Lease.
+more, even in the middle of a gang: its standby may already hold the Lease. The one write that can pass the fence
+and land late, a Binding sent after a stop between check and request, names the pod's resourceVersion; a release
+writes every unbound member first, so the API server refuses it.
 
 Crash safety: before binding a gang of several pods the placement (pod uid -> node) is written on its owner. A
 run that finds a gang partly bound completes it on that placement when every unbound pod still fits its planned
@@ -28,7 +30,7 @@ from kubernetes.client import ApiException
 
 import railforge.scheduler as core
 from railforge.k8s import rest
-from railforge.k8s.events import Reporter
+from railforge.k8s.events import Reporter, pod_condition_patch
 from railforge.k8s.metrics import SchedulerMetrics
 from railforge.k8s.translate import (
     BACKFILLED_PAST,
@@ -215,7 +217,12 @@ class WriteSide:
         return True
 
     def bind(self, pod: dict, node: str, annotations: dict[str, str]) -> bool:
+        """Bind ``pod`` as this process last saw it: the Binding names its uid and resourceVersion, so a replica
+        that passed the fence, stopped, and continued after its standby released the gang (which writes every
+        unbound member, ``_fence_unbound``) is refused by the API server. A conflict while the fence still holds is
+        this process's own status write since: bind once more on the pod as it is now."""
         meta = pod["metadata"]
+        path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
@@ -223,12 +230,22 @@ class WriteSide:
                 "name": meta["name"],
                 "namespace": meta["namespace"],
                 "uid": meta["uid"],  # never a recreated pod of the same name
+                "resourceVersion": meta.get("resourceVersion"),
                 "annotations": annotations,  # the API server copies them onto the pod
             },
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         try:
-            self._call("POST", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/binding", body=body)
+            try:
+                self._call("POST", path + "/binding", body=body)
+            except ApiException as error:
+                if error.status != 409:
+                    raise
+                current = self._call("GET", path)
+                if current["metadata"]["uid"] != meta["uid"] or current["spec"].get("nodeName"):
+                    raise
+                body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+                self._call("POST", path + "/binding", body=body)
         except ApiException as error:
             log.warning("bind %s/%s -> %s: %s", meta["namespace"], meta["name"], node, rest.api_error(error))
             self.state.count("bind_errors")
@@ -412,6 +429,25 @@ class WriteSide:
         except NotLeading:
             return
 
+    def _fence_unbound(self, objects: GangObjects, message: str) -> None:
+        """PodScheduled=False on every unbound member of a gang about to be released, before its bound ones go: the
+        write moves each pod's resourceVersion, so a bind another replica decided before it lost the Lease (and
+        sends after) is refused by the API server instead of landing on a released gang."""
+        condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+
+        def write(pod: dict) -> None:
+            path, body = pod_condition_patch(pod["metadata"], condition)
+            try:
+                self._call("PATCH", path, body=body, content_type=rest.STRATEGIC_MERGE_PATCH)
+            except ApiException as error:
+                if error.status != 404:
+                    log.warning(
+                        "fence %s/%s: %s", pod["metadata"]["namespace"], pod["metadata"]["name"], rest.api_error(error)
+                    )
+
+        unbound = [pod for pod in objects.pods if not pod["spec"].get("nodeName")]
+        list(self.pool.map(write, [pod for pod in unbound if not pod["metadata"].get("deletionTimestamp")]))
+
     @staticmethod
     def _free_beside_bound(view: Translation) -> dict[str, dict[str, int]]:
         """Free resources of the usable nodes, beside every pod of ours bound now (running and partial gangs)."""
@@ -469,5 +505,6 @@ class WriteSide:
             ]
             objects = GangObjects(objects.name, objects.namespace, objects.group, bound + placed)
         log.info("%s: released a gang bound in part whose %s", objects.name, why)
+        self._fence_unbound(objects, f"gang {objects.name} released: a previous run bound it in part and its {why}")
         self.remove(objects, f"a previous run bound it in part and its {why}", "release")
         self.patch_owner(objects, {PLACEMENT: None})
