@@ -58,7 +58,7 @@ def test_a_gang_bound_after_waiting_reads_pod_scheduled_true(cluster, run_schedu
     cluster.add_nodes(1, gpus=8)
     adapter = run_scheduler(cluster.settings())
     behind = threading.Event()
-    adapter.reporter.work.put(behind.wait)  # the reporter falls behind: why the gang waits is still queued at its bind
+    adapter.reporter.work.put("behind", behind.wait)  # the reporter falls behind: why the gang waits, still waiting
     pods = cluster.gang("later", 2, gpus=8)  # 16 GPUs; one node of 8
     time.sleep(1)  # passes that say it does not fit
     cluster.add_nodes(1, gpus=8, prefix="more-")

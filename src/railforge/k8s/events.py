@@ -1,19 +1,21 @@
 """Telling users why: Events on pods, PodGroups and Queues, PodGroup status, the pods' PodScheduled condition.
 
-Writes go through one background thread in the order they were asked for, so they never slow binding and an
-older reason never lands after a newer one. Each is sent only when it changes: an Event with the same reason and
-message on the same object is repeated (its count raised) at most once per ``interval``, and Events over all
-objects are rate-limited; a status or condition equal to the last one written is not written again.
+Writes go through one background thread, so they never slow binding. Each is sent only when it changes: an Event
+with the same reason and message on the same object is repeated (its count raised) at most once per ``interval``,
+and Events over all objects are rate-limited; a status or condition equal to the last one written is not written
+again. Under churn the writes waiting are coalesced per object, bounded, and the ones that matter go first
+(``WriteQueue``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-import queue
 import threading
 import time
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 
 from kubernetes.client import ApiException
 
@@ -32,10 +34,72 @@ MAX_OBJECTS_REMEMBERED = 100_000
 # Events over all objects: a burst of this many, then this many a second (as client-go's event recorder spreads
 # them); beyond it an Event is dropped and counted, never queued without bound
 EVENT_BURST, EVENTS_PER_SECOND = 200, 50.0
+MAX_WAITING_WRITES = 10_000
 
 
 def _now_rfc3339() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+Write = Callable[[], object]
+
+
+class WriteQueue:
+    """The writes waiting for the reporter's thread, at most one per key: asking again for a key still waiting
+    replaces its write where it stands (the latest wins, its place in line is kept). Urgent writes (a bound pod's
+    condition, a new pending pod's first reason) go before the others. Beyond ``limit`` waiting ordinary writes the
+    oldest is dropped and handed to ``on_drop``; the next pass asks for it again."""
+
+    def __init__(self, limit: int, on_drop: Callable[[Hashable], None]):
+        self.limit = limit
+        self.on_drop = on_drop
+        self.urgent: OrderedDict[Hashable, Write] = OrderedDict()
+        self.ordinary: OrderedDict[Hashable, Write] = OrderedDict()
+        self.dropped = 0
+        self.closed = False
+        self.ready = threading.Condition()
+
+    def __len__(self) -> int:
+        return len(self.urgent) + len(self.ordinary)
+
+    def put(self, key: Hashable, write: Write, urgent: bool = False) -> None:
+        with self.ready:
+            if key in self.urgent:
+                self.urgent[key] = write
+            elif urgent:
+                self.ordinary.pop(key, None)
+                self.urgent[key] = write
+            else:
+                self.ordinary[key] = write
+                if len(self.ordinary) > self.limit:
+                    dropped, _ = self.ordinary.popitem(last=False)
+                    self.dropped += 1
+                    self.on_drop(dropped)
+            self.ready.notify()
+
+    def take(self) -> tuple[Hashable, Write] | None:
+        """The next write (urgent first, then in the order asked), waiting for one; None once closed and empty."""
+        with self.ready:
+            while not (self.urgent or self.ordinary or self.closed):
+                self.ready.wait()
+            lane = self.urgent or self.ordinary
+            return lane.popitem(last=False) if lane else None
+
+    def close(self) -> None:
+        with self.ready:
+            self.closed = True
+            self.ready.notify()
+
+
+@dataclass
+class _Event:
+    """One Event this process sent or will send: created on its first write, its count raised on the next ones."""
+
+    namespace: str
+    body: dict
+    count: int = 1
+    sent_at: float = 0.0
+    created: bool = False
 
 
 class Reporter:
@@ -43,9 +107,9 @@ class Reporter:
         self.api = api
         self.component = component
         self.interval = interval
-        self.work: queue.Queue[Callable[[], None] | None] = queue.Queue()
-        self.events: dict[tuple, tuple[str, int, float]] = {}  # (uid, reason, message) -> (name, count, sent)
-        self.written: dict[tuple[str, str], object] = {}  # (what, object uid) -> last value written
+        self.work = WriteQueue(MAX_WAITING_WRITES, self._forget)
+        self.events: dict[tuple[str, str, str], _Event] = {}  # (uid, reason, message) -> the Event
+        self.written: dict[Hashable, object] = {}  # (what, object uid) -> last value written
         self.tokens, self.refilled = float(EVENT_BURST), time.monotonic()
         self.dropped = 0  # Events left out by the rate limit
         self.thread = threading.Thread(target=self._run, name="reporter", daemon=True)
@@ -55,39 +119,31 @@ class Reporter:
         return self
 
     def stop(self) -> None:
-        self.work.put(None)
+        self.work.close()
         self.thread.join(timeout=10)
 
     def drain(self, timeout: float = 10) -> None:
         """Wait until everything asked so far is written (tests)."""
         done = threading.Event()
-        self.work.put(done.set)
+        self.work.put(("drain", id(done)), done.set)
         done.wait(timeout)
 
     def _run(self) -> None:
-        while True:
-            job = self.work.get()
-            if job is None:
-                return
+        while (taken := self.work.take()) is not None:
+            key, write = taken
             try:
-                job()
+                write()
             except ApiException as error:
-                self._forget_failed(job)
+                self._forget(key)
                 if error.status != 404:  # the object went away meanwhile: nothing to tell
                     log.warning("report: %s", rest.api_error(error))
             except Exception as error:
-                self._forget_failed(job)
+                self._forget(key)
                 log.warning("report: %s", error)
 
-    def _forget_failed(self, job: Callable[[], None]) -> None:
-        """A write that failed is not remembered as written, so the next pass tries it again."""
-        key = getattr(job, "written_key", None)
-        if key is not None:
-            self.written.pop(key, None)
-
-    def _put(self, key: tuple[str, str], job: Callable[[], None]) -> None:
-        job.written_key = key
-        self.work.put(job)
+    def _forget(self, key: Hashable) -> None:
+        """A write that failed or was dropped is not remembered as written, so the next pass asks for it again."""
+        self.written.pop(key, None)
 
     def _changed(self, what: str, uid: str, value: object) -> bool:
         key = (what, uid)
@@ -102,8 +158,8 @@ class Reporter:
         meta = obj["metadata"]
         key = (meta["uid"], reason, message)
         now = time.monotonic()
-        previous = self.events.get(key)
-        if previous is not None and now - previous[2] < self.interval:
+        event = self.events.get(key)
+        if event is not None and now - event.sent_at < self.interval:
             return
         self.tokens = min(EVENT_BURST, self.tokens + (now - self.refilled) * EVENTS_PER_SECOND)
         self.refilled = now
@@ -111,15 +167,13 @@ class Reporter:
             self.dropped += 1
             return
         self.tokens -= 1
-        if len(self.events) > MAX_OBJECTS_REMEMBERED:
-            self.events.clear()
-        namespace = meta.get("namespace") or EVENT_NAMESPACE_OF_CLUSTER_OBJECTS
-        if previous is None:
+        if event is None:
+            if len(self.events) > MAX_OBJECTS_REMEMBERED:
+                self.events.clear()
+            namespace = meta.get("namespace") or EVENT_NAMESPACE_OF_CLUSTER_OBJECTS
             digest = hashlib.sha256("\0".join(key).encode()).hexdigest()[:10]
-            name = f"{meta['name'][:200]}.{digest}"
-            self.events[key] = (name, 1, now)
             body = {
-                "metadata": {"name": name, "namespace": namespace},
+                "metadata": {"name": f"{meta['name'][:200]}.{digest}", "namespace": namespace},
                 "involvedObject": {
                     "kind": kind,
                     "apiVersion": KINDS[kind][0],
@@ -134,23 +188,29 @@ class Reporter:
                 "reportingComponent": self.component,
                 "reportingInstance": self.component,
                 "firstTimestamp": _now_rfc3339(),
-                "lastTimestamp": _now_rfc3339(),
                 "count": 1,
             }
-            self.work.put(lambda: self._create_event(namespace, body))
+            event = self.events[key] = _Event(namespace, body)
         else:
-            name, count, _ = previous
-            self.events[key] = (name, count + 1, now)
-            patch = {"count": count + 1, "lastTimestamp": _now_rfc3339()}
-            path = f"/api/v1/namespaces/{namespace}/events/{name}"
-            self.work.put(lambda: rest.call(self.api, "PATCH", path, body=patch, content_type=rest.MERGE_PATCH))
+            event.count += 1
+        event.sent_at = now
+        self.work.put(("event", *key), lambda: self._send_event(event))
 
-    def _create_event(self, namespace: str, body: dict) -> None:
-        try:
-            rest.call(self.api, "POST", f"/api/v1/namespaces/{namespace}/events", body=body)
-        except ApiException as error:
-            if error.status != 409:  # an Event of an earlier run with the same name: leave it
-                raise
+    def _send_event(self, event: _Event) -> None:
+        """Create the Event, or raise its count to what it is now (repeats still waiting are written once)."""
+        namespace, name = event.namespace, event.body["metadata"]["name"]
+        if not event.created:
+            body = {**event.body, "count": event.count, "lastTimestamp": _now_rfc3339()}
+            try:
+                rest.call(self.api, "POST", f"/api/v1/namespaces/{namespace}/events", body=body)
+            except ApiException as error:
+                if error.status != 409:  # an Event of an earlier run with the same name: leave it
+                    raise
+            event.created = True
+            return
+        patch = {"count": event.count, "lastTimestamp": _now_rfc3339()}
+        path = f"/api/v1/namespaces/{namespace}/events/{name}"
+        rest.call(self.api, "PATCH", path, body=patch, content_type=rest.MERGE_PATCH)
 
     def status(self, kind: str, obj: dict, status: dict) -> None:
         """Merge ``status`` into the object's status subresource when it differs from the last written."""
@@ -159,7 +219,7 @@ class Reporter:
             return
         path = KINDS[kind][1].format(namespace=meta.get("namespace"), name=meta["name"]) + "/status"
         body = {"status": status}
-        self._put(
+        self.work.put(
             ("status", meta["uid"]),
             lambda: rest.call(self.api, "PATCH", path, body=body, content_type=rest.MERGE_PATCH),
         )
@@ -172,32 +232,35 @@ class Reporter:
             return
         path = KINDS[kind][1].format(namespace=meta.get("namespace"), name=meta["name"])
         body = {"metadata": {"annotations": wanted}}
-        self._put(
+        self.work.put(
             ("annotations", meta["uid"]),
             lambda: rest.call(self.api, "PATCH", path, body=body, content_type=rest.MERGE_PATCH),
         )
 
     def pod_condition(self, pod: dict, reason: str, message: str) -> None:
-        """The PodScheduled=False condition kube-scheduler sets, with our reason: ``kubectl describe pod``."""
+        """The PodScheduled=False condition kube-scheduler sets, with our reason: ``kubectl describe pod``. A pod's
+        first reason is urgent: a new pending pod says why before older news is written."""
         meta = pod["metadata"]
+        first = ("condition", meta["uid"]) not in self.written
         if not self._changed("condition", meta["uid"], message):
             return
         condition = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message}
-        self._put_condition(meta, condition)
+        self._put_condition(meta, condition, urgent=first)
 
     def pod_scheduled(self, pod: dict) -> None:
         """PodScheduled=True on a pod just bound that this process gave a False condition: the Binding sets True,
-        but a False still queued here would land after it."""
+        but a False still waiting here would land after it, so True replaces it, urgently."""
         meta = pod["metadata"]
         if self.written.pop(("condition", meta["uid"]), None) is None:
             return
-        self._put_condition(meta, {"type": "PodScheduled", "status": "True", "reason": None, "message": None})
+        self._put_condition(meta, {"type": "PodScheduled", "status": "True", "reason": None, "message": None}, True)
 
-    def _put_condition(self, meta: dict, condition: dict) -> None:
+    def _put_condition(self, meta: dict, condition: dict, urgent: bool) -> None:
         path, body = pod_condition_patch(meta, condition)
-        self._put(
+        self.work.put(
             ("condition", meta["uid"]),
             lambda: rest.call(self.api, "PATCH", path, body=body, content_type=rest.STRATEGIC_MERGE_PATCH),
+            urgent,
         )
 
 
