@@ -2,14 +2,13 @@
 
 One pass (``cycle``): read the informers' caches (with what this process wrote that the watches have not shown
 yet), translate them (``translate``), settle gangs an interrupted run left partly bound, call the core, hand its
-decisions to the write side (``writes``), and tell users why (``report``). Passes run on changes, at most once per
-``min_period_seconds``, and at least every ``resync_seconds`` while gangs wait. Only the leader acts, and each of
-its writes is fenced by its leadership; a standby replica keeps its caches warm.
+decisions to the write side (``writes``), tell users why and publish the dashboard's state (``reporting``). Passes
+run on changes, at most once per ``min_period_seconds``, and at least every ``resync_seconds`` while gangs wait.
+Only the leader acts, and each of its writes is fenced by its leadership; a standby replica keeps its caches warm.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import socket
@@ -18,21 +17,15 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import railforge.scheduler as core
+from railforge.k8s import reporting
 from railforge.k8s.events import Reporter
 from railforge.k8s.informer import Informer, Resource
 from railforge.k8s.leader import LeaderElector
 from railforge.k8s.metrics import SchedulerMetrics
+from railforge.k8s.reporting import state_view
 from railforge.k8s.settings import Settings
-from railforge.k8s.translate import (
-    FAILED,
-    GROUP_LABEL,
-    REASON,
-    REASON_CODE,
-    Translation,
-    timestamp,
-    translate,
-)
-from railforge.k8s.views import PendingView, QueueView, RunningView, SchedulerState, StateView
+from railforge.k8s.translate import Translation, translate
+from railforge.k8s.views import SchedulerState
 from railforge.k8s.writes import PODGROUPS, WriteSide
 from railforge.scheduler import host
 
@@ -51,15 +44,6 @@ def _trim_pod(pod: dict) -> dict:
 def _trim_meta(obj: dict) -> dict:
     obj["metadata"].pop("managedFields", None)
     return obj
-
-
-def _add(total: dict[str, int], extra: dict[str, int], sign: int = 1) -> None:
-    for name, amount in extra.items():
-        total[name] = total.get(name, 0) + sign * amount
-
-
-def _in(seconds: float) -> str:
-    return f"{max(0, round(seconds))}s" if seconds < 120 else f"{seconds / 60:.0f}m"
 
 
 class Adapter:
@@ -214,7 +198,10 @@ class Adapter:
         self.state.count("decide_seconds", spent)
         self.reservations = tuple(decisions.reservations)
         held = self.writes.act(decisions, view, now) if self.leading() else {}  # else another replica acts
-        self._report(decisions, view, snapshot, spent, held)
+        told = reporting.outcome(decisions, view, held)
+        queues = {q["metadata"]["name"]: q for q in self.caches["queues"].items()}
+        reporting.tell(self.reporter, self.metrics, told, view, now, queues, self.caches["pods"].items())
+        self.state.publish(state_view(told, view, now, self.usage, spent))
         return decisions
 
     def _accrue_usage(self, now: float, view: Translation) -> None:
@@ -223,165 +210,3 @@ class Adapter:
         self.usage_at = now
         held = host.held_gpus(view.running)
         self.usage = host.accrue_usage(self.usage, held, elapsed, self.settings.policy.fair_share_half_life)
-
-    # -- telling users -------------------------------------------------------------------------------------------
-    def _report(
-        self, decisions: core.Decisions, view: Translation, snapshot: core.Snapshot, spent: float, held: dict
-    ) -> None:
-        """``held``: gangs decided bound that the write side kept waiting, and why."""
-        binds = tuple(bind for bind in decisions.binds if bind.gang_name not in held)
-        decisions = dataclasses.replace(decisions, binds=binds)
-        reasons = dict(decisions.reasons)
-        reasons.update(view.waiting)
-        reasons.update(held)
-        reserved = {r.gang_name: r for r in decisions.reservations}
-        bound = {bind.gang_name for bind in decisions.binds}
-        for problem in view.problems:
-            if problem.kind == "Queue":
-                obj = self.caches["queues"].get("", problem.name)
-                if obj is not None:
-                    self.reporter.event("Queue", obj, "InvalidSpec", problem.message, warning=True)
-                    self.reporter.status("Queue", obj, {"usable": False, "message": problem.message})
-        queue_objects = {q["metadata"]["name"]: q for q in self.caches["queues"].items()}
-        bad_queues = {p.name for p in view.problems if p.kind == "Queue"}
-        for name, obj in queue_objects.items():
-            if name not in bad_queues:
-                self.reporter.status("Queue", obj, {"usable": True, "message": ""})
-        counts = self._pod_counts()
-        for name, objects in view.gangs.items():
-            reason = reasons.get(name)
-            unbound = [pod for pod in objects.pods if not pod["spec"].get("nodeName")]
-            if name in bound:
-                phase, reason = "Scheduled", ""
-            elif reason is None:
-                phase = "Running" if not unbound else "Pending"
-                reason = ""
-            else:
-                phase = "Failed" if objects.annotations().get(FAILED) else ("Pending" if unbound else "Running")
-                if name in reserved:
-                    reason = f"{reason} (reserved start in {_in(reserved[name].start - snapshot.now)})"
-            code = str(getattr(reasons.get(name), "code", "")) if reason else ""
-            warning = code.startswith("input.")
-            label = "InvalidSpec" if warning else "Unschedulable"
-            if reason and unbound and code != "input.min-member":  # a short gang is the PodGroup's matter
-                for pod in unbound:
-                    self.reporter.pod_condition(pod, label, reason)
-                    self.reporter.event("Pod", pod, label, reason, warning=warning)
-            if objects.group is not None:
-                group = objects.group
-                running, succeeded, failed = counts.get((objects.namespace, group["metadata"]["name"]), (0, 0, 0))
-                if phase == "Running" and running < len(objects.pods):
-                    phase = "Scheduled"
-                status = {"phase": phase, "running": running, "succeeded": succeeded, "failed": failed}
-                if phase == "Scheduled" and not (group.get("status") or {}).get("scheduleStartTime"):
-                    status["scheduleStartTime"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-                self.reporter.status("PodGroup", group, status)
-                self.reporter.annotate("PodGroup", group, {REASON: reason or None, REASON_CODE: code or None})
-                if reason and unbound:
-                    self.reporter.event("PodGroup", group, label, reason, warning=warning)
-        codes = {name: str(getattr(why, "code", "")) for name, why in reasons.items() if name not in bound}
-        self.metrics.reasons(codes)
-        self._publish(decisions, view, snapshot, reasons, reserved, spent)
-
-    def _pod_counts(self) -> dict[tuple[str, str], tuple[int, int, int]]:
-        counts: dict[tuple[str, str], list[int]] = {}
-        for pod in self.caches["pods"].items():
-            group = (pod["metadata"].get("labels") or {}).get(GROUP_LABEL)
-            if not group:
-                continue
-            entry = counts.setdefault((pod["metadata"]["namespace"], group), [0, 0, 0])
-            phase = (pod.get("status") or {}).get("phase")
-            for index, wanted in enumerate(("Running", "Succeeded", "Failed")):
-                entry[index] += phase == wanted
-        return {key: tuple(value) for key, value in counts.items()}
-
-    def _publish(self, decisions, view: Translation, snapshot, reasons, reserved, spent: float) -> None:
-        bound = {bind.gang_name: bind for bind in decisions.binds}
-        allocated: dict[str, dict[str, int]] = {}
-        pending_demand: dict[str, dict[str, int]] = {}
-        running_views = []
-        for running in view.running:
-            total = running.gang.total_requests()
-            _add(allocated.setdefault(running.gang.queue, {}), total)
-            running_views.append(
-                RunningView(
-                    running.gang.name,
-                    running.gang.queue,
-                    dict(running.placement),
-                    host.gang_gpus(running.gang),
-                    running.start_time,
-                    running.borrowed,
-                    running.backfilled_past,
-                )
-            )
-        pending_views = []
-        for gang in view.pending:
-            total = gang.total_requests()
-            if gang.name in bound:
-                _add(allocated.setdefault(gang.queue, {}), total)
-                bind = bound[gang.name]
-                running_views.append(
-                    RunningView(
-                        gang.name,
-                        gang.queue,
-                        dict(bind.placement),
-                        host.gang_gpus(gang),
-                        snapshot.now,
-                        bind.borrowed,
-                        bind.backfilled_past,
-                    )
-                )
-                continue
-            _add(pending_demand.setdefault(gang.queue, {}), total)
-            reservation = reserved.get(gang.name)
-            pending_views.append(
-                PendingView(
-                    gang.name,
-                    gang.queue,
-                    len(gang.members),
-                    host.gang_gpus(gang),
-                    gang.submit_time,
-                    reasons.get(gang.name, ""),
-                    reservation.start if reservation else None,
-                    reservation.nodes if reservation else (),
-                )
-            )
-        for name, message in view.waiting.items():
-            objects = view.gangs[name]
-            unbound = [p for p in objects.pods if not p["spec"].get("nodeName")]
-            if unbound:
-                pending_views.append(
-                    PendingView(
-                        name,
-                        "",
-                        len(unbound),
-                        0,
-                        timestamp(objects.owner["metadata"].get("creationTimestamp"), snapshot.now),
-                        message,
-                    )
-                )
-        self.state.publish(
-            StateView(
-                leader=True,
-                synced=True,
-                queues=[
-                    QueueView(
-                        q.name,
-                        q.parent,
-                        dict(q.quota),
-                        dict(q.limit),
-                        q.over_quota_weight,
-                        allocated.get(q.name, {}),
-                        pending_demand.get(q.name, {}),
-                        self.usage.get(q.name, 0.0),
-                    )
-                    for q in view.queues
-                ],
-                pending=pending_views,
-                running=running_views,
-                nodes={node.name: dict(node.allocatable) for node in view.nodes},
-                topology={node.name: node.topology for node in view.nodes},
-                problems=[str(problem) for problem in view.problems],
-                last_decide_seconds=spent,
-            )
-        )

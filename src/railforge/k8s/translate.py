@@ -69,6 +69,7 @@ class Waiting(str):
     (docs/scheduler.md lists both)."""
 
     __slots__ = ("code",)
+    code: str
 
     def __new__(cls, code: str, text: str) -> Waiting:
         waiting = super().__new__(cls, text)
@@ -190,6 +191,12 @@ def to_node(obj: dict, levels: tuple[TopologyLevel, ...], used: Mapping[str, int
     )
 
 
+def add_amounts(total: dict[str, int], extra: Mapping[str, int], sign: int = 1) -> None:
+    """Add (or with ``sign`` -1, take) ``extra``'s amounts to ``total``, resource by resource."""
+    for name, amount in extra.items():
+        total[name] = total.get(name, 0) + sign * amount
+
+
 def pod_requests(pod: dict) -> dict[str, int]:
     """What a pod takes on its node: the larger of its containers' summed requests and its largest init
     container, plus its overhead and one ``pods`` slot."""
@@ -256,7 +263,8 @@ def _queue(name: str, spec: dict) -> Queue:
     resources = spec.get("resources") or {}
     if not isinstance(resources, dict):
         raise ValueError(f"spec.resources is {resources!r}; expected a mapping of resource name to quota/limit")
-    quota, limit = {}, {}
+    quota: dict[str, int] = {}
+    limit: dict[str, int] = {}
     for resource, bounds in resources.items():
         if not isinstance(bounds, dict):
             raise ValueError(f"spec.resources[{resource}] is {bounds!r}; expected a mapping with quota and/or limit")

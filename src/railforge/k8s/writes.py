@@ -43,6 +43,7 @@ from railforge.k8s.translate import (
     GangObjects,
     Translation,
     Waiting,
+    add_amounts,
     pod_requests,
 )
 from railforge.k8s.views import SchedulerState
@@ -114,11 +115,6 @@ def _selects(selector: dict | None, labels: dict[str, str]) -> bool:
 
 class NotLeading(Exception):
     """A write refused by the fence: this replica's leadership is not current."""
-
-
-def _add(total: dict[str, int], extra: dict[str, int], sign: int = 1) -> None:
-    for name, amount in extra.items():
-        total[name] = total.get(name, 0) + sign * amount
 
 
 class WriteSide:
@@ -223,18 +219,14 @@ class WriteSide:
         this process's own status write since: bind once more on the pod as it is now."""
         meta = pod["metadata"]
         path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}"
-        body = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {
-                "name": meta["name"],
-                "namespace": meta["namespace"],
-                "uid": meta["uid"],  # never a recreated pod of the same name
-                "resourceVersion": meta.get("resourceVersion"),
-                "annotations": annotations,  # the API server copies them onto the pod
-            },
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        binding = {
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "uid": meta["uid"],  # never a recreated pod of the same name
+            "resourceVersion": meta.get("resourceVersion"),
+            "annotations": annotations,  # the API server copies them onto the pod
         }
+        body = {"apiVersion": "v1", "kind": "Binding", "metadata": binding, "target": {"kind": "Node", "name": node}}
         try:
             try:
                 self._call("POST", path + "/binding", body=body)
@@ -244,7 +236,7 @@ class WriteSide:
                 current = self._call("GET", path)
                 if current["metadata"]["uid"] != meta["uid"] or current["spec"].get("nodeName"):
                     raise
-                body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+                binding["resourceVersion"] = current["metadata"]["resourceVersion"]
                 self._call("POST", path + "/binding", body=body)
         except ApiException as error:
             log.warning("bind %s/%s -> %s: %s", meta["namespace"], meta["name"], node, rest.api_error(error))
@@ -455,11 +447,11 @@ class WriteSide:
         for running in view.running:
             requests = {member.name: member.requests for member in running.gang.members}
             for member, node in running.placement.items():
-                _add(free.setdefault(node, {}), requests[member], -1)
+                add_amounts(free.setdefault(node, {}), requests[member], -1)
         for objects in view.partial:
             for pod in objects.pods:
                 if pod["spec"].get("nodeName"):
-                    _add(free.setdefault(pod["spec"]["nodeName"], {}), pod_requests(pod), -1)
+                    add_amounts(free.setdefault(pod["spec"]["nodeName"], {}), pod_requests(pod), -1)
         return free
 
     def _settle_partial(self, objects: GangObjects, free: dict[str, dict[str, int]]) -> None:
@@ -481,7 +473,7 @@ class WriteSide:
             if node not in left:
                 why = "placement no longer fits"
                 break
-            _add(left[node], pod_requests(pod), -1)
+            add_amounts(left[node], pod_requests(pod), -1)
             if any(amount < 0 for amount in left[node].values()):
                 why = "placement no longer fits"
         if why is None:
