@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -238,7 +239,7 @@ def build_package(package: Package, work: Path, out: Path) -> str:
 def debian_requirements(controls: list[str]) -> list[str]:
     """Names apt must resolve from Debian: what our packages' control texts depend on or recommend that we do not
     build ourselves, then the extras."""
-    own = {re.search(r"^Package: (\S+)$", control, re.MULTILINE).group(1) for control in controls}
+    own = {name for control in controls for name in re.findall(r"^Package: (\S+)$", control, re.MULTILINE)}
     wanted = []
     for control in controls:
         for relations in re.findall(r"^(?:Depends|Recommends): (.*)$", control, re.MULTILINE):
@@ -369,7 +370,7 @@ def build_repo() -> Path:
     if (out / "manifest.json").exists():
         return out / "repo"
     started = time.monotonic()
-    print(f"testbed: building the lab's apt repository (cold: about a minute; cached in {out})", flush=True)
+    print(f"testbed: building the lab's apt repository (cold: about a minute; cached in {out})", file=sys.stderr)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
@@ -395,5 +396,5 @@ def build_repo() -> Path:
         raise
     staging.chmod(0o755)
     staging.rename(out)
-    print(f"testbed: apt repository built in {manifest['seconds']} s: {out / 'repo'}", flush=True)
+    print(f"testbed: apt repository built in {manifest['seconds']} s: {out / 'repo'}", file=sys.stderr)
     return out / "repo"
