@@ -15,6 +15,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import yaml
 
@@ -112,7 +113,7 @@ def node_table(pods: list[JobPod], ranks: list[Rank]) -> list[tuple[str, ...]]:
     by_node: dict[str, list[JobPod]] = {}
     for pod in pods:
         by_node.setdefault(pod.node or "(unbound)", []).append(pod)
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for node, members in sorted(by_node.items()):
         mine = [rank for rank in ranks if rank.pod in {pod.name for pod in members}]
         roles = ", ".join(f"{pod.name} ({pod.role})" for pod in sorted(members, key=lambda pod: pod.name))
@@ -165,7 +166,7 @@ def run_job(
     config.load_kube_config(kubeconfig)
     core, custom = client.CoreV1Api(), client.CustomObjectsApi()
     try:
-        core.create_namespace({"metadata": {"name": namespace}})
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
     except ApiException as error:
         if error.status != 409:
             raise
@@ -182,25 +183,25 @@ def run_job(
     job = render_job(name, namespace, workers, worker_cpu, rail, network)
     custom.create_namespaced_custom_object(group, version, namespace, plural, job)
     print(f"lab: MPIJob {namespace}/{name} submitted: {workers} workers, gang-scheduled by railforge", flush=True)
-    state, seen = None, {}  # the job's pods as they were bound: the operator deletes the workers at the end
+    state: str | None = None
+    seen: dict[str, JobPod] = {}  # the job's pods as they were bound: the operator deletes the workers at the end
     while time.monotonic() - submitted < timeout:
         for pod in core.list_namespaced_pod(namespace, label_selector=f"{JOB_NAME}={name}").items:
-            if pod.spec.node_name:
-                known = seen.get(pod.metadata.name)
-                role = pod.metadata.labels.get(JOB_ROLE, "?")
-                devices = known.devices if known else ""
-                if not devices and role == "worker" and pod.status.phase == "Running":
-                    found = DEVICES_LINE.search(core.read_namespaced_pod_log(pod.metadata.name, namespace))
-                    devices = found.group(1) if found else ""
-                seen[pod.metadata.name] = JobPod(
-                    pod.metadata.name,
-                    role,
-                    pod.spec.node_name,
-                    pod.spec.scheduler_name,
-                    devices,
-                    rail_address(pod.metadata.annotations),
-                )
-        status = custom.get_namespaced_custom_object(group, version, namespace, plural, name).get("status", {})
+            meta, spec = pod.metadata, pod.spec
+            if meta is None or meta.name is None or spec is None or not spec.node_name:
+                continue
+            known = seen.get(meta.name)
+            role = (meta.labels or {}).get(JOB_ROLE, "?")
+            devices = known.devices if known else ""
+            if not devices and role == "worker" and pod.status is not None and pod.status.phase == "Running":
+                found = DEVICES_LINE.search(core.read_namespaced_pod_log(meta.name, namespace))
+                devices = found.group(1) if found else ""
+            seen[meta.name] = JobPod(
+                meta.name, role, spec.node_name, spec.scheduler_name or "", devices, rail_address(meta.annotations)
+            )
+        # a custom object comes back as its decoded JSON
+        job_object = cast(dict, custom.get_namespaced_custom_object(group, version, namespace, plural, name))
+        status = job_object.get("status", {})
         ended = [c["type"] for c in status.get("conditions", []) if c["type"] in ("Succeeded", "Failed")]
         if ended and next(c for c in status["conditions"] if c["type"] == ended[0])["status"] == "True":
             state = ended[0]

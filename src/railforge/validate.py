@@ -19,6 +19,7 @@ import sys
 import tempfile
 import xml.etree.ElementTree as ET
 from collections import defaultdict
+from collections.abc import Mapping
 from pathlib import Path
 
 # pytest ids look like test_name[podman://host] or test_name[ansible://host-param-...] (tests/infra)
@@ -31,9 +32,9 @@ def parse_junit(path: Path) -> dict[str, dict]:
     for case in ET.parse(path).getroot().iter("testcase"):
         match = CHECK_ID.match(case.get("name", ""))
         prop = case.find("properties/property[@name='node']")
-        if not match or prop is None:
+        host = prop.get("value") if prop is not None else None
+        if not match or host is None:
             continue
-        host = prop.get("value")
         node, check = nodes[host], match["check"]
         if params := match["params"].removeprefix(host).removeprefix("-"):
             check += f"[{params}]"
@@ -176,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
 def report(nodes: dict[str, dict], args: argparse.Namespace) -> int:
     """Print and write the checks, joined with the benchmark report where one is named; the exit status."""
     source, benchmark = benchmark_report(args.benchmark, args.cluster) if args.benchmark else (None, {})
+    document: Mapping[str, object]
     if source:
         rows = joined(nodes, benchmark)
         print(f"benchmark report: {source} ({benchmark.get('created', '?')})")

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypedDict, cast
 
 from railforge.bench.errors import ParseError
 from railforge.bench.floors import HardwareClass
@@ -31,6 +32,15 @@ ROLE = "railforge.io/benchmark-role"
 RUN = "railforge.io/benchmark-job"
 MPIJOB = ("kubeflow.org", "v2beta1", "mpijobs")
 ENDED = ("Succeeded", "Failed")
+
+
+class MpiJobRecord(TypedDict):
+    """An MPIJob of the run as jobs.json records it."""
+
+    name: str
+    state: str | None  # None until it ends
+    seconds: float | None  # when its state was last read, in seconds since collecting began
+    pods: dict[str, str]  # pod -> node
 
 
 def launcher_log_name(job: str, command: Sequence[str]) -> str:
@@ -74,24 +84,28 @@ def collect(api, namespace: str, jobs: Sequence[str], timeout: float, results: P
 
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     started = time.monotonic()
-    seen = {job: {"name": job, "state": None, "seconds": None, "pods": {}} for job in jobs}  # pods: pod -> node
-    clients, servers = {}, {}  # perftest pods: client -> (node, phase); server -> node
+    seen: dict[str, MpiJobRecord] = {job: {"name": job, "state": None, "seconds": None, "pods": {}} for job in jobs}
+    # perftest pods: client -> (node, phase); server -> node
+    clients: dict[str, tuple[str, str | None]] = {}
+    servers: dict[str, str] = {}
     watch, placed = watch_placements(api, namespace)
     watch.synced.wait(30)
     while True:
         for job, record in seen.items():
             if record["state"] is None:
-                found = custom.get_namespaced_custom_object(*MPIJOB[:2], namespace, MPIJOB[2], job)
+                # a custom object comes back as its decoded JSON
+                found = cast(dict, custom.get_namespaced_custom_object(*MPIJOB[:2], namespace, MPIJOB[2], job))
                 record["state"] = _mpijob_state(found.get("status") or {})
                 record["seconds"] = round(time.monotonic() - started, 1)
         clients = {
             pod.metadata.name: (pod.spec.node_name or "", pod.status.phase)
             for pod in core.list_namespaced_pod(namespace, label_selector=f"{RUN}={jobs[0]},{ROLE}=client").items
+            if pod.metadata and pod.metadata.name and pod.spec and pod.status
         }
         servers.update(
             (pod.metadata.name, pod.spec.node_name)
             for pod in core.list_namespaced_pod(namespace, label_selector=f"{RUN}={jobs[0]},{ROLE}=server").items
-            if pod.spec.node_name
+            if pod.metadata and pod.metadata.name and pod.spec and pod.spec.node_name
         )
         ended = all(record["state"] for record in seen.values())
         if ended and all(phase in ENDED for _, phase in clients.values()):
@@ -106,12 +120,12 @@ def collect(api, namespace: str, jobs: Sequence[str], timeout: float, results: P
         if job in seen:
             seen[job]["pods"][pod] = node
     launchers: dict[str, tuple[str, list[str]]] = {}  # job -> (launcher pod, its command)
-    for pod in watch.items():  # launchers stay once done (only the workers are deleted)
-        labels = pod["metadata"]["labels"]
+    for obj in watch.items():  # launchers stay once done (only the workers are deleted)
+        labels = obj["metadata"]["labels"]
         if labels.get(JOB_ROLE) == "launcher" and labels[JOB_NAME] in seen:
-            container = pod["spec"]["containers"][0]
+            container = obj["spec"]["containers"][0]
             command = [*container.get("command", ()), *container.get("args", ())]
-            launchers[labels[JOB_NAME]] = (pod["metadata"]["name"], command)
+            launchers[labels[JOB_NAME]] = (obj["metadata"]["name"], command)
     outputs = results / "outputs"
     shutil.rmtree(outputs, ignore_errors=True)  # the last run's logs are not this run's results
     outputs.mkdir(parents=True)
@@ -120,15 +134,15 @@ def collect(api, namespace: str, jobs: Sequence[str], timeout: float, results: P
     for pod, (node, _phase) in clients.items():
         (outputs / node).mkdir(exist_ok=True)
         client_log(outputs, node, pod).write_text(core.read_namespaced_pod_log(pod, namespace))
-    record = {
+    collected = {
         "mpijobs": list(seen.values()),
         "perftest": {
             pod: {"node": node, "phase": phase, "server": servers.get(pod.removesuffix("-client") + "-server", "")}
             for pod, (node, phase) in clients.items()
         },
     }
-    (results / "jobs.json").write_text(json.dumps(record, indent=2) + "\n")
-    return record
+    (results / "jobs.json").write_text(json.dumps(collected, indent=2) + "\n")
+    return collected
 
 
 @dataclass(frozen=True)
@@ -181,7 +195,7 @@ def node_summary(verdicts: Sequence[Verdict]) -> dict[str, dict]:
 
 def scaling_points(results: Results) -> dict[str, list[ResnetMeasure]]:
     """The finished ResNet-50 runs' results per series (railforge.bench.resnet.scaling_series)."""
-    return {name: [run.result for run in runs] for name, runs in scaling_series(results.resnet).items()}
+    return {name: [result for _, result in runs] for name, runs in scaling_series(results.resnet).items()}
 
 
 def scaling_table(results: Results) -> list[str]:
@@ -217,8 +231,8 @@ def _plot(results: Results, path: Path, title: str) -> None:
     for run in results.nccl:
         sizes = [row.size_bytes for row in run.rows]
         bandwidth.plot(sizes, [row.out_of_place.busbw_gbps for row in run.rows], marker=".", label=run.label)
-    for run in results.mpi:
-        bandwidth.plot([run.size_bytes], [run.busbw_gbps], marker="o", linestyle="", label=run.label)
+    for mpi_run in results.mpi:
+        bandwidth.plot([mpi_run.size_bytes], [mpi_run.busbw_gbps], marker="o", linestyle="", label=mpi_run.label)
     bandwidth.set_xscale("log", base=2)
     bandwidth.set_xlabel("message size (bytes)")
     bandwidth.set_ylabel("bus bandwidth (GB/s)")
@@ -252,7 +266,9 @@ def _plot(results: Results, path: Path, title: str) -> None:
     plt.close(figure)
 
 
-def write_report(results_dir: Path, cluster: str, hw: HardwareClass, reports: Path, now: datetime | None = None):
+def write_report(
+    results_dir: Path, cluster: str, hw: HardwareClass, reports: Path, now: datetime | None = None
+) -> Report:
     """Parse and judge ``results_dir`` (``collect``'s), write the JSON, Markdown and PNG; return the Report."""
     now = now or datetime.now(UTC)
     jobs_file = results_dir / "jobs.json"
@@ -273,8 +289,8 @@ def write_report(results_dir: Path, cluster: str, hw: HardwareClass, reports: Pa
         verdicts.append(Verdict("benchmark output", "complete", "fail", "benchmark output: no result to judge"))
     stem = f"benchmark-{cluster}-{now.strftime('%Y%m%dT%H%M%SZ')}"
     reports.mkdir(parents=True, exist_ok=True)
-    paths = [reports / f"{stem}.{suffix}" for suffix in ("json", "md", "png")]
-    _plot(results, paths[2], f"{cluster}, {now:%Y-%m-%d %H:%M} UTC, class {hw.name}")
+    json_path, markdown_path, plot_path = (reports / f"{stem}.{suffix}" for suffix in ("json", "md", "png"))
+    _plot(results, plot_path, f"{cluster}, {now:%Y-%m-%d %H:%M} UTC, class {hw.name}")
     failed = [v.message for v in verdicts if v.status == "fail"]
     document = {
         "cluster": cluster,
@@ -286,9 +302,9 @@ def write_report(results_dir: Path, cluster: str, hw: HardwareClass, reports: Pa
         "nodes": node_summary(verdicts),
         "failed": failed,
         "skipped": [str(path) for path in skipped],
-        "plot": paths[2].name,
+        "plot": plot_path.name,
     }
-    paths[0].write_text(json.dumps(document, indent=2) + "\n")
+    json_path.write_text(json.dumps(document, indent=2) + "\n")
     lines = [
         f"# Benchmark of {cluster}, {now:%Y-%m-%d %H:%M:%S} UTC",
         "",
@@ -310,6 +326,6 @@ def write_report(results_dir: Path, cluster: str, hw: HardwareClass, reports: Pa
         lines.append(f"| perftest {pod} | {seen['phase']} | {pod} ({seen['node']}), its server ({server}) |")
     lines += ["", "## Per node", "", node_table(verdicts), "", "## Verdicts", "", table(verdicts), ""]
     lines += scaling_table(results)
-    lines += [f"![bus bandwidth, rails and scaling]({paths[2].name})", ""]
-    paths[1].write_text("\n".join(lines))
-    return Report(*paths, tuple(verdicts))
+    lines += [f"![bus bandwidth, rails and scaling]({plot_path.name})", ""]
+    markdown_path.write_text("\n".join(lines))
+    return Report(json_path, markdown_path, plot_path, tuple(verdicts))

@@ -101,8 +101,12 @@ def parse_dcgmi_diag(text: str, source: str = "") -> DcgmDiag:
         metadata=metadata,
         tests=tuple(
             DiagTest(
-                **{k: v for k, v in t.items() if k not in NOTES},
-                **{key: tuple(" ".join(note.split()) for note in t[key]) for key in NOTES},
+                t["section"],
+                t["name"],
+                t["status"],
+                t["scope"],
+                info=tuple(" ".join(note.split()) for note in t["info"]),
+                warnings=tuple(" ".join(note.split()) for note in t["warnings"]),
             )
             for t in tests
         ),

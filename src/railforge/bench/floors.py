@@ -82,12 +82,17 @@ class HardwareClass:
     not_set: dict[str, str] = field(default_factory=dict)
 
 
-def _positive(value: object, path: str, kind: type = float) -> float | int:
+def _positive(value: object, path: str) -> int | float:
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
         raise FloorsError(f"{path}: expected a positive number, got {value!r}")
-    if kind is int and value != int(value):
+    return value
+
+
+def _message_bytes(value: object, path: str) -> int:
+    size = _positive(value, path)
+    if size != int(size):
         raise FloorsError(f"{path}: expected a whole number of bytes, got {value!r}")
-    return kind(value)
+    return int(size)
 
 
 def _floor(kind: str, spec: dict, path: str) -> Floor:
@@ -117,9 +122,9 @@ def _floor(kind: str, spec: dict, path: str) -> Floor:
         )
     return Floor(
         kind=kind,
-        value=_positive(spec[meta.metric], f"{path}.{meta.metric}"),
+        value=float(_positive(spec[meta.metric], f"{path}.{meta.metric}")),
         source=" ".join(source.split()),
-        message_bytes=_positive(message, f"{path}.message_bytes", int) if meta.sized else None,
+        message_bytes=_message_bytes(message, f"{path}.message_bytes") if meta.sized else None,
         memory=memory,
     )
 
@@ -179,11 +184,12 @@ def default_classes() -> dict:
 def load_floors(name: str, overrides: object = None, origin: str = VARIABLE) -> HardwareClass:
     """The floors of hardware class ``name``: defaults merged with ``overrides`` (validated whole)."""
     classes = default_classes() if overrides is None else _merge(default_classes(), overrides, origin)
-    for changed in overrides or {}:  # a mistake in any overridden class is reported, not only in this one
+    overridden = overrides if isinstance(overrides, dict) else {}  # _merge refuses any other override
+    for changed in overridden:  # a mistake in any overridden class is reported, not only in this one
         _hardware_class(changed, classes[changed], f"{origin}.{changed}")
     if name not in classes:
         raise FloorsError(f"hardware class {name!r} is not known; expected one of {', '.join(sorted(classes))}")
-    where = f"{origin}.{name}" if overrides and name in overrides else f"{DEFAULTS.name}:{name}"
+    where = f"{origin}.{name}" if name in overridden else f"{DEFAULTS.name}:{name}"
     return _hardware_class(name, classes[name], where)
 
 

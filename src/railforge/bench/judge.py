@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
+from typing import TypeVar
 
 from railforge.bench.dcgm import DcgmDiag
-from railforge.bench.floors import KINDS, HardwareClass
+from railforge.bench.floors import KINDS, Floor, HardwareClass
 from railforge.bench.mpi import MpiAllreduceRun
 from railforge.bench.nccl import NcclRun, Row
 from railforge.bench.perftest import PerftestRun
@@ -21,6 +22,7 @@ from railforge.bench.resnet import ResnetRun, scaling_series
 
 FALLBACK = "NCCL fell back to sockets (NCCL_IB_DISABLE or no RDMA device in the pod)"
 STATUSES = ("fail", "warn", "pass", "info")
+_Row = TypeVar("_Row")
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,12 @@ def size_text(size: int) -> str:
     return f"{size} B"
 
 
-def _pick(rows: Sequence, size_of: Callable[[object], int], message_bytes: int) -> tuple[object, str]:
+def _floor_bytes(floor: Floor | None, default: int) -> int:
+    """The message size ``floor`` is for; ``default`` without a floor (a floor of a sized kind names its size)."""
+    return default if floor is None or floor.message_bytes is None else floor.message_bytes
+
+
+def _pick(rows: Sequence[_Row], size_of: Callable[[_Row], int], message_bytes: int) -> tuple[_Row, str]:
     """The row at the floor's message size (the nearest one above it); else the largest, with a note."""
     above = [r for r in rows if size_of(r) >= message_bytes]
     if above:
@@ -115,8 +122,8 @@ def judge_nccl(run: NcclRun, hw: HardwareClass) -> list[Verdict]:
         verdicts.append(_transport(run, subject))
     if run.collective == "all_reduce":
         kind = "nccl_all_reduce_multinode" if len(run.hosts) > 1 else "nccl_all_reduce_1node"
-        floor = hw.floors.get(kind)
-        row, note = _pick(run.rows, lambda r: r.size_bytes, floor.message_bytes if floor else run.rows[-1].size_bytes)
+        size = _floor_bytes(hw.floors.get(kind), run.rows[-1].size_bytes)
+        row, note = _pick(run.rows, lambda r: r.size_bytes, size)
         if len(run.ranks) == 1:
             verdicts.append(_one_rank(subject, kind, row))
         else:
@@ -161,15 +168,14 @@ def judge_perftest(node: str, run: PerftestRun, hw: HardwareClass, server: str =
     verdicts = _incomplete(subject, run.missing)
     floor = hw.floors.get(run.tool)
     memory = "GPU memory" if run.gpu_memory else "host memory"
-    rows = run.bandwidth or run.latency
     # without a floor: bandwidth at the largest message, latency at the smallest
-    default_size = rows[-1].size_bytes if run.bandwidth else rows[0].size_bytes
-    row, note = _pick(rows, lambda r: r.size_bytes, floor.message_bytes if floor else default_size)
     if run.bandwidth:
+        row, note = _pick(run.bandwidth, lambda r: r.size_bytes, _floor_bytes(floor, run.bandwidth[-1].size_bytes))
         measured, what = row.average_gbps, f"{run.tool} at {size_text(row.size_bytes)}, {memory}{against}"
     else:
-        measured = row.usec.get("t_typical", row.usec.get("t_avg"))
-        what = f"{run.tool} typical at {size_text(row.size_bytes)}{against}"
+        lat_row, note = _pick(run.latency, lambda r: r.size_bytes, _floor_bytes(floor, run.latency[0].size_bytes))
+        measured = lat_row.usec["t_typical"] if "t_typical" in lat_row.usec else lat_row.usec["t_avg"]
+        what = f"{run.tool} typical at {size_text(lat_row.size_bytes)}{against}"
     verdicts.append(_figure(subject, run.tool, hw, measured, what, note))
     if floor and floor.memory and floor.memory != ("gpu" if run.gpu_memory else "host"):
         wanted = "GPU memory (--use_cuda, GPUDirect RDMA)" if floor.memory == "gpu" else "host memory"
@@ -224,17 +230,17 @@ def judge_resnet(runs: Sequence[ResnetRun], hw: HardwareClass) -> list[Verdict]:
             continue
         finished.append(run)
         if run.result.on_cpu:  # the CPU fallback proves the job's plumbing: its speed is the host's own
-            rate, ranks = run.result.images_per_sec, run.result.ranks
-            message = f"{run.label}: {rate:g} images/s, {rate / ranks:.3g} per rank (CPU fallback: no floor)"
+            rate = run.result.images_per_sec
+            message = f"{run.label}: {rate:g} images/s, {run.result.per_process:.3g} per rank (CPU fallback: no floor)"
             verdicts.append(Verdict(run.label, "resnet50", "info", message, rate, unit="images/s"))
         else:
             verdicts.append(_figure(run.label, "resnet50_per_gpu", hw, run.result.per_process, "throughput"))
     for series in scaling_series(finished).values():
-        base = series[0].result
-        for run in series[1:]:
-            if run.result.process_count == base.process_count:
+        _, base = series[0]
+        for run, result in series[1:]:
+            if result.process_count == base.process_count:
                 continue
-            efficiency = round(run.result.per_process / base.per_process, 4)
+            efficiency = round(result.per_process / base.per_process, 4)
             what = f"scaling efficiency vs {base.processes}"
             verdicts.append(_figure(run.label, "resnet50_scaling", hw, efficiency, what))
     return verdicts
@@ -249,10 +255,10 @@ def judge_mpi(run: MpiAllreduceRun, hw: HardwareClass) -> list[Verdict]:
     if wrong or not run.ok:
         named = ", ".join(f"rank {rank.rank} ({rank.node})" for rank in wrong) or "the summary"
         verdicts.append(Verdict(subject, "correctness", "fail", f"{subject}: wrong sums on {named}", len(wrong)))
-    floor = hw.floors.get("mpi_allreduce")
+    floor_bytes = _floor_bytes(hw.floors.get("mpi_allreduce"), run.size_bytes)
     note = ""
-    if floor and floor.message_bytes > run.size_bytes:
-        note = f" (message {size_text(run.size_bytes)} < {size_text(floor.message_bytes)} of the floor)"
+    if floor_bytes > run.size_bytes:
+        note = f" (message {size_text(run.size_bytes)} < {size_text(floor_bytes)} of the floor)"
     what = f"bus bandwidth at {size_text(run.size_bytes)}"
     verdicts.append(_figure(subject, "mpi_allreduce", hw, run.busbw_gbps, what, note))
     return [replace(v, nodes=run.hosts) for v in verdicts]

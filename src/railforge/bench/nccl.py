@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from railforge.bench.errors import ParseError
 
@@ -49,6 +50,7 @@ OUT_OF_BOUNDS = re.compile(r"^#?\s*Out of bounds values : (\d+) (\w+)")
 AVG_BUSBW = re.compile(r"^#?\s*Avg bus bandwidth\s*: ([\d.]+)")
 ROW_START = re.compile(r"^\s+\d+\s+\d+\s+\w+\s")
 CHECK_COLUMN = re.compile(r"^#.*\bbusbw\s+(#wrong|error|res)\b")  # the column header names the 4th of each half
+_Number = TypeVar("_Number", int, float)
 
 
 @dataclass(frozen=True)
@@ -181,27 +183,28 @@ def _row(line: str, source: str, lineno: int, check: str, time_unit: str) -> Row
     """One results row; ``check`` is its column of each half (#wrong, error or res), ``time_unit`` us or ms."""
     columns = f"size count type redop [root] time({time_unit}) algbw busbw {check} (twice: out-of-place, in-place)"
 
-    def number(token: str, kind: type) -> int | float | None:
-        if token == "N/A":
-            return None
+    def number(token: str, kind: type[_Number]) -> _Number:
         try:
             return kind(token)
         except ValueError:
             raise ParseError(source, lineno, f"a number in a results row ({columns})", token) from None
 
+    def number_or_na(token: str, kind: type[_Number]) -> _Number | None:  # "N/A": #wrong with validation off
+        return None if token == "N/A" else number(token, kind)
+
     tokens = line.split()
     if len(tokens) not in (12, 13):
         raise ParseError(source, lineno, f"a results row of 12 or 13 columns ({columns})", line.strip())
-    root = number(tokens[4], int) if len(tokens) == 13 else None
+    root = number_or_na(tokens[4], int) if len(tokens) == 13 else None
     half = tokens[-8:]
 
     def measure(cols: list[str]) -> Measure:
         time, algbw, busbw = (number(c, float) for c in cols[:3])
-        if time is not None and time_unit == "ms":
+        if time_unit == "ms":
             time *= 1000
         if check == "#wrong":
-            return Measure(time, algbw, busbw, number(cols[3], int))
-        number(cols[3], float)  # the row's largest error: read as a number, counted by "Out of bounds values"
+            return Measure(time, algbw, busbw, number_or_na(cols[3], int))
+        number_or_na(cols[3], float)  # the row's largest error: read as a number, counted by "Out of bounds values"
         return Measure(time, algbw, busbw, None)
 
     return Row(
@@ -240,7 +243,9 @@ def parse_nccl_tests(text: str, source: str = "", collective: str | None = None)
     collective = named["name"] if named else collective
 
     max_bytes = int(header["max"])
-    ranks, rows, env, channels, devices = [], [], {}, [], []
+    ranks, rows, channels = [], [], []
+    env: dict[str, str] = {}
+    devices: list[NetDevice] = []
     network = nccl_version = avg = out_of_bounds = nvls = None
     ib_device_missing = False
     earliest = header["hash"] is None  # the earliest releases: time in ms, a "res" column

@@ -83,10 +83,10 @@ def _parameters(line: str) -> dict[str, str]:
 
 def parse_perftest(text: str, source: str = "") -> PerftestRun:
     lines = text.splitlines()
-    title_at = next((i for i, ln in enumerate(lines) if TITLE.match(ln)), None)
-    if title_at is None:
+    found = next(((i, match) for i, ln in enumerate(lines) if (match := TITLE.match(ln))), None)
+    if found is None:
         raise ParseError(source, None, "a perftest title line such as 'RDMA_Write BW Test'")
-    title = TITLE.match(lines[title_at])
+    title_at, title = found
     tool = f"{TOOLS.get(title['verb'], title['verb'].lower())}_{'bw' if title['kind'] == 'BW' else 'lat'}"
 
     cuda_device = cuda_gpu = None
@@ -129,7 +129,8 @@ def parse_perftest(text: str, source: str = "") -> PerftestRun:
         except ValueError:
             raise ParseError(source, lineno, "numbers in a results row", line) from None
         if bw:
-            bandwidth.append(BandwidthRow(size, iterations, *values, unit=f"{bw['unit']}/sec"))
+            peak, average, msg_rate = values
+            bandwidth.append(BandwidthRow(size, iterations, peak, average, msg_rate, unit=f"{bw['unit']}/sec"))
         else:
             latency.append(LatencyRow(size, iterations, dict(zip(LAT_COLUMNS.findall(header), values, strict=True))))
     if not bandwidth and not latency:

@@ -45,7 +45,11 @@ class ResnetMeasure:
     @property
     def process_count(self) -> int:
         """The processes the work was split over: GPUs, or CPU ranks on the CPU fallback."""
-        return self.ranks if self.on_cpu else self.gpus
+        if not self.on_cpu:
+            return self.gpus
+        if self.ranks is None:
+            raise ValueError("a CPU fallback measure without its ranks")  # _measure refuses such a line
+        return self.ranks
 
     @property
     def per_process(self) -> float:
@@ -110,7 +114,8 @@ def _measure(fields: dict[str, str], source: str, lineno: int, line: str, nodes:
 
 def parse_resnet(text: str, source: str = "", nodes: Mapping[str, str] | None = None) -> ResnetRun:
     """The benchmark's lines; ``nodes`` maps a host (a pod) to its node (unmapped hosts count as their own)."""
-    steps, result = [], None
+    steps: list[ResnetMeasure] = []
+    result: ResnetMeasure | None = None
     for lineno, line in enumerate(text.splitlines(), 1):
         at = line.find(PREFIX)
         if at < 0:
@@ -138,13 +143,14 @@ def parse_resnet(text: str, source: str = "", nodes: Mapping[str, str] | None = 
     )
 
 
-def scaling_series(runs: Iterable[ResnetRun]) -> dict[str, list[ResnetRun]]:
-    """The finished runs that scale against each other, fewest processes first: one series per device and batch per
-    process (runs of another batch size do not show scaling), named ``GPUs, batch 32`` or ``CPU ranks, batch 4``."""
-    series: dict[str, list[ResnetRun]] = {}
+def scaling_series(runs: Iterable[ResnetRun]) -> dict[str, list[tuple[ResnetRun, ResnetMeasure]]]:
+    """The finished runs, each with its result, that scale against each other, fewest processes first: one series
+    per device and batch per process (runs of another batch size do not show scaling), named ``GPUs, batch 32`` or
+    ``CPU ranks, batch 4``."""
+    series: dict[str, list[tuple[ResnetRun, ResnetMeasure]]] = {}
     for run in runs:
         if run.result is not None:
             unit = "CPU ranks" if run.result.on_cpu else "GPUs"
             batch = run.result.batch_per_gpu
-            series.setdefault(unit if batch is None else f"{unit}, batch {batch}", []).append(run)
-    return {name: sorted(member, key=lambda run: run.result.process_count) for name, member in series.items()}
+            series.setdefault(unit if batch is None else f"{unit}, batch {batch}", []).append((run, run.result))
+    return {name: sorted(member, key=lambda finished: finished[1].process_count) for name, member in series.items()}

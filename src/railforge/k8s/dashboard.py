@@ -14,9 +14,15 @@ import threading
 from dataclasses import asdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, cast
 
 from railforge.k8s.metrics import CONTENT_TYPE, base_unit, fair_share_gpus
 from railforge.scheduler import GPU
+
+if TYPE_CHECKING:
+    from railforge.k8s.metrics import SchedulerMetrics
+    from railforge.k8s.settings import Settings
+    from railforge.k8s.views import SchedulerState
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +33,16 @@ ASSETS = {  # path -> (file, content type)
     "/dashboard.css": ("dashboard.css", "text/css; charset=utf-8"),
 }
 RECENT_SHOWN = 100
+
+
+class Source(Protocol):
+    """What the endpoint reads of the adapter (railforge.k8s.adapter.Adapter)."""
+
+    settings: Settings
+    state: SchedulerState
+    metrics: SchedulerMetrics
+
+    def synced(self) -> bool: ...
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -41,7 +57,7 @@ def _amounts(amounts: dict[str, int]) -> dict[str, float]:
     return {resource: base_unit(resource, amount) for resource, amount in sorted(amounts.items())}
 
 
-def state_document(adapter) -> dict:
+def state_document(adapter: Source) -> dict:
     """What the page shows, as JSON: queues, pending and running gangs, nodes by topology domain, decisions."""
     view = adapter.state.view()
     shares = fair_share_gpus(view)
@@ -110,7 +126,7 @@ def state_document(adapter) -> dict:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    adapter = None  # set on the subclass ``serve`` makes
+    adapter: Source  # set on the subclass ``serve`` makes
     server_version = "railforge-scheduler"
 
     def do_GET(self) -> None:
@@ -162,6 +178,7 @@ class DashboardServer(ThreadingHTTPServer):
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
+        host = cast(str, host)  # getsockname() after the bind: an AF_INET(6) host is a str
         return f"http://{f'[{host}]' if ':' in host else host}:{port}"
 
     def stop(self) -> None:
@@ -169,12 +186,14 @@ class DashboardServer(ThreadingHTTPServer):
         self.server_close()
 
 
-def serve(adapter, host: str, port: int) -> DashboardServer:
+class DashboardServer6(DashboardServer):
+    address_family = socket.AF_INET6
+
+
+def serve(adapter: Source, host: str, port: int) -> DashboardServer:
     """Serve the adapter's dashboard and metrics on host:port (port 0: any free one) from a background thread."""
     handler = type("Handler", (_Handler,), {"adapter": adapter})
-    server_class = DashboardServer
-    if ":" in host:
-        server_class = type("DashboardServer6", (DashboardServer,), {"address_family": socket.AF_INET6})
+    server_class = DashboardServer6 if ":" in host else DashboardServer
     server = server_class((host, port), handler)
     threading.Thread(target=server.serve_forever, name="dashboard", daemon=True).start()
     log.info("dashboard and metrics on %s", server.url)

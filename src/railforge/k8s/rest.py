@@ -7,6 +7,7 @@ reads. Non-2xx answers raise ``kubernetes.client.ApiException`` as the generated
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator, Sequence
 
@@ -65,7 +66,7 @@ def stream_lines(response) -> Iterator[str]:
 
 def api_error(error: ApiException) -> str:
     """The server's message of a refused call, else its status."""
-    try:
-        return json.loads(error.body)["message"]
-    except (TypeError, ValueError, KeyError):
-        return f"{error.status} {error.reason}"
+    if error.body is not None:
+        with contextlib.suppress(TypeError, ValueError, KeyError):
+            return json.loads(error.body)["message"]
+    return f"{error.status} {error.reason}"

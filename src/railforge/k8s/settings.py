@@ -116,8 +116,12 @@ class SettingsError(ValueError):
 
 
 def _number(key: str, value: object, minimum: float, strict: bool) -> float:
-    number = isinstance(value, int | float) and not isinstance(value, bool)
-    if not number or value < minimum or (strict and value == minimum):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or value < minimum
+        or (strict and value == minimum)
+    ):
         raise SettingsError(f"{key} is {value!r}; expected a number {'>' if strict else '>='} {minimum:g}")
     return float(value)
 
@@ -145,7 +149,7 @@ def _known(key: str, given: dict, allowed: typing.Iterable[str]) -> None:
 def _leader_election(raw: object) -> LeaderElection:
     given = _mapping("leader_election", raw)
     _known("leader_election", given, (f.name for f in fields(LeaderElection)))
-    values = {}
+    values: dict[str, typing.Any] = {}  # LeaderElection's keyword arguments, each checked for its field
     for name, value in given.items():
         key = f"leader_election.{name}"
         if name == "enabled":
@@ -205,7 +209,7 @@ def _policy(raw: object, topology: tuple[TopologyLevel, ...]) -> SchedulerConfig
 def settings_from_mapping(raw: object) -> Settings:
     given = dict(_mapping("settings", raw if raw is not None else {}))
     _known("", given, (f.name for f in fields(Settings)))
-    values: dict[str, object] = {}
+    values: dict[str, typing.Any] = {}  # Settings' keyword arguments, each checked for its field
     for name in ("scheduler_name", "default_queue", "queue_key"):
         if name in given:
             values[name] = _text(name, given[name])

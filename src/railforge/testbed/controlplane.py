@@ -19,6 +19,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NotRequired, TypedDict
 
 from railforge.testbed import pki
 from railforge.testbed.build import binary
@@ -221,12 +222,18 @@ def _healthz(port: int) -> bool:
         return response.status == 200
 
 
+class Taint(TypedDict):
+    key: str
+    effect: str
+    value: NotRequired[str]
+
+
 def add_api_node(
     plane: ControlPlane,
     name: str,
     allocatable: dict[str, str],
     labels: dict[str, str] | None = None,
-    taints: list[dict[str, str]] | None = None,
+    taints: list[Taint] | None = None,
 ) -> None:
     """A node object with no kubelet behind it: Ready, with the given allocatable resources (nvidia.com/gpu,
     rdma/..., cpu, memory, pods), labels and taints, and none of the lifecycle taints once this returns. It stays
@@ -253,8 +260,9 @@ def add_api_node(
     core.patch_node_status(name, {"status": {"capacity": resources, "allocatable": resources, "conditions": [ready]}})
 
     def untainted() -> bool:
-        node = core.read_node(name)
-        return not any(t.key.startswith("node.kubernetes.io/") for t in node.spec.taints or [])
+        spec = core.read_node(name).spec
+        taints = (spec.taints if spec is not None else None) or []
+        return not any(t.key.startswith("node.kubernetes.io/") for t in taints)
 
     wait_for(f"API-only node {name} untainted", untainted, READY_TIMEOUT, plane.processes)
 

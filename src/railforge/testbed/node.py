@@ -311,20 +311,21 @@ state = "{d}/containerd/state"
             node = client.CoreV1Api(self.plane.api).read_node(self.name)
         except client.ApiException:
             return False
+        if node.status is None:
+            return False
         conditions = {c.type: c.status for c in node.status.conditions or []}
-        return conditions.get("Ready") == "True" and not any(
-            t.key == "node.kubernetes.io/not-ready" for t in node.spec.taints or []
-        )
+        taints = (node.spec.taints if node.spec is not None else None) or []
+        return conditions.get("Ready") == "True" and not any(t.key == "node.kubernetes.io/not-ready" for t in taints)
 
     # --- teardown ---------------------------------------------------------------------------------------------
 
     def stop(self) -> None:
         """Undo everything start() did, in reverse; safe to call on a half-started or stopped node."""
         if self.lock is not None:  # the lock is start()'s first step: a node without it changed nothing on the host
-            self._undo_host_changes()
+            self._undo_host_changes(self.lock)
         shutil.rmtree(self.directory, ignore_errors=True)
 
-    def _undo_host_changes(self) -> None:
+    def _undo_host_changes(self, lock: int) -> None:
         kubelet = next((p for p in self.processes if p.name == "kubelet"), None)
         if kubelet is not None:
             kubelet.stop()
@@ -350,7 +351,7 @@ state = "{d}/containerd/state"
             self._unmount_below(path)  # /run/netns is bind-mounted onto itself
             shutil.rmtree(path, ignore_errors=True)
         NODE_LOCK.unlink(missing_ok=True)
-        os.close(self.lock)
+        os.close(lock)
         self.lock = None
 
     def _remove_pods(self) -> None:

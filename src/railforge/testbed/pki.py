@@ -77,7 +77,7 @@ class CertificateAuthority:
         )
         if server_names:
             usages.append(ExtendedKeyUsageOID.SERVER_AUTH)
-            alternatives = []
+            alternatives: list[x509.GeneralName] = []
             for entry in server_names:
                 try:
                     alternatives.append(x509.IPAddress(ipaddress.ip_address(entry)))

@@ -9,7 +9,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
@@ -64,7 +64,7 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def wait_for(what: str, ready: Callable[[], bool], timeout: float, watched: list[Process] = ()) -> float:
+def wait_for(what: str, ready: Callable[[], bool], timeout: float, watched: Sequence[Process] = ()) -> float:
     """Poll ready() until it holds; fail early, with the log, when a watched process has exited."""
     started = time.monotonic()
     while True:
