@@ -27,10 +27,14 @@ def load_role_specs(roles_dir: Path) -> dict:
     return specs
 
 
-def rendered_variables(host_variables) -> dict:
-    """A host's variables with templates rendered; one that needs facts or role defaults is left to its role."""
+def rendered_variables(host_variables, role_specs: dict) -> dict:
+    """A host's variables, those whose value the check reads rendered (the others by name only, as None); one that
+    needs facts or role defaults is left to its role."""
     variables = {}
     for name in host_variables:
+        if not railforge_inventory.value_is_read(name, role_specs):
+            variables[name] = None
+            continue
         try:
             variables[name] = host_variables[name]
         except AnsibleError:
@@ -55,8 +59,9 @@ class ActionModule(ActionBase):
                 "above) or is empty; nothing was changed",
             )
             return result
-        hostvars = {host: rendered_variables(task_vars["hostvars"][host]) for host in groups["all"]}
-        problems = railforge_inventory.validate(groups, hostvars, load_role_specs(roles_dir))
+        specs = load_role_specs(roles_dir)
+        hostvars = {host: rendered_variables(task_vars["hostvars"][host], specs) for host in groups["all"]}
+        problems = railforge_inventory.validate(groups, hostvars, specs)
         if problems:
             result.update(
                 failed=True,

@@ -832,6 +832,12 @@ def role_prefixes(specs: dict[str, dict]) -> set[str]:
     return {name.split("_")[0] + "_" for name in specs} | {"railforge_"}
 
 
+def value_is_read(name: str, role_specs: dict[str, dict]) -> bool:
+    """Whether validate() reads a variable's value: the other names (Ansible's magic and connection variables, and
+    unknown names, which are refused by name) need not be rendered; ``groups`` alone lists every host, per host."""
+    return name not in MAGIC_VARIABLES and (name in role_specs or name in INVENTORY_VARIABLES or name in RULES)
+
+
 def validate(groups: dict[str, list[str]], hostvars: dict[str, dict], role_specs: dict[str, dict]) -> list[str]:
     """Every problem of the inventory, one line each, sorted, secrets masked; empty when the inventory is sound."""
     specs = {**role_specs, **INVENTORY_VARIABLES}
