@@ -907,7 +907,30 @@ def _check_host(host: str, variables: dict, groups: dict[str, list[str]], specs:
     problems += _check_group_rules(host, variables, groups, specs)
     problems += _check_group_names(variables, groups)
     problems += _check_etc_hosts(host, variables, groups)
+    problems += _check_hw_source(host, variables, groups)
     return problems
+
+
+HW_GROUPS = ("gpu_nodes", "rdma_nodes")  # the nodes playbooks/facts.yml reads
+
+
+def _check_hw_source(host: str, variables: dict, groups: dict[str, list[str]]) -> list[str]:
+    """A node's railforge_hw comes from one place, said explicitly: read from the node (railforge_hw_source:
+    gather, the default) or set in the inventory (inventory), never both and never neither."""
+    if not any(host in groups.get(group, []) for group in HW_GROUPS):
+        return []
+    source, hand_set = variables.get("railforge_hw_source", "gather"), "railforge_hw" in variables
+    if source == "inventory" and not hand_set:
+        return [
+            "railforge_hw_source is inventory but railforge_hw is not set: set the node's railforge_hw in the "
+            "inventory (docs/hardware-facts.md) or leave railforge_hw_source unset to read it from the node"
+        ]
+    if source == "gather" and hand_set:
+        return [
+            "railforge_hw is set in the inventory but railforge_hw_source is gather (the default), so the facts read "
+            "from the node would replace it: set railforge_hw_source: inventory to keep it, or remove railforge_hw"
+        ]
+    return []
 
 
 def _unknown_variable(name: str, specs: dict[str, dict], prefixes: set[str]) -> list[str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import can_i, changed, run_playbook
-from k8s_helpers import refused_words
+from k8s_helpers import dgx_h100_facts, refused_words
 from kubernetes import client
 
 from railforge.testbed.controlplane import add_api_node, create_namespace
@@ -33,7 +33,12 @@ NAD = ("k8s.cni.cncf.io", "v1", "network-attachment-definitions")
 
 
 def inventory_file(directory: Path, second_node_pfs: list[dict]) -> Path:
-    hosts = {NODES[0]: {"sriov_vfs_pfs": PFS}, NODES[1]: {"sriov_vfs_pfs": second_node_pfs}, CPU_NODE: {}}
+    facts = {"railforge_hw": dgx_h100_facts()}  # hand-set, as the test bed's RDMA nodes are (conftest)
+    hosts = {
+        NODES[0]: {**facts, "sriov_vfs_pfs": PFS},
+        NODES[1]: {**facts, "sriov_vfs_pfs": second_node_pfs},
+        CPU_NODE: facts,
+    }
     inventory = directory / "hosts.yml"
     inventory.write_text(json.dumps({"all": {"children": {"rdma_nodes": {"hosts": hosts}}}}))
     return inventory

@@ -236,6 +236,21 @@ CASES["rail range too small for its nodes"] = (
     "rail_networks_cidrs[1] 10.201.0.0/30 (set in group all) has 2 addresses for 3 nodes on that rail: expected a "
     "prefix of /29 or larger",
 )
+CASES["hardware facts said to be in the inventory, and none there"] = (
+    {"host_vars": {"gpu-02": {"railforge_hw_source": "inventory"}}},
+    "gpu-02: railforge_hw_source is inventory but railforge_hw is not set: set the node's railforge_hw in the "
+    "inventory",
+)
+CASES["hand-set hardware facts the gathered ones would replace"] = (
+    {"group_vars": {"gpu_nodes": {**GROUP_VARS["gpu_nodes"], "railforge_hw": {"gpus": []}}}},
+    "gpu-01, gpu-02: railforge_hw is set in the inventory but railforge_hw_source is gather (the default)",
+)
+
+
+def test_hand_set_hardware_facts_said_so_pass_and_nodes_without_gathering_need_no_source():
+    hand_set = {"railforge_hw_source": "inventory", "railforge_hw": {"gpus": []}}
+    assert problems_of(host_vars={"gpu-01": hand_set}) == []
+    assert problems_of(host_vars={"stor-01": {"railforge_hw": {"gpus": []}}}) == []  # not in gpu/rdma_nodes
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
