@@ -6,19 +6,23 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-K8S_LEAVES = {"rest", "quantity", "settings", "views"}
+K8S_LEAVES = {"rest", "quantity", "settings", "views", "annotations"}
 # module (or package) -> the railforge modules (or packages) it may import
 ALLOWED = {
     "railforge.scheduler": {"railforge.scheduler"},
-    "railforge.sim": {"railforge.scheduler", "railforge.sim"},
-    "railforge.k8s.translate": {"railforge.scheduler", *(f"railforge.k8s.{m}" for m in ("quantity", "settings"))},
+    "railforge.sim": {"railforge.scheduler", "railforge.sim", "railforge.cliargs"},
+    "railforge.k8s.annotations": {"railforge.k8s.settings"},
+    "railforge.k8s.translate": {
+        "railforge.scheduler",
+        *(f"railforge.k8s.{m}" for m in ("annotations", "quantity", "settings")),
+    },
     "railforge.k8s.writes": {
         "railforge.scheduler",
-        *(f"railforge.k8s.{m}" for m in ("rest", "events", "metrics", "translate", "views")),
+        *(f"railforge.k8s.{m}" for m in ("annotations", "rest", "events", "metrics", "translate", "views")),
     },
     "railforge.k8s.reporting": {
         "railforge.scheduler",
-        *(f"railforge.k8s.{m}" for m in ("events", "metrics", "translate", "views")),
+        *(f"railforge.k8s.{m}" for m in ("annotations", "events", "metrics", "translate", "views")),
     },
     "railforge.k8s.events": {"railforge.k8s.rest"},
 }

@@ -11,13 +11,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import railforge.scheduler as core
+from railforge.k8s.annotations import FAILED, REASON, REASON_CODE
 from railforge.k8s.events import Reporter
 from railforge.k8s.metrics import SchedulerMetrics
 from railforge.k8s.translate import (
-    FAILED,
     GROUP_LABEL,
-    REASON,
-    REASON_CODE,
     Translation,
     Waiting,
     add_amounts,

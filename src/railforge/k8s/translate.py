@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from railforge.k8s.annotations import FAILED, Backoff, Start, decode_placement
 from railforge.k8s.quantity import resource_map
 from railforge.k8s.settings import LABEL_PREFIX, Settings, TopologyLevel
 from railforge.scheduler import (
@@ -32,17 +33,7 @@ from railforge.scheduler import (
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 PODGROUP_API = ("scheduling.x-k8s.io", "v1alpha1", "podgroups")
 QUEUE_API = ("railforge.io", "v1alpha1", "queues")
-# kept on the pods through the Binding (the API server copies a Binding's annotations onto its pod)
-STARTED_AT = LABEL_PREFIX + "started-at"
-BORROWED = LABEL_PREFIX + "borrowed"
-BACKFILLED_PAST = LABEL_PREFIX + "backfilled-past"
-# kept on the PodGroup (or the lone pod)
-PLACEMENT = LABEL_PREFIX + "placement"  # written before binding: pod uid -> node, what a restart completes
-RESTARTS = LABEL_PREFIX + "restarts"
-NOT_BEFORE = LABEL_PREFIX + "not-before"
-FAILED = LABEL_PREFIX + "failed"
-REASON = LABEL_PREFIX + "reason"
-REASON_CODE = LABEL_PREFIX + "reason-code"
+# what users set; what the scheduler writes and reads back is in annotations.py
 RUNTIME = LABEL_PREFIX + "runtime"
 TOPOLOGY_REQUIRED = LABEL_PREFIX + "topology-required"
 TOPOLOGY_PREFERRED = LABEL_PREFIX + "topology-preferred"
@@ -107,13 +98,7 @@ class GangObjects:
 
     def planned(self) -> dict[str, str]:
         """Pod uid -> node of the placement written before binding ({} when none)."""
-        import json
-
-        try:
-            plan = json.loads(self.annotations().get(PLACEMENT, "{}"))
-        except ValueError:
-            return {}
-        return plan if isinstance(plan, dict) else {}
+        return decode_placement(self.annotations())
 
 
 @dataclass
@@ -416,7 +401,7 @@ def build_gang(
     if group_spec.get("minResources"):
         min_resources = resource_map(group_spec["minResources"], "spec.minResources")
     owner_meta = objects.owner["metadata"]
-    annotations = objects.annotations()
+    backoff = Backoff.decode(objects.annotations())
     return Gang(
         name=objects.name,
         queue=queue,
@@ -435,8 +420,8 @@ def build_gang(
         affinity=_affinity(spec),
         tolerations=_tolerations(spec),
         min_resources=min_resources,
-        restart_count=int(annotations.get(RESTARTS, 0) or 0),
-        not_before=float(annotations[NOT_BEFORE]) if annotations.get(NOT_BEFORE) else None,
+        restart_count=backoff.restarts,
+        not_before=backoff.not_before,
         **extra,
     )
 
@@ -561,7 +546,7 @@ def _add_gang(
             gang = Gang(objects.name, settings.default_queue, tuple(Member(p["metadata"]["name"], {}) for p in bound))
             out.problems.append(Problem(objects.kind, objects.namespace, objects.owner_name, str(error)))
         annotations = bound[0]["metadata"].get("annotations") or {}
-        started = float(annotations.get(STARTED_AT) or now)
+        start = Start.decode(annotations, now)
         failed = tuple(
             sorted(
                 pod["metadata"]["name"]
@@ -575,9 +560,9 @@ def _add_gang(
             host.started(
                 gang,
                 {pod["metadata"]["name"]: pod["spec"]["nodeName"] for pod in bound},
-                started,
-                borrowed=annotations.get(BORROWED) == "true",
-                backfilled_past=annotations.get(BACKFILLED_PAST) or None,
+                start.at,
+                borrowed=start.borrowed,
+                backfilled_past=start.backfilled_past,
                 failed_members=failed,
             )
         )

@@ -20,7 +20,6 @@ twice or bound in a recreated copy.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -30,16 +29,10 @@ from kubernetes.client import ApiException
 
 import railforge.scheduler as core
 from railforge.k8s import rest
+from railforge.k8s.annotations import FAILED, PLACEMENT, Backoff, Start, encode_placement
 from railforge.k8s.events import Reporter, pod_condition_patch
 from railforge.k8s.metrics import SchedulerMetrics
 from railforge.k8s.translate import (
-    BACKFILLED_PAST,
-    BORROWED,
-    FAILED,
-    NOT_BEFORE,
-    PLACEMENT,
-    RESTARTS,
-    STARTED_AT,
     GangObjects,
     Translation,
     Waiting,
@@ -204,7 +197,7 @@ class WriteSide:
         by_name = {pod["metadata"]["name"]: pod["metadata"]["uid"] for pod in objects.pods}
         plan = {by_name[member]: node for member, node in sorted(bind.placement.items())}
         try:
-            self.patch_owner(objects, {PLACEMENT: json.dumps(plan, separators=(",", ":"))})
+            self.patch_owner(objects, {PLACEMENT: encode_placement(plan)})
         except ApiException as error:
             log.warning("%s: could not write its placement, not binding it: %s", bind.gang_name, rest.api_error(error))
             return False
@@ -316,8 +309,8 @@ class WriteSide:
             for restart in decisions.restarts:
                 objects = view.gangs[restart.gang_name]
                 waiting = host.restarted(running[restart.gang_name], restart)
-                owner = {RESTARTS: str(waiting.restart_count), NOT_BEFORE: repr(waiting.not_before), PLACEMENT: None}
-                self.patch_owner(objects, owner)
+                backoff = Backoff(waiting.restart_count, waiting.not_before)
+                self.patch_owner(objects, {**backoff.encode(), PLACEMENT: None})
                 leaving |= self.remove(objects, restart.reason, "restart")
             for failure in decisions.failures:
                 objects = view.gangs[failure.gang_name]
@@ -377,9 +370,7 @@ class WriteSide:
                 continue
             objects = view.gangs[bind.gang_name]
             by_name = {pod["metadata"]["name"]: pod for pod in objects.pods}
-            annotations = {STARTED_AT: repr(now), BORROWED: "true" if bind.borrowed else "false"}
-            if bind.backfilled_past:
-                annotations[BACKFILLED_PAST] = bind.backfilled_past
+            annotations = Start(now, bind.borrowed, bind.backfilled_past).encode()
             for member, node in bind.placement.items():
                 jobs.append((bind.gang_name, by_name[member], node, annotations))
         binding = time.perf_counter()
@@ -477,11 +468,7 @@ class WriteSide:
             if any(amount < 0 for amount in left[node].values()):
                 why = "placement no longer fits"
         if why is None:
-            annotations = {
-                key: value
-                for key, value in (bound[0]["metadata"].get("annotations") or {}).items()
-                if key in (STARTED_AT, BORROWED, BACKFILLED_PAST)
-            }
+            annotations = Start.carried(bound[0]["metadata"].get("annotations") or {})
             free.update(left)
             done = sum(self.pool.map(lambda pod: self.bind(pod, plan[pod["metadata"]["uid"]], annotations), todo))
             log.info("%s: completed an interrupted bind, %d/%d more pods", objects.name, done, len(todo))

@@ -5,8 +5,9 @@ import math
 
 import pytest
 
+from railforge.k8s.annotations import BORROWED, STARTED_AT
 from railforge.k8s.settings import settings_from_mapping
-from railforge.k8s.translate import BORROWED, STARTED_AT, translate
+from railforge.k8s.translate import translate
 from railforge.scheduler import GPU, Gang, Member, Restart, RunningGang, Scheduler, SchedulerConfig, host
 from railforge.sim.cluster import ClusterShape, build_nodes
 from railforge.sim.engine import SimJob, Simulator

@@ -1,0 +1,90 @@
+"""The ``railforge.io/`` annotations the scheduler writes and reads back: each key once, each value's codec both ways.
+
+On a bound pod (a Binding's annotations, which the API server copies onto the pod): when its gang started, whether it
+borrowed quota, what it was backfilled past (``Start``). On the gang's owner (its PodGroup, or the lone pod): the
+placement written before binding (``encode_placement``), the restart count and backoff (``Backoff``), the failure
+(``FAILED``) and the reason shown to users (``REASON``, ``REASON_CODE``). What users set (queue, runtime, topology)
+is read in translate.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from railforge.k8s.settings import LABEL_PREFIX
+
+STARTED_AT = LABEL_PREFIX + "started-at"
+BORROWED = LABEL_PREFIX + "borrowed"
+BACKFILLED_PAST = LABEL_PREFIX + "backfilled-past"
+PLACEMENT = LABEL_PREFIX + "placement"  # pod uid -> node, written before binding: what a restart completes
+RESTARTS = LABEL_PREFIX + "restarts"
+NOT_BEFORE = LABEL_PREFIX + "not-before"
+FAILED = LABEL_PREFIX + "failed"
+REASON = LABEL_PREFIX + "reason"
+REASON_CODE = LABEL_PREFIX + "reason-code"
+
+
+@dataclass(frozen=True)
+class Start:
+    """How a gang started, on each of its bound pods."""
+
+    KEYS = (STARTED_AT, BORROWED, BACKFILLED_PAST)
+
+    at: float
+    borrowed: bool
+    backfilled_past: str | None = None
+
+    def encode(self) -> dict[str, str]:
+        encoded = {STARTED_AT: repr(self.at), BORROWED: "true" if self.borrowed else "false"}
+        if self.backfilled_past:
+            encoded[BACKFILLED_PAST] = self.backfilled_past
+        return encoded
+
+    @classmethod
+    def decode(cls, annotations: Mapping[str, str], now: float) -> Start:
+        """A pod bound without them (by an older version, by hand) started ``now`` as far as anyone knows."""
+        return cls(
+            float(annotations.get(STARTED_AT) or now),
+            annotations.get(BORROWED) == "true",
+            annotations.get(BACKFILLED_PAST) or None,
+        )
+
+    @classmethod
+    def carried(cls, annotations: Mapping[str, str]) -> dict[str, str]:
+        """A bound pod's start annotations as they are, for the pods bound later into the same gang."""
+        return {key: value for key, value in annotations.items() if key in cls.KEYS}
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """A gang's restarts so far and the time before which it may not start again, on its owner."""
+
+    restarts: int = 0
+    not_before: float | None = None
+
+    def encode(self) -> dict[str, str | None]:
+        """None removes an annotation (a merge patch)."""
+        return {
+            RESTARTS: str(self.restarts),
+            NOT_BEFORE: None if self.not_before is None else repr(self.not_before),
+        }
+
+    @classmethod
+    def decode(cls, annotations: Mapping[str, str]) -> Backoff:
+        not_before = annotations.get(NOT_BEFORE)
+        return cls(int(annotations.get(RESTARTS) or 0), float(not_before) if not_before else None)
+
+
+def encode_placement(plan: Mapping[str, str]) -> str:
+    return json.dumps(dict(sorted(plan.items())), separators=(",", ":"))
+
+
+def decode_placement(annotations: Mapping[str, str]) -> dict[str, str]:
+    """Pod uid -> node of the placement written before binding; {} when none or unreadable."""
+    try:
+        plan = json.loads(annotations.get(PLACEMENT) or "{}")
+    except ValueError:
+        return {}
+    return plan if isinstance(plan, dict) else {}
