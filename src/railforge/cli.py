@@ -2,7 +2,8 @@
 
 Each feature area registers its subcommands through a ``register(subparsers)`` function listed in
 ``COMMANDS``; a subcommand sets ``func`` (args -> exit code) with ``set_defaults``.  Heavy imports
-belong inside the handlers so ``railforge --help`` stays fast.
+belong inside the handlers so ``railforge --help`` stays fast.  Arguments are checked by the types in
+``railforge.cliargs``; bad input ends in one line on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 from railforge import __version__
 from railforge import lab as lab_commands
 from railforge.bench import commands as bench_commands
+from railforge.cliargs import Parser, UsageError
 from railforge.k8s import commands as scheduler_commands
 from railforge.sim import commands as sim_commands
 from railforge.testbed import commands as testbed_commands
@@ -28,7 +30,7 @@ COMMANDS = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="railforge", description=__doc__.splitlines()[0])
+    parser = Parser(prog="railforge", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"railforge {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for register in COMMANDS:
@@ -40,7 +42,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     args.argv = argv  # what a report quotes as the command that made it
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except UsageError as error:
+        print(f"{args.command_prog}: {' '.join(str(error).split())}", file=sys.stderr)  # one line
+        return 2
 
 
 if __name__ == "__main__":

@@ -19,6 +19,20 @@ from typing import cast
 
 import yaml
 
+from railforge.cliargs import (
+    UsageError,
+    directory,
+    k8s_name,
+    kube_client,
+    non_negative_int,
+    output_directory,
+    path_component,
+    positive_float,
+    positive_int,
+    quantity,
+    text_file,
+)
+
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "deploy/openmpi/mpijob.yml.j2"
 VERSIONS_FILE = ROOT / "roles/versions/defaults/main.yml"
@@ -151,7 +165,7 @@ def diagnosis(nodes: list, pods: list, events: list) -> list[str]:
 
 
 def run_job(
-    kubeconfig: str,
+    api,
     namespace: str,
     name: str,
     workers: int,
@@ -160,11 +174,10 @@ def run_job(
     network: str | None,
     timeout: float,
 ) -> int:
-    from kubernetes import client, config
+    from kubernetes import client
     from kubernetes.client.rest import ApiException
 
-    config.load_kube_config(kubeconfig)
-    core, custom = client.CoreV1Api(), client.CustomObjectsApi()
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     try:
         core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
     except ApiException as error:
@@ -249,19 +262,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("lab", help="the lab cluster of `make lab`")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     job = actions.add_parser("job", help="run the allreduce MPIJob across the lab's workers and print where it ran")
-    job.add_argument("--kubeconfig", required=True)
-    job.add_argument("--namespace", default="railforge-lab")
-    job.add_argument("--name", default="allreduce")
-    job.add_argument("--workers", type=int, default=2)
+    job.add_argument("--kubeconfig", type=text_file, required=True)
+    job.add_argument("--namespace", type=k8s_name, default="railforge-lab")
+    job.add_argument("--name", type=k8s_name, default="allreduce")
+    job.add_argument("--workers", type=positive_int, default=2)
     # More than half of a lab node's 2 CPUs: one worker per node, whatever the scheduler's packing preference;
     # the rest for the node's DaemonSets (Multus, whereabouts) and the launcher.
-    job.add_argument("--worker-cpu", default="1100m")
-    job.add_argument("--rail", help="each worker also requests one rdma/RAIL device")
+    job.add_argument("--worker-cpu", type=quantity, default="1100m")
+    job.add_argument("--rail", type=path_component, help="each worker also requests one rdma/RAIL device")
     job.add_argument("--network", help="the NetworkAttachmentDefinition (namespace/name) each worker attaches")
-    job.add_argument("--timeout", type=float, default=300)
+    job.add_argument("--timeout", type=positive_float, default=300)
     job.set_defaults(
         func=lambda args: run_job(
-            args.kubeconfig,
+            kube_client(args.kubeconfig),
             args.namespace,
             args.name,
             args.workers,
@@ -275,17 +288,27 @@ def register(sub: argparse._SubParsersAction) -> None:
         "device-plugins",
         help="serve fake GPUs and RDMA devices to a node container's kubelet from this host until SIGTERM",
     )
-    plugins.add_argument("--plugin-dir", type=Path, required=True, help="bind-mounted as the node's device-plugins")
-    plugins.add_argument("--state-dir", type=Path, required=True, help="the device files, at this path in the node")
-    plugins.add_argument("--gpus", type=int, default=2)
-    plugins.add_argument("--rail", action="append", default=[], help="an rdma/<RAIL> resource (repeatable)")
-    plugins.add_argument("--rdma-slots", type=int, default=4, help="rdma/<RAIL> devices each (shared HCA slots)")
+    plugins.add_argument(
+        "--plugin-dir", type=directory, required=True, help="bind-mounted as the node's device-plugins"
+    )
+    plugins.add_argument(
+        "--state-dir", type=output_directory, required=True, help="the device files, at this path in the node"
+    )
+    plugins.add_argument("--gpus", type=non_negative_int, default=2)
+    plugins.add_argument(
+        "--rail", type=path_component, action="append", default=[], help="an rdma/<RAIL> resource (repeatable)"
+    )
+    plugins.add_argument(
+        "--rdma-slots", type=positive_int, default=4, help="rdma/<RAIL> devices each (shared HCA slots)"
+    )
     plugins.set_defaults(func=serve_device_plugins)
 
 
 def serve_device_plugins(args: argparse.Namespace) -> int:
     """The stand-in for NVIDIA's device plugin and the RDMA shared device plugin on one lab node; it registers
     again whenever the kubelet restarts (FakeDevicePlugin watches the kubelet's socket)."""
+    import grpc
+
     from railforge.testbed.deviceplugin import FakeDevicePlugin
 
     stop = threading.Event()
@@ -295,8 +318,17 @@ def serve_device_plugins(args: argparse.Namespace) -> int:
     plugins = []
     try:
         for resource, count, env in resources:
-            plugin = FakeDevicePlugin(resource, count, env, args.state_dir, plugin_dir=args.plugin_dir)
-            plugins.append(plugin.start())
+            # absolute: gRPC's unix: addresses take no relative path
+            plugin = FakeDevicePlugin(
+                resource, count, env, args.state_dir.absolute(), plugin_dir=args.plugin_dir.absolute()
+            )
+            try:
+                plugins.append(plugin.start())
+            except (OSError, grpc.RpcError) as error:
+                plugin.stop()  # its server threads would keep the process running
+                raise UsageError(
+                    f"--plugin-dir {args.plugin_dir}: no kubelet took the registration ({error})"
+                ) from None
             print(f"lab: serving {count} {resource} in {args.plugin_dir}", flush=True)
         stop.wait()
     finally:

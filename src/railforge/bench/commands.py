@@ -7,6 +7,22 @@ import argparse
 import sys
 from pathlib import Path
 
+from railforge.cliargs import (
+    UsageError,
+    directory,
+    k8s_name,
+    kube_client,
+    output_directory,
+    output_file,
+    path_component,
+    positive_float,
+    text_file,
+)
+
+
+def _plan(text: str) -> Path:
+    return Path(text) if text == "-" else text_file(text)
+
 
 def register(sub) -> None:
     bench = sub.add_parser("bench", help="benchmark results: parse and judge against floors")
@@ -14,31 +30,34 @@ def register(sub) -> None:
     p = actions.add_parser(
         "judge",
         help="judge nccl-tests / perftest / dcgmi diag / ResNet-50 outputs against a hardware class's floors",
-        description="Exit status: 0 all floors met, 1 a floor or check failed, 2 unreadable input.",
+        description="Exit status: 0 all floors met, 1 a floor or check failed, 2 unreadable input or none to judge.",
     )
-    p.add_argument("--results", type=Path, required=True, help="directory of outputs (DIR/<node>/<file> or DIR/<file>)")
+    p.add_argument(
+        "--results", type=directory, required=True, help="directory of outputs (DIR/<node>/<file> or DIR/<file>)"
+    )
     p.add_argument(
         "--class", dest="hw_class", required=True, help="hardware class in floors.yml, e.g. h100-sxm-cx7-ndr"
     )
-    p.add_argument("--floors", type=Path, help="YAML overriding the floors (railforge_benchmark_floors: ...)")
-    p.add_argument("--json", type=Path, help="write results and verdicts here as JSON")
+    p.add_argument("--floors", type=text_file, help="YAML overriding the floors (railforge_benchmark_floors: ...)")
+    p.add_argument("--json", type=output_file, help="write results and verdicts here as JSON")
     p.set_defaults(func=cmd_judge)
 
     p = actions.add_parser("render", help="the benchmark jobs of a plan (playbooks/benchmark.yml's), as YAML")
-    p.add_argument("--plan", type=Path, required=True, help="the plan as JSON or YAML ('-': standard input)")
+    p.add_argument("--plan", type=_plan, required=True, help="the plan as JSON or YAML ('-': standard input)")
     p.set_defaults(func=cmd_render)
 
     p = actions.add_parser("collect", help="follow a benchmark run to its end and write its logs")
-    p.add_argument("--kubeconfig", required=True)
-    p.add_argument("--namespace", required=True)
+    p.add_argument("--kubeconfig", type=text_file, required=True)
+    p.add_argument("--namespace", type=k8s_name, required=True)
     p.add_argument(
         "--job",
+        type=k8s_name,
         action="append",
         required=True,
         help="an MPIJob of the run, once per job; the first names the run (the perftest pods carry it as a label)",
     )
-    p.add_argument("--timeout", type=float, default=900, help="seconds to wait for the jobs to end")
-    p.add_argument("--results", type=Path, required=True, help="directory for the logs and jobs.json")
+    p.add_argument("--timeout", type=positive_float, default=900, help="seconds to wait for the jobs to end")
+    p.add_argument("--results", type=output_directory, required=True, help="directory for the logs and jobs.json")
     p.set_defaults(func=cmd_collect)
 
     p = actions.add_parser(
@@ -46,11 +65,11 @@ def register(sub) -> None:
         help="judge collected results, write reports/benchmark-CLUSTER-TIME.json, .md and .png",
         description="Exit status: 0 every floor met, 1 a floor, check or job failed, 2 bad input.",
     )
-    p.add_argument("--results", type=Path, required=True, help="the directory `collect` wrote")
-    p.add_argument("--cluster", required=True)
+    p.add_argument("--results", type=directory, required=True, help="the directory `collect` wrote")
+    p.add_argument("--cluster", type=path_component, required=True, help="names the report files")
     p.add_argument("--class", dest="hw_class", required=True, help="hardware class in floors.yml")
     p.add_argument("--floors-json", help="railforge_benchmark_floors as JSON")
-    p.add_argument("--reports", type=Path, required=True, help="directory of the reports")
+    p.add_argument("--reports", type=output_directory, required=True, help="directory of the reports")
     p.set_defaults(func=cmd_report)
 
 
@@ -60,17 +79,18 @@ def cmd_judge(args: argparse.Namespace) -> int:
     from railforge.bench.judge import judge, node_table, table, to_json
     from railforge.bench.results import load_results
 
-    if not args.results.is_dir():
-        print(f"railforge bench judge: --results {args.results}: expected a directory", file=sys.stderr)
-        return 2
     try:
         overrides = read_overrides(args.floors) if args.floors else None
         hw = load_floors(args.hw_class, overrides, origin=str(args.floors) if args.floors else "floors.yml")
         results, skipped = load_results(args.results)
     except (FloorsError, ParseError, OSError) as exc:
-        print(f"railforge bench judge: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from None
     verdicts = judge(results, hw)
+    if not verdicts:  # nothing ran, or not where it was looked for: not a pass
+        raise UsageError(
+            f"--results {args.results}: no benchmark output to judge ({len(skipped)} files not recognised); expected "
+            "nccl-tests, perftest, dcgmi diag or ResNet-50 outputs as DIR/<node>/<file> or DIR/<file>"
+        )
     print(f"hardware class {hw.name}: {hw.gpu} / {hw.nic} / {hw.link}")
     print(table(verdicts))
     print()
@@ -90,22 +110,23 @@ def cmd_render(args: argparse.Namespace) -> int:
 
     from railforge.bench.jobs import PlanError, plan_from_mapping, render_all
 
-    text = sys.stdin.read() if str(args.plan) == "-" else args.plan.read_text()
     try:
+        text = sys.stdin.read() if str(args.plan) == "-" else args.plan.read_text()
         objects = render_all(plan_from_mapping(yaml.safe_load(text)))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--plan {args.plan}: expected a plan as JSON or YAML ({exc})") from None
     except PlanError as exc:
-        print(f"railforge bench render: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from None
     print(yaml.safe_dump_all(objects, sort_keys=False), end="")
     return 0
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
-    from kubernetes import config
-
     from railforge.bench.collect import collect
 
-    api = config.new_client_from_config(args.kubeconfig or None)
+    if (args.results / "outputs").exists():
+        raise UsageError(f"--results {args.results}: holds the outputs of an earlier run; expected a new directory")
+    api = kube_client(args.kubeconfig)
     try:
         record = collect(api, args.namespace, args.job, args.timeout, args.results)
     finally:
@@ -127,10 +148,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     try:
         overrides = json.loads(args.floors_json) if args.floors_json else None
         hw = load_floors(args.hw_class, overrides or None)
-    except (FloorsError, json.JSONDecodeError) as exc:
-        print(f"railforge bench report: {exc}", file=sys.stderr)
-        return 2
-    report = write_report(args.results, args.cluster, hw, args.reports)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--floors-json: expected JSON ({exc})") from None
+    except FloorsError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        report = write_report(args.results, args.cluster, hw, args.reports)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--results {args.results}: expected jobs.json as `collect` writes it ({exc})") from None
     print(node_table(report.verdicts))
     for path in (report.json_path, report.markdown_path, report.plot_path):
         print(f"wrote {path}")

@@ -7,6 +7,15 @@ import functools
 import os
 import shlex
 
+from railforge.cliargs import (
+    non_negative_float,
+    non_negative_int,
+    output_directory,
+    output_file,
+    positive_float,
+    positive_int,
+)
+
 ALL_TRACES = ("philly", "itp:cluster01", "itp:cluster02", "itp:cluster03", "itp:cluster04", "itp:cluster05")
 DEFAULT_POLICIES = "railforge,strict_fifo,best_effort_fifo,sjf_oracle"
 
@@ -72,27 +81,29 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--traces-dir", default="../shared/traces", help="folder holding the public traces")
     p.add_argument("--policies", type=_csv, default=_csv(DEFAULT_POLICIES), help="comma-separated presets")
     p.add_argument("--estimates", type=_csv, default=["exact", "user"], help="runtime estimate models")
-    p.add_argument("--load", type=float, default=0.84, help="target offered load when sizing (default 0.84)")
-    p.add_argument("--gpus-per-node", type=int, default=8)
-    p.add_argument("--nodes-per-leaf", type=int, default=16)
-    p.add_argument("--leaves-per-spine", type=int, default=8)
-    p.add_argument("--nvlink-domain", type=int, default=1, help="nodes per NVLink domain (1: per host)")
-    p.add_argument("--failures", type=float, default=0.0, metavar="RATE", help="node failures per node-day")
-    p.add_argument("--repair-hours", type=float, default=4.0, help="node repair time after a failure")
+    p.add_argument("--load", type=positive_float, default=0.84, help="target offered load when sizing (default 0.84)")
+    p.add_argument("--gpus-per-node", type=positive_int, default=8)
+    p.add_argument("--nodes-per-leaf", type=positive_int, default=16)
+    p.add_argument("--leaves-per-spine", type=positive_int, default=8)
+    p.add_argument("--nvlink-domain", type=positive_int, default=1, help="nodes per NVLink domain (1: per host)")
+    p.add_argument(
+        "--failures", type=non_negative_float, default=0.0, metavar="RATE", help="node failures per node-day"
+    )
+    p.add_argument("--repair-hours", type=non_negative_float, default=4.0, help="node repair time after a failure")
     p.add_argument("--seed", type=int, default=1, help="seed for node failures")
-    p.add_argument("--period", type=float, default=0.0, help="scheduling cycle in s (0: at every event)")
-    p.add_argument("--resync", type=float, default=900.0, help="wake the scheduler every S s while gangs wait")
-    p.add_argument("--max-jobs", type=int, default=0, help="replay only the first N jobs (0: all)")
-    p.add_argument("--jobs", "-j", type=int, default=1, help="simulations to run in parallel processes")
+    p.add_argument("--period", type=non_negative_float, default=0.0, help="scheduling cycle in s (0: at every event)")
+    p.add_argument("--resync", type=positive_float, default=900.0, help="wake the scheduler every S s while gangs wait")
+    p.add_argument("--max-jobs", type=non_negative_int, default=0, help="replay only the first N jobs (0: all)")
+    p.add_argument("--jobs", "-j", type=positive_int, default=1, help="simulations to run in parallel processes")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    p.add_argument("--cache", default="", help="folder to keep finished runs in and reuse")
+    p.add_argument("--cache", type=output_directory, help="folder to keep finished runs in and reuse")
 
 
 def register(sub) -> None:
     p = sub.add_parser("simulate", help="replay a job trace through the scheduler and baseline policies")
     p.add_argument("--trace", required=True, help="philly | itp:clusterNN | csv:PATH")
-    p.add_argument("--nodes", type=int, default=0, help="cluster nodes (default: sized to --load)")
-    p.add_argument("--out", default="", help="report folder (default reports/<trace>)")
+    p.add_argument("--nodes", type=positive_int, help="cluster nodes (default: sized to --load)")
+    p.add_argument("--out", type=output_directory, help="report folder (default reports/<trace>)")
     p.add_argument(
         "--set",
         type=config_override,
@@ -107,8 +118,8 @@ def register(sub) -> None:
     r = sub.add_parser("simulate-report", help="simulate Philly + every ITP cluster, write the results doc")
     r.add_argument("--all", action="store_true", help="every bundled trace: " + ", ".join(ALL_TRACES))
     r.add_argument("--traces", type=_csv, default=[], help="comma-separated traces instead of --all")
-    r.add_argument("--doc", default="docs/simulation-results.md")
-    r.add_argument("--plots-dir", default="", help="PNG folder (default: <doc without .md>/)")
+    r.add_argument("--doc", type=output_file, default="docs/simulation-results.md")
+    r.add_argument("--plots-dir", type=output_directory, help="PNG folder (default: <doc without .md>/)")
     r.add_argument(
         "--cached-only",
         action="store_true",
@@ -271,7 +282,7 @@ def cmd_simulate(args) -> int:
     trace, shape = _prepare(args.trace, args, args.nodes)
     specs = _specs(args.trace, shape, args)
     results = _run(trace, specs, args)
-    out = args.out or os.path.join("reports", trace.name)
+    out = str(args.out or os.path.join("reports", trace.name))
     header = f"Command: `railforge {shlex.join(args.argv)}`"
     path = write_single_report(out, trace.name, results, header, trace_notes(trace, shape, results, args))
     print(path)
@@ -286,8 +297,8 @@ def _regen_command(args) -> str:
         value = getattr(args, key)
         if value != default:
             parts += [f"--{key.replace('_', '-')}", str(value)]
-    if args.doc != "docs/simulation-results.md":
-        parts += ["--doc", args.doc]
+    if str(args.doc) != "docs/simulation-results.md":
+        parts += ["--doc", str(args.doc)]
     if args.jobs > 1:
         parts += ["--jobs", str(args.jobs)]
     return shlex.join(parts)
@@ -299,7 +310,7 @@ def cmd_report(args) -> int:
     from railforge.sim.doc import write_results_doc
 
     traces = list(ALL_TRACES) if args.all or not args.traces else args.traces
-    plots_dir = args.plots_dir or os.path.splitext(args.doc)[0]
+    plots_dir = str(args.plots_dir or os.path.splitext(args.doc)[0])
     sections = []
     for spec in traces:
         trace, shape = _prepare(spec, args)
@@ -312,6 +323,6 @@ def cmd_report(args) -> int:
             notes += f"\n\n**Not finished in time, so missing here:** {', '.join(missing)}."
         sections.append((trace, shape, results, notes))
         elapsed = sum(r.counters.get("wall_seconds", 0.0) for _, _, rs, _ in sections for r in rs)
-        write_results_doc(args.doc, plots_dir, sections, _regen_command(args), elapsed, args.notes)
+        write_results_doc(str(args.doc), plots_dir, sections, _regen_command(args), elapsed, args.notes)
     print(args.doc)
     return 0

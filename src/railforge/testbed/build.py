@@ -26,6 +26,8 @@ from pathlib import Path
 
 import yaml
 
+from railforge.cliargs import UsageError
+
 ROOT = Path(__file__).resolve().parents[3]
 TOOLS = ROOT / "tools"
 VERSIONS_FILE = ROOT / "roles/versions/defaults/main.yml"
@@ -256,6 +258,10 @@ def component(name: str) -> Component:
     return next(c for c in COMPONENTS if c.name == name)
 
 
+class NotBuilt(UsageError, FileNotFoundError):
+    """A test-bed binary `make setup` has not built."""
+
+
 def binary(name: str) -> str:
     """Path of a built test-bed binary; a clear error when `make setup` has not built it."""
     comp = next((c for c in COMPONENTS if name in c.binaries), None)
@@ -263,7 +269,7 @@ def binary(name: str) -> str:
         raise KeyError(f"no test-bed component builds {name!r}")
     path = comp.out_dir / "bin" / name
     if not path.exists():
-        raise FileNotFoundError(f"{path} is missing: run `make setup` (it builds the test bed into a cache)")
+        raise NotBuilt(f"{path} is missing: run `make setup` (it builds the test bed into a cache)")
     return str(path)
 
 

@@ -6,6 +6,8 @@ import argparse
 import signal
 import threading
 
+from railforge.cliargs import non_negative_int
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("testbed", help="the real-Kubernetes test bed (build, or a cluster for debugging)")
@@ -19,8 +21,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     up = actions.add_parser(
         "up", help="start a control plane and a real node with fake GPUs/RDMA devices; Ctrl-C stops and cleans up"
     )
-    up.add_argument("--gpus", type=int, default=4, help="fake nvidia.com/gpu devices on the node (default 4)")
-    up.add_argument("--rails", type=int, default=2, help="rdma/railN resources, 1 device each (default 2)")
+    up.add_argument(
+        "--gpus", type=non_negative_int, default=4, help="fake nvidia.com/gpu devices on the node (default 4)"
+    )
+    up.add_argument("--rails", type=non_negative_int, default=2, help="rdma/railN resources, 1 device each (default 2)")
     up.add_argument("--scheduler", action="store_true", help="also run the default kube-scheduler")
     up.set_defaults(func=_up)
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from railforge.testbed.build import (
+    NotBuilt,
     _import_image,
     binary,
     build_component,
@@ -169,7 +170,7 @@ def cluster_images() -> Path:
     """The directory of the cluster's image archives and their manifest.json; a clear error when not built."""
     directory = cluster_images_dir()
     if not (directory / "manifest.json").exists():
-        raise FileNotFoundError(f"{directory} is missing: run `make setup` (it builds the test bed into a cache)")
+        raise NotBuilt(f"{directory} is missing: run `make setup` (it builds the test bed into a cache)")
     return directory
 
 

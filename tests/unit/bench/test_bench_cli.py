@@ -106,5 +106,11 @@ def test_unreadable_output_exits_2_naming_file_and_line(tmp_path: Path, capsys):
 
 
 def test_results_must_be_a_directory(tmp_path: Path, capsys):
-    assert main(["bench", "judge", "--results", str(tmp_path / "none"), "--class", "h100-sxm-cx7-ndr"]) == 2
-    assert "expected a directory" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:
+        main(["bench", "judge", "--results", str(tmp_path / "none"), "--class", "h100-sxm-cx7-ndr"])
+    assert stop.value.code == 2
+    none = tmp_path / "none"
+    assert (
+        capsys.readouterr().err
+        == f"railforge bench judge: --results: {none}: expected an existing directory, found nothing there\n"
+    )
