@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
+
+from railforge.cliargs import UsageError, text_file
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("scheduler", help="the gang scheduler on Kubernetes")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     run = actions.add_parser("run", help="schedule the pods that name this scheduler (docs/scheduler.md)")
-    run.add_argument("--kubeconfig", type=Path, help="kubeconfig file (default: in-cluster service account)")
+    run.add_argument("--kubeconfig", type=text_file, help="kubeconfig file (default: in-cluster service account)")
     run.add_argument("--config", type=Path, help="settings file, YAML (docs/scheduler.md lists the keys)")
     run.add_argument("--identity", help="this replica's name in the leader-election Lease (default: host-pid)")
     run.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
@@ -37,13 +38,11 @@ def _run(args: argparse.Namespace) -> int:
     try:
         settings = load_settings(args.config)
     except SettingsError as error:
-        print(f"railforge scheduler: {error}", file=sys.stderr)
-        return 2
+        raise UsageError(f"--config: {error}") from None
     try:
         address = None if args.http_address == "off" else parse_address(args.http_address)
     except ValueError as error:
-        print(f"railforge scheduler: --http-address {error}", file=sys.stderr)
-        return 2
+        raise UsageError(f"--http-address {error}") from None
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         if args.kubeconfig is not None:
@@ -54,8 +53,7 @@ def _run(args: argparse.Namespace) -> int:
 
             api = ApiClient()
     except (config.ConfigException, OSError) as error:
-        print(f"railforge scheduler: cannot load the cluster's configuration: {error}", file=sys.stderr)
-        return 2
+        raise UsageError(f"cannot load the cluster's configuration: {error}") from None
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())

@@ -253,6 +253,8 @@ def load_settings(path: Path | None) -> Settings:
         raw = yaml.safe_load(Path(path).read_text())
     except OSError as error:
         raise SettingsError(f"cannot read settings file {path}: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise SettingsError(f"settings file {path} is not text (UTF-8): expected YAML") from None
     except yaml.YAMLError as error:
         raise SettingsError(f"settings file {path} is not YAML: {str(error).splitlines()[0]}") from None
     return settings_from_mapping(raw)

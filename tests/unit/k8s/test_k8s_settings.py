@@ -74,7 +74,7 @@ def test_the_command_refuses_a_bad_setting_before_starting(tmp_path, capsys):
     path.write_text("bind_workers: many\n")
     assert main(["scheduler", "run", f"--config={path}"]) == 2
     assert capsys.readouterr().err == (
-        "railforge scheduler: bind_workers is 'many'; expected a whole number from 1 to 256\n"
+        "railforge scheduler run: --config: bind_workers is 'many'; expected a whole number from 1 to 256\n"
     )
 
 
