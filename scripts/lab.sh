@@ -22,9 +22,14 @@ subnet=10.89.50.0/24
 image="$(cat molecule/image/TAG)"
 state=/run/railforge-lab
 job_images=/var/cache/railforge/lab-images
-# Host-wide sysctls a kubelet in a privileged container rewrites (the test bed's node restores the same ones).
+# Host-wide sysctls a kubelet in a privileged container rewrites (the test bed's node restores the same ones), and
+# the inotify instances `up` raises; `down` puts them all back.
 sysctls=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys
-    kernel.keys.root_maxbytes)
+    kernel.keys.root_maxbytes fs.inotify.max_user_instances)
+# Every node container's kubelet, containerd, kube-proxy and flannel take inotify instances from one host-wide,
+# per-user pool (128 by default): with five nodes kube-proxy fails "too many open files" on the last ones to join,
+# and their pods' service traffic goes nowhere. Raised, never lowered.
+inotify_instances=1024
 
 nodes() {  # name address, one per line; arguments: more inventories (-i FILE)
     ansible-inventory -i "$inventory" "$@" --list |
@@ -133,6 +138,9 @@ up)
     RAILFORGE_IMAGE_ARCHIVE="$job_images/railforge-openmpi.tar" deploy/openmpi/build.sh >/dev/null
     if [[ ! -f $state/sysctls ]]; then
         for key in "${sysctls[@]}"; do echo "$key=$(sysctl -n "$key")"; done >"$state/sysctls"
+    fi
+    if (($(sysctl -n fs.inotify.max_user_instances) < inotify_instances)); then
+        sysctl -q -w fs.inotify.max_user_instances=$inotify_instances
     fi
     python3 - "$apt_repo" "$images" "$job_images" "$state" >"$state/vars.yml" <<'PY'
 import json, pathlib, sys, yaml

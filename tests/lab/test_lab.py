@@ -27,7 +27,13 @@ WORKERS = ("lab-node-01", "lab-node-02")
 LAB_CIDR = ipaddress.ip_network("10.89.50.0/24")  # the nodes' network, lab.sh's subnet
 RAIL_CIDR = ipaddress.ip_network("10.89.51.0/24")  # rail_networks_cidrs of inventories/lab
 STATE = Path("/run/railforge-lab")
-SYSCTLS = ("vm.overcommit_memory", "vm.panic_on_oom", "kernel.panic", "kernel.panic_on_oops")
+SYSCTLS = (
+    "vm.overcommit_memory",
+    "vm.panic_on_oom",
+    "kernel.panic",
+    "kernel.panic_on_oops",
+    "fs.inotify.max_user_instances",
+)
 ENV = {**os.environ, "CONTAINERS_CONF": str(ROOT / "molecule/containers.conf"), "ANSIBLE_NOCOLOR": "1"}
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the lab runs privileged Podman containers (root)")
