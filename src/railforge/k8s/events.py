@@ -244,8 +244,7 @@ class Reporter:
         first = ("condition", meta["uid"]) not in self.written
         if not self._changed("condition", meta["uid"], message):
             return
-        condition = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message}
-        self._put_condition(meta, condition, urgent=first)
+        self._put_condition(meta, pod_scheduled_patch(meta, False, reason, message), urgent=first)
 
     def pod_scheduled(self, pod: dict) -> None:
         """PodScheduled=True on a pod just bound that this process gave a False condition: the Binding sets True,
@@ -253,10 +252,10 @@ class Reporter:
         meta = pod["metadata"]
         if self.written.pop(("condition", meta["uid"]), None) is None:
             return
-        self._put_condition(meta, {"type": "PodScheduled", "status": "True", "reason": None, "message": None}, True)
+        self._put_condition(meta, pod_scheduled_patch(meta, True), urgent=True)
 
-    def _put_condition(self, meta: dict, condition: dict, urgent: bool) -> None:
-        path, body = pod_condition_patch(meta, condition)
+    def _put_condition(self, meta: dict, patch: tuple[str, dict], urgent: bool) -> None:
+        path, body = patch
         self.work.put(
             ("condition", meta["uid"]),
             lambda: rest.call(self.api, "PATCH", path, body=body, content_type=rest.STRATEGIC_MERGE_PATCH),
@@ -264,7 +263,11 @@ class Reporter:
         )
 
 
-def pod_condition_patch(meta: dict, condition: dict) -> tuple[str, dict]:
-    """The path and strategic merge patch that set one condition of a pod's status, stamped now."""
+def pod_scheduled_patch(
+    meta: dict, scheduled: bool, reason: str | None = None, message: str | None = None
+) -> tuple[str, dict]:
+    """The path and strategic merge patch that set a pod's PodScheduled condition, stamped now (None drops a
+    field: True carries no reason)."""
+    condition = {"type": "PodScheduled", "status": str(scheduled), "reason": reason, "message": message}
     path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status"
     return path, {"status": {"conditions": [{**condition, "lastTransitionTime": _now_rfc3339()}]}}

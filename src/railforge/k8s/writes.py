@@ -30,7 +30,7 @@ from kubernetes.client import ApiException
 import railforge.scheduler as core
 from railforge.k8s import rest
 from railforge.k8s.annotations import FAILED, PLACEMENT, Backoff, Start, encode_placement
-from railforge.k8s.events import Reporter, pod_condition_patch
+from railforge.k8s.events import Reporter, pod_scheduled_patch
 from railforge.k8s.metrics import SchedulerMetrics
 from railforge.k8s.translate import (
     GangObjects,
@@ -195,7 +195,7 @@ class WriteSide:
     def write_plan(self, objects: GangObjects, bind: core.Bind) -> bool:
         """Write the gang's placement on its owner before binding (what a restart completes)."""
         by_name = {pod["metadata"]["name"]: pod["metadata"]["uid"] for pod in objects.pods}
-        plan = {by_name[member]: node for member, node in sorted(bind.placement.items())}
+        plan = {by_name[member]: node for member, node in bind.placement.items()}  # encode_placement sorts
         try:
             self.patch_owner(objects, {PLACEMENT: encode_placement(plan)})
         except ApiException as error:
@@ -416,10 +416,9 @@ class WriteSide:
         """PodScheduled=False on every unbound member of a gang about to be released, before its bound ones go: the
         write moves each pod's resourceVersion, so a bind another replica decided before it lost the Lease (and
         sends after) is refused by the API server instead of landing on a released gang."""
-        condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
 
         def write(pod: dict) -> None:
-            path, body = pod_condition_patch(pod["metadata"], condition)
+            path, body = pod_scheduled_patch(pod["metadata"], False, "Unschedulable", message)
             try:
                 self._call("PATCH", path, body=body, content_type=rest.STRATEGIC_MERGE_PATCH)
             except ApiException as error:
