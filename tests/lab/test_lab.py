@@ -217,7 +217,11 @@ def test_benchmark_trains_resnet50_across_the_two_workers(lab, tmp_path):
         "railforge_benchmark_results": str(tmp_path / "results"),
         "railforge_benchmark_reports": str(tmp_path / "reports"),
     }
-    result = run("ansible-playbook", "-i", INVENTORY, "-e", json.dumps(settings), "playbooks/benchmark.yml")
+    result = run(
+        "ansible-playbook", "-i", INVENTORY, "-e", json.dumps(settings), "playbooks/benchmark.yml", check=False
+    )
+    logs = "".join(f"\n--- {log.name}\n{log.read_text()[-2000:]}" for log in (tmp_path / "results").rglob("*.log"))
+    assert result.returncode == 0, f"{result.stdout[-6000:]}{result.stderr[-2000:]}\nlaunchers' logs:{logs}"
     print(result.stdout[result.stdout.rfind("TASK [Show the per-node result]") :])
     (report,) = (tmp_path / "reports").glob("benchmark-lab-*.json")
     document = json.loads(report.read_text())

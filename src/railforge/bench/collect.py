@@ -41,6 +41,7 @@ class MpiJobRecord(TypedDict):
     state: str | None  # None until it ends
     seconds: float | None  # when its state was last read, in seconds since collecting began
     pods: dict[str, str]  # pod -> node
+    unfinished: dict[str, str]  # pod -> where it stood, for a job not ended in time
 
 
 def launcher_log_name(job: str, command: Sequence[str]) -> str:
@@ -55,6 +56,35 @@ def _mpijob_state(status: dict) -> str | None:
         if condition["type"] in ENDED and condition["status"] == "True":
             return condition["type"]
     return None
+
+
+def pod_state(pod: dict) -> str:
+    """Where a pod stands, in one phrase: its phase and node, then why it is no further (a container waiting or
+    ended, or the scheduler's reason while unbound)."""
+    status = pod.get("status") or {}
+    phrase = f"{status.get('phase', 'Pending')} on {pod['spec'].get('nodeName') or 'no node'}"
+    for container in status.get("containerStatuses") or []:
+        state = container.get("state") or {}
+        if waiting := state.get("waiting"):
+            return (
+                f"{phrase}, {container['name']} waiting: {waiting.get('reason')} {waiting.get('message', '')}".strip()
+            )
+        if ended := state.get("terminated"):
+            return f"{phrase}, {container['name']} ended: {ended.get('reason')} (exit {ended.get('exitCode')})"
+    for condition in status.get("conditions") or []:
+        if condition["type"] == "PodScheduled" and condition["status"] != "True":
+            return f"{phrase}: {condition.get('reason')} {condition.get('message', '')}".strip()
+    return phrase
+
+
+def _pod_log(core, pod: str, namespace: str) -> str | None:
+    """A pod's log; None when the API has none to give (a container that never started)."""
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        return core.read_namespaced_pod_log(pod, namespace) or ""
+    except ApiException:
+        return None
 
 
 def client_log(outputs: Path, node: str, pod: str) -> Path:
@@ -84,7 +114,9 @@ def collect(api, namespace: str, jobs: Sequence[str], timeout: float, results: P
 
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     started = time.monotonic()
-    seen: dict[str, MpiJobRecord] = {job: {"name": job, "state": None, "seconds": None, "pods": {}} for job in jobs}
+    seen: dict[str, MpiJobRecord] = {
+        job: {"name": job, "state": None, "seconds": None, "pods": {}, "unfinished": {}} for job in jobs
+    }
     # perftest pods: client -> (node, phase); server -> node
     clients: dict[str, tuple[str, str | None]] = {}
     servers: dict[str, str] = {}
@@ -111,6 +143,10 @@ def collect(api, namespace: str, jobs: Sequence[str], timeout: float, results: P
         if ended and all(phase in ENDED for _, phase in clients.values()):
             break
         if time.monotonic() - started > timeout:
+            for obj in watch.items():
+                job = obj["metadata"]["labels"][JOB_NAME]
+                if job in seen and seen[job]["state"] is None:
+                    seen[job]["unfinished"][obj["metadata"]["name"]] = pod_state(obj)
             for record in seen.values():
                 record["state"] = record["state"] or f"not ended after {timeout:g} s"
             break
@@ -130,10 +166,12 @@ def collect(api, namespace: str, jobs: Sequence[str], timeout: float, results: P
     shutil.rmtree(outputs, ignore_errors=True)  # the last run's logs are not this run's results
     outputs.mkdir(parents=True)
     for job, (launcher, command) in launchers.items():
-        (outputs / launcher_log_name(job, command)).write_text(core.read_namespaced_pod_log(launcher, namespace))
+        if (log := _pod_log(core, launcher, namespace)) is not None:
+            (outputs / launcher_log_name(job, command)).write_text(log)
     for pod, (node, _phase) in clients.items():
-        (outputs / node).mkdir(exist_ok=True)
-        client_log(outputs, node, pod).write_text(core.read_namespaced_pod_log(pod, namespace))
+        if (log := _pod_log(core, pod, namespace)) is not None:
+            (outputs / node).mkdir(exist_ok=True)
+            client_log(outputs, node, pod).write_text(log)
     collected = {
         "mpijobs": list(seen.values()),
         "perftest": {
@@ -163,7 +201,8 @@ def _job_verdicts(jobs: dict) -> list[Verdict]:
         if mpijob.get("state") != "Succeeded":
             subject = f"MPIJob {mpijob.get('name')}"
             nodes = tuple(sorted(set(mpijob.get("pods", {}).values())))
-            verdicts.append(Verdict(subject, "job", "fail", f"{subject}: {mpijob.get('state')}", nodes=nodes))
+            stood = "".join(f"; {pod} {state}" for pod, state in sorted((mpijob.get("unfinished") or {}).items()))
+            verdicts.append(Verdict(subject, "job", "fail", f"{subject}: {mpijob.get('state')}{stood}", nodes=nodes))
     for pod, seen in (jobs.get("perftest") or {}).items():
         if seen["phase"] != "Succeeded":
             subject = f"node {seen['node']} perftest {pod}"

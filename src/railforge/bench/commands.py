@@ -133,6 +133,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
         api.close()
     for mpijob in record["mpijobs"]:
         print(f"MPIJob {mpijob['name']}: {mpijob['state']} after {mpijob['seconds']} s")
+        for pod, state in sorted(mpijob["unfinished"].items()):
+            print(f"  {pod}: {state}")
     for pod, seen in record["perftest"].items():
         print(f"perftest {pod} on {seen['node']}: {seen['phase']}")
     return 0

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from benchdata import read_body
 
-from railforge.bench.collect import node_summary, write_report
+from railforge.bench.collect import node_summary, pod_state, write_report
 from railforge.bench.errors import ParseError
 from railforge.bench.floors import load_floors
 from railforge.bench.judge import judge_mpi, rail_suspects
@@ -84,11 +84,15 @@ def test_the_verdict_names_the_floor_the_run_missed_and_the_ranks_that_summed_wr
     assert verdicts[0].status == "fail" and verdicts[0].message == "mpi_allreduce 1x2: wrong sums on rank 1 (node-b)"
 
 
-def results_dir(tmp_path: Path, state: str = "Succeeded", log: str | None = None) -> Path:
+def results_dir(
+    tmp_path: Path, state: str = "Succeeded", log: str | None = None, unfinished: dict | None = None
+) -> Path:
     results = tmp_path / "results"
     (results / "outputs" / "node-b").mkdir(parents=True)
     pods = {**PODS, "bench-launcher-x": "node-a"}
-    jobs = {"mpijobs": [{"name": "bench", "state": state, "seconds": 12.5, "pods": pods}]}
+    jobs = {
+        "mpijobs": [{"name": "bench", "state": state, "seconds": 12.5, "pods": pods, "unfinished": unfinished or {}}]
+    }
     jobs["perftest"] = {"pt-r0-node-b-client": {"node": "node-b", "phase": "Succeeded"}}
     (results / "jobs.json").write_text(json.dumps(jobs))
     (results / "outputs" / "bench-launcher.log").write_text(allreduce_log() if log is None else log)
@@ -163,10 +167,36 @@ def test_a_job_that_did_not_succeed_or_left_no_output_fails_the_report(tmp_path)
     cut = write_report(results_dir(tmp_path / "2", log="rank=0 host=x bytes=8 result=ok time_s=1.0\n"), "c",
                        cpu_class(), tmp_path / "r2", NOW)  # fmt: skip
     assert any("expected allreduce's 'summary ranks=...' line" in message for message in cut.failures)
+    stuck = {"bench-worker-1": "Pending on no node: Unschedulable 1 of 3 fit"}
+    timed_out = write_report(results_dir(tmp_path / "3", state="not ended after 600 s", unfinished=stuck), "c",
+                             cpu_class(), tmp_path / "r4", NOW)  # fmt: skip
+    assert timed_out.failures[0] == (
+        "MPIJob bench: not ended after 600 s; bench-worker-1 Pending on no node: Unschedulable 1 of 3 fit"
+    )
     empty = tmp_path / "empty"
     empty.mkdir()
     nothing = write_report(empty, "c", cpu_class(), tmp_path / "r3", NOW)
     assert nothing.failures == ["benchmark output: no result to judge"]
+
+
+def pod(phase: str, node: str = "", containers: tuple = (), conditions: tuple = ()) -> dict:
+    """A Pod as the API serves it, with only the fields pod_state reads."""
+    status = {"phase": phase, "containerStatuses": list(containers), "conditions": list(conditions)}
+    return {"metadata": {"name": "p"}, "spec": {"nodeName": node} if node else {}, "status": status}
+
+
+def test_a_pod_left_behind_says_what_holds_it():
+    unbound = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "gang needs 3 nodes"}
+    assert pod_state(pod("Pending", conditions=(unbound,))) == "Pending on no node: Unschedulable gang needs 3 nodes"
+    pulling = {"name": "worker", "state": {"waiting": {"reason": "ErrImageNeverPull", "message": "image not present"}}}
+    assert (
+        pod_state(pod("Pending", "n1", (pulling,)))
+        == "Pending on n1, worker waiting: ErrImageNeverPull image not present"
+    )
+    crashed = {"name": "launcher", "state": {"terminated": {"reason": "Error", "exitCode": 137}}}
+    assert pod_state(pod("Failed", "n2", (crashed,))) == "Failed on n2, launcher ended: Error (exit 137)"
+    running = {"name": "launcher", "state": {"running": {"startedAt": "2026-11-29T00:35:00Z"}}}
+    assert pod_state(pod("Running", "n2", (running,))) == "Running on n2"
 
 
 def checks(failed: dict | None = None) -> dict:
