@@ -7,6 +7,7 @@ failure or an interrupt; if pytest is killed, the control plane, containerd and 
 (containerd's shims and pods do not: docs/testing.md).
 """
 
+import calendar
 import contextlib
 import json
 import os
@@ -333,6 +334,13 @@ def borrowers_bound(cluster, run_scheduler):
         cluster.gang(name, 2, gpus=4, labels={"railforge.io/queue": borrower})
     cluster.wait("the borrowers bound", lambda: len(cluster.bound()) == 4)
     return owner, adapter
+
+
+def reserved_in(reason: str) -> float:
+    """Seconds from now to the start a "reserved to start at <UTC time>" reason names."""
+    match = re.match(r"reserved to start at (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)", reason)
+    assert match, reason
+    return calendar.timegm(time.strptime(match.group(1), "%Y-%m-%dT%H:%M:%SZ")) - time.time()
 
 
 def eventually(check, timeout: float = 20):

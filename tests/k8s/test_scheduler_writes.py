@@ -66,7 +66,7 @@ def test_a_gang_bound_after_waiting_reads_pod_scheduled_true(cluster, run_schedu
     behind.set()
     adapter.reporter.drain()
     for pod in pods:
-        assert any(e.startswith("Unschedulable: ") for e in cluster.events(pod))  # it was told why it waited
+        assert any(e.startswith("FailedScheduling: ") for e in cluster.events(pod))  # it was told why it waited
         after = condition(cluster, pod)
         assert (after.status, after.reason, after.message) == ("True", None, None), after
 

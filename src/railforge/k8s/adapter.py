@@ -199,8 +199,14 @@ class Adapter:
         self.reservations = tuple(decisions.reservations)
         held = self.writes.act(decisions, view, now) if self.leading() else {}  # else another replica acts
         told = reporting.outcome(decisions, view, held)
+        log.debug(
+            "pass: %d nodes, %d gangs waiting, %d running; %d bound, %d evicted, %d restarted, %d failed, "
+            "%d reserved, %d held back; decide %.3f s",
+            *(len(view.nodes), len(view.pending), len(view.running), len(told.bound), len(decisions.evictions)),
+            *(len(decisions.restarts), len(decisions.failures), len(told.reserved), len(held), spent),
+        )
         queues = {q["metadata"]["name"]: q for q in self.caches["queues"].items()}
-        reporting.tell(self.reporter, self.metrics, told, view, now, queues, self.caches["pods"].items())
+        reporting.tell(self.reporter, self.metrics, told, view, queues, self.caches["pods"].items())
         self.state.publish(state_view(told, view, now, self.usage, spent))
         return decisions
 

@@ -47,16 +47,11 @@ def outcome(decisions: core.Decisions, view: Translation, held: dict[str, Waitin
     return Outcome(dataclasses.replace(decisions, binds=binds), reasons, reserved)
 
 
-def starts_in(seconds: float) -> str:
-    return f"{max(0, round(seconds))}s" if seconds < 120 else f"{seconds / 60:.0f}m"
-
-
 def tell(
     reporter: Reporter,
     metrics: SchedulerMetrics,
     told: Outcome,
     view: Translation,
-    now: float,
     queues: dict[str, dict],
     pods: Iterable[dict],
 ) -> None:
@@ -82,15 +77,15 @@ def tell(
             reason = ""
         else:
             phase = "Failed" if objects.annotations().get(FAILED) else ("Pending" if unbound else "Running")
-            if name in told.reserved:
-                reason = f"{reason} (reserved start in {starts_in(told.reserved[name].start - now)})"
         code = str(getattr(told.reasons.get(name), "code", "")) if reason else ""
-        warning = code.startswith("input.")
-        label = "InvalidSpec" if warning else "Unschedulable"
+        # kube-scheduler's words: the condition says Unschedulable, the Warning Event FailedScheduling
+        label, event = (
+            ("InvalidSpec", "InvalidSpec") if code.startswith("input.") else ("Unschedulable", "FailedScheduling")
+        )
         if reason and unbound and code != "input.min-member":  # a short gang is the PodGroup's matter
             for pod in unbound:
                 reporter.pod_condition(pod, label, reason)
-                reporter.event("Pod", pod, label, reason, warning=warning)
+                reporter.event("Pod", pod, event, reason, warning=True)
         if objects.group is not None:
             group = objects.group
             running, succeeded, failed = counts.get((objects.namespace, group["metadata"]["name"]), (0, 0, 0))
@@ -102,7 +97,7 @@ def tell(
             reporter.status("PodGroup", group, status)
             reporter.annotate("PodGroup", group, {REASON: reason or None, REASON_CODE: code or None})
             if reason and unbound:
-                reporter.event("PodGroup", group, label, reason, warning=warning)
+                reporter.event("PodGroup", group, event, reason, warning=True)
     metrics.reasons({name: str(getattr(why, "code", "")) for name, why in told.reasons.items() if name not in bound})
 
 

@@ -79,6 +79,7 @@ class GangObjects:
     namespace: str
     group: dict | None
     pods: list[dict]
+    queue: str = ""  # the queue it names, once translated (what the decision log shows)
 
     @property
     def owner(self) -> dict:
@@ -526,6 +527,7 @@ def _add_gang(
     if not unbound and not any(live(pod) for pod in bound):
         return  # every pod has ended: the gang is over, its failures are its owner's to handle
     queue, named_by = _queue_of(objects, namespaces, settings)
+    objects.queue = queue
 
     def refuse(code: str, message: str) -> None:
         out.waiting[objects.name] = Waiting(code, message)

@@ -7,12 +7,16 @@ consistent copy they may keep. Counters only grow.
 from __future__ import annotations
 
 import copy
+import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 RECENT_DECISIONS = 500
+
+log = logging.getLogger("railforge.decisions")
 
 
 @dataclass
@@ -53,9 +57,11 @@ class RunningView:
 @dataclass
 class Decision:
     at: float
-    kind: str  # bind, evict, restart, fail, release, complete
+    kind: str  # bind, evict, restart, fail, release, complete; defer and blocked (held back by the write side)
     gang: str
     detail: str
+    queue: str = ""
+    nodes: tuple[str, ...] = ()
 
 
 @dataclass
@@ -97,9 +103,12 @@ class SchedulerState:
         with self._lock:
             self._view.leader, self._view.synced = leader, synced
 
-    def record(self, kind: str, gang: str, detail: str) -> None:
+    def record(self, kind: str, gang: str, detail: str, queue: str = "", nodes: Iterable[str] = ()) -> None:
+        """Keep a decision carried out (the dashboard's recent list) and log it: one INFO line each."""
+        decision = Decision(time.time(), kind, gang, str(detail), queue, tuple(sorted(set(nodes))))
+        log.info("%s gang=%s queue=%s nodes=%s: %s", kind, gang, queue or "-", ",".join(decision.nodes) or "-", detail)
         with self._lock:
-            self._recent.append(Decision(time.time(), kind, gang, detail))
+            self._recent.append(decision)
 
     def count(self, name: str, amount: float = 1) -> None:
         with self._lock:

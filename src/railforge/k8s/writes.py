@@ -277,12 +277,13 @@ class WriteSide:
         list(self.pool.map(remove, pods))
         what, counter, event = REMOVALS[kind]
         what = what.format(cause=cause)
-        self.state.record(kind, objects.name, f"{what}: {reason}")
+        nodes = {pod["spec"]["nodeName"] for pod in pods}
+        self.state.record(kind, objects.name, f"{what}: {reason}", objects.queue, nodes)
         self.state.count(counter)
         self.metrics.removed(cause or kind)
         target = ("PodGroup", objects.group) if objects.group is not None else ("Pod", objects.pods[0])
         self.reporter.event(*target, event, f"{what}: {reason}", warning=True)
-        return {pod["spec"]["nodeName"] for pod in pods}
+        return nodes
 
     # -- carrying decisions out ----------------------------------------------------------------------------------
     def act(self, decisions: core.Decisions, view: Translation, now: float) -> dict[str, Waiting]:
@@ -330,7 +331,8 @@ class WriteSide:
             else:
                 binds.append(bind)
                 continue
-            self.state.record("defer", bind.gang_name, held[bind.gang_name])
+            objects = view.gangs[bind.gang_name]
+            self.state.record("defer", bind.gang_name, held[bind.gang_name], objects.queue, nodes)
         if binds:
             self._bind_gangs(binds, view, now)
         return held
@@ -351,8 +353,8 @@ class WriteSide:
             return None
         refusal = Waiting("reclaim.blocked", f"reclaim waits: evicting gang {objects.name} {words}")
         self.refused[objects.name] = (time.monotonic() + REFUSAL_SECONDS, refusal)
-        log.info("%s", refusal)
-        self.state.record("blocked", objects.name, refusal)
+        nodes = [pod["spec"]["nodeName"] for pod in pods]
+        self.state.record("blocked", objects.name, refusal, objects.queue, nodes)
         self.state.count("evictions_blocked")
         target = ("PodGroup", objects.group) if objects.group is not None else ("Pod", objects.pods[0])
         self.reporter.event(*target, "EvictionBlocked", refusal, warning=True)
@@ -388,7 +390,7 @@ class WriteSide:
             detail = f"{bound}/{len(bind.placement)} pods on {nodes} nodes"
             if bind.backfilled_past:
                 detail += f", backfilled past {bind.backfilled_past}"
-            self.state.record("bind", bind.gang_name, detail)
+            self.state.record("bind", bind.gang_name, detail, objects.queue, bind.placement.values())
             self.state.count("gangs_bound")
             self.state.count("pods_bound", bound)
             waited = submitted[bind.gang_name]
@@ -470,8 +472,8 @@ class WriteSide:
             annotations = Start.carried(bound[0]["metadata"].get("annotations") or {})
             free.update(left)
             done = sum(self.pool.map(lambda pod: self.bind(pod, plan[pod["metadata"]["uid"]], annotations), todo))
-            log.info("%s: completed an interrupted bind, %d/%d more pods", objects.name, done, len(todo))
-            self.state.record("complete", objects.name, f"completed an interrupted bind: {done}/{len(todo)} more pods")
+            detail = f"completed an interrupted bind: {done}/{len(todo)} more pods"
+            self.state.record("complete", objects.name, detail, objects.queue, plan.values())
             self.state.count("partial_completed")
             if done == len(todo):
                 return
@@ -481,8 +483,7 @@ class WriteSide:
                 for pod in todo
                 if pod["metadata"]["uid"] in self.assumed
             ]
-            objects = GangObjects(objects.name, objects.namespace, objects.group, bound + placed)
-        log.info("%s: released a gang bound in part whose %s", objects.name, why)
+            objects = GangObjects(objects.name, objects.namespace, objects.group, bound + placed, objects.queue)
         self._fence_unbound(objects, f"gang {objects.name} released: a previous run bound it in part and its {why}")
         self.remove(objects, f"a previous run bound it in part and its {why}", "release")
         self.patch_owner(objects, {PLACEMENT: None})

@@ -21,6 +21,8 @@ class QueueTree:
             if queue.name in self.queues:
                 raise ValueError(f"queues: {queue.name!r} is declared twice; expected one Queue per name")
             self.queues[queue.name] = queue
+        # with no quota anywhere nothing is guaranteed, so nothing is borrowed (nobody could reclaim it)
+        self.any_quota = any(queue.quota for queue in self.queues.values())
         self._paths: dict[str, tuple[str, ...]] = {}
         self._quotas: dict[str, dict[str, int]] = {}
         for queue in self.queues.values():
@@ -107,7 +109,9 @@ class Usage:
 
     def borrows(self, queue: str, charge: Resources) -> bool:
         """True when the charge takes the queue or an ancestor beyond its quota. Quotas cover GPUs
-        (missing means 0) and the other resources they name."""
+        (missing means 0) and the other resources they name; where no queue declares one, nothing borrows."""
+        if not self.tree.any_quota:
+            return False
         for name in self.tree.path(queue):
             quota = self.tree.quota(name)
             used = self.used.get(name, {})

@@ -4,6 +4,7 @@ a ``Reason`` carrying its stable ``ReasonCode``."""
 from __future__ import annotations
 
 import math
+import time
 
 from railforge.scheduler.model import CPU, GPU, MEMORY, Reason, ReasonCode
 
@@ -23,6 +24,12 @@ def duration(seconds: float) -> str:
         return f"{hours}h{minutes:02d}m" if minutes else f"{hours}h"
     days, hours = divmod(hours, 24)
     return f"{days}d{hours}h" if hours else f"{days}d"
+
+
+def clock(at: float) -> str:
+    """A time as UTC to the second, 2026-11-29T01:23:45Z: a reason names when, never how long from now, so its
+    words change only when their cause does."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
 
 
 def amount(resource: str, value: int) -> str:
@@ -153,9 +160,11 @@ def names(items: list[str], most: int = 4) -> str:
     return shown if len(items) <= most else f"{shown} and {len(items) - most} more"
 
 
-def reserved(start_in: float, nodes: list[str], domain: str | None, waits_for: list[str]) -> Reason:
+def reserved(start: float, now: float, nodes: list[str], domain: str | None, waits_for: list[str]) -> Reason:
+    """``start`` is ``now`` when what it waits for is past its max runtime: it starts once that ends."""
     where = f" on {names(nodes)}" + (f" ({domain})" if domain else "")
-    text = f"reserved to start at +{duration(start_in)}{where}"
+    when = f"at {clock(start)}" if start > now else "as soon as its nodes are free (past the max runtime ahead)"
+    text = f"reserved to start {when}{where}"
     if waits_for:
         gangs = "gang" if len(waits_for) == 1 else "gangs"
         ends = "ends" if len(waits_for) == 1 else "end"
@@ -163,11 +172,9 @@ def reserved(start_in: float, nodes: list[str], domain: str | None, waits_for: l
     return Reason(text, ReasonCode.RESERVED)
 
 
-def behind_reservation(gang: str, start_in: float) -> Reason:
-    text = (
-        f"blocked behind reservation of gang {gang} (starts at +{duration(start_in)}); "
-        "a shorter max runtime would let it backfill"
-    )
+def behind_reservation(gang: str, start: float, now: float) -> Reason:
+    when = f"starts at {clock(start)}" if start > now else "starts once its nodes are free"
+    text = f"blocked behind reservation of gang {gang} ({when}); a shorter max runtime would let it backfill"
     return Reason(text, ReasonCode.RESERVED_BLOCKED)
 
 
@@ -201,8 +208,8 @@ def undeclared_queue(queue: str) -> Reason:
     return Reason(text, ReasonCode.UNDECLARED_QUEUE)
 
 
-def backoff(wait: float) -> Reason:
-    return Reason(f"restarting after a failure; backoff ends in {duration(wait)}", ReasonCode.BACKOFF)
+def backoff(end: float) -> Reason:
+    return Reason(f"restarting after a failure; backoff ends at {clock(end)}", ReasonCode.BACKOFF)
 
 
 def schedule_timeout(timeout: float) -> Reason:

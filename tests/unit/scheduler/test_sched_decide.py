@@ -259,6 +259,12 @@ def test_borrowing_is_marked():
     queues = [Queue("a", quota={GPU: 8, "cpu": 8000})]
     d = decide(snap(nodes(4), [gang("in", 1, 8), gang("out", 1, 8, submit=1)], (), queues))
     assert [(b.gang_name, b.borrowed) for b in d.binds] == [("in", False), ("out", True)]
+    # where no queue declares a quota nothing is guaranteed, so nothing is borrowed: nobody could reclaim it
+    unbounded = decide(snap(nodes(4), [gang("in", 1, 8, queue="b"), gang("out", 1, 8, queue="b")], (), [Queue("b")]))
+    assert [(b.gang_name, b.borrowed) for b in unbounded.binds] == [("in", False), ("out", False)]
+    # beside a queue that has one, a queue without is a borrower
+    beside = decide(snap(nodes(4), [gang("other", 1, 8, queue="b")], (), [Queue("a", quota={GPU: 8}), Queue("b")]))
+    assert [(b.gang_name, b.borrowed) for b in beside.binds] == [("other", True)]
 
 
 def test_fair_order_serves_queue_furthest_below_share():
@@ -339,7 +345,7 @@ def test_gang_larger_than_the_cluster_holds_nobody_up(preset):
     assert d.evictions == []
     if preset == "railforge":
         assert [r.gang_name for r in d.reservations] == ["pair"]
-        assert d.reasons["pair"].startswith("reserved to start at +58m")
+        assert d.reasons["pair"].startswith("reserved to start at 1970-01-01T01:00:00Z")
         assert list(bound(d)) == ["small"]  # ends before pair's start: backfills on n01
     else:
         assert d.binds == [] and d.reasons["small"].startswith("waiting behind gang pair")
@@ -441,7 +447,9 @@ def test_a_blocked_head_names_its_nodes_and_leaf_and_the_gangs_it_waits_for():
     ]
     d = decide(snap(cluster, [gang("head", 2, 8)], run))
     assert [(r.nodes, r.start) for r in d.reservations] == [(("n00", "n01"), 1200.0)]
-    assert d.reasons["head"] == "reserved to start at +18m on n00, n01 (nvlink nvl0), when gangs a, b end"
+    assert (
+        d.reasons["head"] == "reserved to start at 1970-01-01T00:20:00Z on n00, n01 (nvlink nvl0), when gangs a, b end"
+    )
 
 
 def test_capacity_reasons_name_the_short_request_and_count_only_the_nodes_a_gang_may_use():
@@ -465,7 +473,7 @@ def test_capacity_reasons_name_the_short_request_and_count_only_the_nodes_a_gang
     assert d.reasons["cpu-pod"] == (
         "needs 1 pod of 6 CPUs; the nodes it may use have room for 0 (the most free on one node is 4 CPUs)"
     )
-    assert d.reasons["long"].startswith("blocked behind reservation of gang big (starts at +58m)")
+    assert d.reasons["long"].startswith("blocked behind reservation of gang big (starts at 1970-01-01T01:00:00Z)")
     # A required leaf counts only the nodes the gang's selector accepts.
     pools = [
         Node(f"m{i}", {GPU: 8, "cpu": 64_000}, labels={"pool": "ab"[i // 4]}, topology=("s0", f"leaf{i // 2}"))
@@ -506,8 +514,11 @@ def test_easy_reservation_and_backfill_rules():
     d = decide(snap(cluster, [big, fits_before, too_long], [run], now=100))
     assert [(r.gang_name, r.start) for r in d.reservations] == [("big", 7200)]
     assert list(bound(d)) == ["short"]
-    assert d.reasons["big"] == "reserved to start at +1h58m on n00, n01, n02, n03 (leaf leaf0), when gang r ends"
-    assert d.reasons["long"].startswith("blocked behind reservation of gang big (starts at +1h58m)")
+    assert (
+        d.reasons["big"]
+        == "reserved to start at 1970-01-01T02:00:00Z on n00, n01, n02, n03 (leaf leaf0), when gang r ends"
+    )
+    assert d.reasons["long"].startswith("blocked behind reservation of gang big (starts at 1970-01-01T02:00:00Z)")
 
 
 def test_backfill_outside_reserved_nodes_may_run_long():
@@ -589,9 +600,11 @@ def test_reservation_kept_while_the_same_gangs_run_follows_the_clock():
         d = decide(snap(cluster, [head, short], run, now=now))
         assert [(r.gang_name, r.nodes, r.start) for r in d.reservations] == [("head", ("n00",), start)]
         assert bound(d) == {"short": {"short-0": "n01"}}
-        assert (
-            d.reasons["head"] == f"reserved to start at +{duration(start - now)} on n00 (leaf leaf0), when gang r0 ends"
+        # the words name the start, not the time to it: the same in every pass until r0 is past its max runtime
+        when = (
+            "at 1970-01-01T01:00:00Z" if start > now else "as soon as its nodes are free (past the max runtime ahead)"
         )
+        assert d.reasons["head"] == f"reserved to start {when} on n00 (leaf leaf0), when gang r0 ends"
 
 
 def test_conservative_reserves_first_k_blocked_gangs():
@@ -622,7 +635,7 @@ def test_conservative_names_the_reservation_that_blocks_a_gang():
     config = SchedulerConfig(backfill="conservative", reservation_depth=2)
     d = decide(snap(cluster, pending, run, now=0, config=config))
     assert [(r.gang_name, r.start) for r in d.reservations] == [("first", 1000), ("second", 3000)]
-    assert d.reasons["small"].startswith("blocked behind reservation of gang second (starts at +50m)")
+    assert d.reasons["small"].startswith("blocked behind reservation of gang second (starts at 1970-01-01T00:50:00Z)")
 
 
 def test_a_holder_starts_where_its_previous_reservation_put_it():
@@ -705,7 +718,7 @@ def test_backoff_and_schedule_timeout():
     late = gang("late", 1, 8, submit=0, schedule_timeout=50)
     d = decide(snap(nodes(1), [waiting, late], now=100))
     assert d.binds == []
-    assert d.reasons["w"] == "restarting after a failure; backoff ends in 5m"
+    assert d.reasons["w"] == "restarting after a failure; backoff ends at 1970-01-01T00:06:40Z"
     assert [(f.gang_name, f.reason) for f in d.failures] == [
         ("late", "not scheduled within its schedule timeout of 50s")
     ]
@@ -779,7 +792,7 @@ def test_reclaim_destroys_at_most_the_work_it_saves(runtime, evicted):
     assert [e.gang_name for e in d.evictions] == evicted
     if not evicted:
         assert d.reasons["claim"] == (
-            "reserved to start at +50m on n00, when gang b ends; not reclaiming: "
+            "reserved to start at 1970-01-01T03:36:40Z on n00, when gang b ends; not reclaiming: "
             "evicting the borrowers would destroy more work than the wait it saves"
         )
     unbounded = SchedulerConfig(reclaim_cost_limit=None)
@@ -838,7 +851,7 @@ def test_preemption_is_declined(case, reason):
     assert [r.gang_name for r in d.reservations] == ["head"]
     if reason.startswith("costs"):  # a candidate spared by the bound: the reason says so
         assert d.reasons["head"] == (
-            "reserved to start at +15s on n00, n01 (nvlink nvl0), when gang bf ends; not preempting: "
+            "reserved to start at 1970-01-01T00:33:35Z on n00, n01 (nvlink nvl0), when gang bf ends; not preempting: "
             "evicting the gangs that backfilled past it would destroy more work than the wait it saves"
         )
     else:  # no candidate at all: nothing to report
@@ -852,7 +865,7 @@ def test_preemption_that_would_not_make_room_is_declined_with_its_reason():
     busy = running(gang("busy", 1, 8, runtime=6000), ["n00"])
     d = decide(snap(nodes(2), [gang("head", 2, 8)], [bf, busy], now=2000))
     assert d.evictions == [] and d.reasons["head"] == (
-        "reserved to start at +1h06m on n00, n01 (nvlink nvl0), when gangs bf, busy end; not preempting: "
+        "reserved to start at 1970-01-01T01:40:00Z on n00, n01 (nvlink nvl0), when gangs bf, busy end; not preempting: "
         "evicting the gangs that backfilled past it and may be taken would not make room"
     )
 

@@ -41,7 +41,7 @@ def index_waiting(state: CycleState) -> PendingIndex:
         if timeout is not None and state.now - waiting_since > timeout:
             decisions.failures.append(Fail(gang.name, reasons.schedule_timeout(timeout)))
         elif backoff_end is not None and backoff_end > state.now:
-            decisions.reasons[gang.name] = reasons.backoff(backoff_end - state.now)
+            decisions.reasons[gang.name] = reasons.backoff(backoff_end)
         elif not indexed:
             decisions.reasons[gang.name] = reasons.undeclared_queue(gang.queue)
         else:

@@ -102,7 +102,7 @@ def capacity_reason(
         return made
     if state.decisions.reservations and cluster.fits(profile, allowed, (state.now, state.now), finest, widest):
         blocking = blocking_reservation(state, profile, allowed, finest, widest)
-        return reasons.behind_reservation(blocking.gang_name, blocking.start - state.now)
+        return reasons.behind_reservation(blocking.gang_name, blocking.start, state.now)
     return requests_reason(profile, view, state.reason)
 
 

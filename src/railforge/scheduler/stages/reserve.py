@@ -160,7 +160,7 @@ def reserve(
     state.first_reservation = state.first_reservation or reservation
     waits_for = holding_up(state, set(names), start)
     state.decisions.reasons[gang.name] = reasons.reserved(
-        start - state.now, list(names), domain(state, indexes), waits_for
+        start, state.now, list(names), domain(state, indexes), waits_for
     )
 
 
