@@ -91,12 +91,17 @@ def test_the_dashboard_shows_queues_gangs_and_the_gpu_map(cluster, run_scheduler
         labels = {QUEUE_LABEL: team}
         cluster.gang("running", 2, labels=labels, annotations={"railforge.io/runtime": "2h"})
         cluster.wait("the first gang bound", lambda: len(cluster.bound("running")) == 2)
-        for name, pods, runtime in (("big", 4, "3h"), ("short", 1, "50m"), ("huge", 5, "1h")):
-            cluster.gang(name, pods, labels=labels, annotations={"railforge.io/runtime": runtime})
+        for name, pods, runtime in (("big", 4, "3h"), ("short", 2, "50m"), ("huge", 5, "1h")):
+            if name == "short":  # shaped as an MPIJob: a launcher that asks no GPU, a worker that asks 8
+                cluster.podgroup(name, pods, labels=labels, annotations={"railforge.io/runtime": runtime})
+                cluster.pod("short-launcher", 0, group=name)
+                cluster.pod("short-worker", 8, group=name)
+            else:
+                cluster.gang(name, pods, labels=labels, annotations={"railforge.io/runtime": runtime})
             time.sleep(1.1)  # creation times a second apart: big is first in line
 
         def decided() -> str:
-            assert len(cluster.bound("short")) == 1
+            assert len(cluster.bound("short")) == 2
             code = cluster.group_object("huge")["metadata"].get("annotations", {}).get("railforge.io/reason-code")
             reason = cluster.group_object("big")["metadata"].get("annotations", {}).get("railforge.io/reason", "")
             assert code and reason.startswith("reserved to start at"), (code, reason)
@@ -111,14 +116,15 @@ def test_the_dashboard_shows_queues_gangs_and_the_gpu_map(cluster, run_scheduler
         server.stop()
 
     assert 'data-loaded="true"' in html, html[:2000]  # the script fetched /api/state and drew it
-    assert "leading" in "".join(page.text)
+    assert f"leading ({adapter.identity})" in "".join(page.text)
     ns = cluster.name
     # queue: quota 16; 24 GPUs held (running 16 + short 8); 72 wanted (big 32 + huge 40); its fair share is all 32
     assert page.cells("queues", "data-queue", team)[2:7] == ["16", "-", "24", "72", "32"]
     big = page.cells("pending", "data-gang", f"{ns}/big")
     assert big[1:4] == [team, "4", "32"]
     assert 7080 < reserved_in(big[5]) <= 7200, big
-    assert big[6].startswith("in ") and big[6].endswith("on 4 nodes"), big
+    start = big[5].removeprefix("reserved to start at ").split()[0]
+    assert big[6].startswith(f"{start} (in ") and big[6].endswith(") on 4 nodes"), big
     huge_attributes, huge = page.row("pending", "data-gang", f"{ns}/huge")
     assert huge[5] == cluster.group_object("huge")["metadata"]["annotations"]["railforge.io/reason"]
     assert huge_attributes["data-reason-code"] == huge_code
@@ -126,16 +132,19 @@ def test_the_dashboard_shows_queues_gangs_and_the_gpu_map(cluster, run_scheduler
     assert short[6] == f"borrowed; backfilled past {ns}/big"  # beyond the queue's quota of 16
     running = page.cells("running", "data-gang", f"{ns}/running")
     assert running[2:4] == ["2", "16"] and running[6] == ""
-    # the GPU map: every node of the pool under its leaf, 8 squares each, the used ones where the API has our pods
-    pods_on = {}
-    for node in cluster.bound().values():
-        pods_on[node] = pods_on.get(node, 0) + 1
+    # the GPU map: every node of the pool under its leaf, 8 squares each, as many used as the GPUs our pods bound
+    # there request, as the API has them (short's launcher asks none, wherever it runs)
+    requested = {}
+    for pod in cluster.pods():
+        if pod.spec.node_name:
+            gpus = int(pod.spec.containers[0].resources.requests["nvidia.com/gpu"])
+            requested[pod.spec.node_name] = requested.get(pod.spec.node_name, 0) + gpus
     for leaf, nodes in leaves.items():
         assert f"s0 / {leaf}" in html
         for node in nodes:
             card = page.nodes[node]
             assert card["squares"] == 8
-            assert card["used_squares"] == 8 * pods_on.get(node, 0), (node, card)
+            assert card["used_squares"] == requested.get(node, 0), (node, card)
     assert sum(card["used_squares"] for card in page.nodes.values() if card["data-node"].startswith(ns)) == 24
     binds = {attributes["data-gang"] for attributes, _ in page.rows["recent"] if attributes["data-kind"] == "bind"}
     assert binds == {f"{ns}/running", f"{ns}/short"}

@@ -86,8 +86,10 @@ def test_sigkill_mid_bind_then_restart_binds_every_pod_exactly_once(cluster, con
         per_node = {node: list(plan.values()).count(node) for node in nodes}
         assert all(count <= GPUS_PER_NODE for count in per_node.values()), per_node
         log = second.log.read_text()
-        assert "wide: completed an interrupted bind" in log
-        assert f"{64 - bound_at_kill}/{64 - bound_at_kill} more pods" in log
+        (line,) = [
+            line for line in log.splitlines() if f"INFO railforge.decisions: complete gang={cluster.name}/wide " in line
+        ]
+        assert line.endswith(f": completed an interrupted bind: {64 - bound_at_kill}/{64 - bound_at_kill} more pods")
         assert " bind " not in log  # no binding was refused: not one pod was bound twice
     finally:
         second.stop()
@@ -131,7 +133,9 @@ def test_a_partly_bound_gang_whose_placement_no_longer_fits_is_released(cluster,
             assert "railforge.io/placement" not in cluster.group_object("torn")["metadata"].get("annotations", {})
 
         eventually(released, 30)
-        assert "torn: released a gang bound in part whose placement no longer fits" in second.log.read_text()
+        released_line = f"release gang={cluster.name}/torn queue=default nodes="
+        assert released_line in second.log.read_text()
+        assert "released: a previous run bound it in part and its placement no longer fits" in second.log.read_text()
     finally:
         second.stop()
 
@@ -160,7 +164,8 @@ def test_a_pod_recreated_while_the_scheduler_was_down_releases_its_partly_bound_
         time.sleep(1)  # more passes: what is left waits for its owner to recreate the released pods
         assert not cluster.bound("redo")
         log = second.log.read_text()
-        assert "redo: released a gang bound in part whose placement names pods that no longer exist (1)" in log
+        assert f"release gang={cluster.name}/redo queue=default nodes=" in log
+        assert "released: a previous run bound it in part and its placement names pods that no longer exist (1)" in log
     finally:
         second.stop()
 

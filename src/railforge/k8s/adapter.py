@@ -142,7 +142,7 @@ class Adapter:
             if self.stopping.is_set():
                 return
             leader, synced = self.leading(), self.synced()
-            self.state.set_leader(leader, synced)
+            self.state.set_leader(leader, synced, self.elector.holder if self.elector is not None else self.identity)
             if not (leader and synced):
                 continue  # the elector and the informers wake the loop when that changes
             last = time.monotonic()

@@ -61,16 +61,15 @@ def state_document(adapter: Source) -> dict:
     """What the page shows, as JSON: queues, pending and running gangs, nodes by topology domain, decisions."""
     view = adapter.state.view()
     shares = fair_share_gpus(view)
-    gpus_per_pod = {}
     on_node: dict[str, list[dict]] = {}
     for running in view.running:
-        per_pod = running.gpus / max(1, len(running.placement))
-        gpus_per_pod[running.gang] = per_pod
-        counts: dict[str, int] = {}
-        for node in running.placement.values():
-            counts[node] = counts.get(node, 0) + 1
-        for node, pods in counts.items():
-            on_node.setdefault(node, []).append({"gang": running.gang, "pods": pods, "gpus": per_pod * pods})
+        held: dict[str, dict] = {}  # node -> the gang's pods there and the GPUs they request
+        for pod, node in running.placement.items():
+            entry = held.setdefault(node, {"gang": running.gang, "pods": 0, "gpus": 0})
+            entry["pods"] += 1
+            entry["gpus"] += running.member_gpus.get(pod, 0)
+        for node, entry in held.items():
+            on_node.setdefault(node, []).append(entry)
     domains: dict[str, list[dict]] = {}
     for name in sorted(view.nodes):
         path = view.topology.get(name, ())
@@ -86,6 +85,7 @@ def state_document(adapter: Source) -> dict:
     return {
         "scheduler": adapter.settings.scheduler_name,
         "leader": view.leader,
+        "leader_identity": view.leader_identity,
         "synced": view.synced,
         "updated": view.updated,
         "last_decide_seconds": view.last_decide_seconds,

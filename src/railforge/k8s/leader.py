@@ -49,6 +49,7 @@ class LeaderElector:
         self.leading = threading.Event()
         self.on_change = on_change  # called on every gain or loss
         self.renewed_at = 0.0  # monotonic time of the last successful renewal
+        self.holder = ""  # who held the Lease when this replica last read or took it
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, name="leader-election", daemon=True)
 
@@ -109,12 +110,14 @@ class LeaderElector:
                 if conflict.status == 409:
                     return False  # another replica created it first
                 raise
+            self.holder = self.identity
             return True
         spec = lease.get("spec") or {}
         holder = spec.get("holderIdentity")
         renewed = _epoch(spec.get("renewTime"))
         duration = spec.get("leaseDurationSeconds") or self.settings.lease_duration_seconds
         if holder and holder != self.identity and renewed + duration > now:
+            self.holder = holder
             return False
         transitions = spec.get("leaseTransitions") or 0
         if holder == self.identity:
@@ -128,6 +131,7 @@ class LeaderElector:
             if error.status == 409:
                 return False
             raise
+        self.holder = self.identity
         return True
 
     def _run(self) -> None:

@@ -19,6 +19,7 @@ from railforge.k8s.translate import (
     Translation,
     Waiting,
     add_amounts,
+    pod_requests,
     timestamp,
 )
 from railforge.k8s.views import PendingView, QueueView, RunningView, StateView
@@ -115,6 +116,10 @@ def _phase_counts(pods: Iterable[dict]) -> dict[tuple[str, str], tuple[int, int,
     return {key: (entry[0], entry[1], entry[2]) for key, entry in counts.items()}
 
 
+def member_gpus(gang: core.Gang) -> dict[str, int]:
+    return {member.name: member.requests.get(core.GPU, 0) for member in gang.members}
+
+
 def state_view(told: Outcome, view: Translation, now: float, usage: dict[str, float], spent: float) -> StateView:
     """The pass as the dashboard shows it: queues with what they hold and what waits, the gangs running (those
     bound in this pass among them) and waiting, with reasons and reserved starts."""
@@ -130,6 +135,7 @@ def state_view(told: Outcome, view: Translation, now: float, usage: dict[str, fl
                 running.gang.queue,
                 dict(running.placement),
                 host.gang_gpus(running.gang),
+                member_gpus(running.gang),
                 running.start_time,
                 running.borrowed,
                 running.backfilled_past,
@@ -147,6 +153,7 @@ def state_view(told: Outcome, view: Translation, now: float, usage: dict[str, fl
                     gang.queue,
                     dict(bind.placement),
                     host.gang_gpus(gang),
+                    member_gpus(gang),
                     now,
                     bind.borrowed,
                     bind.backfilled_past,
@@ -172,7 +179,8 @@ def state_view(told: Outcome, view: Translation, now: float, usage: dict[str, fl
         unbound = [p for p in objects.pods if not p["spec"].get("nodeName")]
         if unbound:
             submitted = timestamp(objects.owner["metadata"].get("creationTimestamp"), now)
-            pending_views.append(PendingView(name, "", len(unbound), 0, submitted, message))
+            gpus = sum(pod_requests(pod).get(core.GPU, 0) for pod in unbound)
+            pending_views.append(PendingView(name, objects.queue, len(unbound), gpus, submitted, message))
     queues = [
         QueueView(
             q.name,
@@ -194,6 +202,6 @@ def state_view(told: Outcome, view: Translation, now: float, usage: dict[str, fl
         running=running_views,
         nodes={node.name: dict(node.allocatable) for node in view.nodes},
         topology={node.name: node.topology for node in view.nodes},
-        problems=[str(problem) for problem in view.problems],
+        problems=list(dict.fromkeys(str(problem) for problem in view.problems)),
         last_decide_seconds=spent,
     )

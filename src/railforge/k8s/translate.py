@@ -531,10 +531,7 @@ def _add_gang(
 
     def refuse(code: str, message: str) -> None:
         out.waiting[objects.name] = Waiting(code, message)
-        if objects.group is not None:
-            out.problems.append(Problem("PodGroup", objects.namespace, objects.owner_name, message))
-        for pod in unbound:
-            out.problems.append(Problem("Pod", objects.namespace, pod["metadata"]["name"], message))
+        out.problems.append(Problem(objects.kind, objects.namespace, objects.owner_name, message))
 
     if bound:
         planned = objects.planned()

@@ -49,6 +49,7 @@ class RunningView:
     queue: str
     placement: dict[str, str]  # pod -> node
     gpus: int
+    member_gpus: dict[str, int]  # pod -> the GPUs it requests (an MPI launcher asks none)
     started: float
     borrowed: bool
     backfilled_past: str | None
@@ -67,6 +68,7 @@ class Decision:
 @dataclass
 class StateView:
     leader: bool = False
+    leader_identity: str = ""  # the replica holding the lease, as this replica last read it
     synced: bool = False
     updated: float = 0.0
     queues: list[QueueView] = field(default_factory=list)
@@ -95,13 +97,15 @@ class SchedulerState:
         return view
 
     def publish(self, view: StateView) -> None:
+        """Replace the pass's view; who leads stays as ``set_leader`` last put it."""
         view.updated = time.time()
         with self._lock:
+            view.leader_identity = self._view.leader_identity
             self._view = view
 
-    def set_leader(self, leader: bool, synced: bool) -> None:
+    def set_leader(self, leader: bool, synced: bool, identity: str = "") -> None:
         with self._lock:
-            self._view.leader, self._view.synced = leader, synced
+            self._view.leader, self._view.synced, self._view.leader_identity = leader, synced, identity
 
     def record(self, kind: str, gang: str, detail: str, queue: str = "", nodes: Iterable[str] = ()) -> None:
         """Keep a decision carried out (the dashboard's recent list) and log it: one INFO line each."""

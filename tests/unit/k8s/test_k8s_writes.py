@@ -81,17 +81,3 @@ def test_budgets_refuse_a_gang_whole_and_count_what_a_pass_evicts():
 def test_a_budget_its_controller_has_not_seen_allows_nothing():
     budgets = Budgets(lambda namespace: {"items": [budget("new", 5, {}, generation=2, observed=1)]})
     assert "allows 0 disruptions" in budgets.refuse("ml", [labelled("p0")])
-
-
-def test_a_decision_carried_out_is_kept_and_logged_as_one_line(caplog):
-    state = SchedulerState()
-    with caplog.at_level("INFO", logger="railforge.decisions"):
-        state.record("bind", "team-a/llm", "2/2 pods on 2 nodes", "team-a", ["gpu-02", "gpu-01", "gpu-02"])
-        state.record("defer", "team-b/x", "waits for the pods it replaces to leave")
-    assert [record.getMessage() for record in caplog.records] == [
-        "bind gang=team-a/llm queue=team-a nodes=gpu-01,gpu-02: 2/2 pods on 2 nodes",
-        "defer gang=team-b/x queue=- nodes=-: waits for the pods it replaces to leave",
-    ]
-    (bound, deferred) = state.view().recent
-    assert (bound.kind, bound.queue, bound.nodes) == ("bind", "team-a", ("gpu-01", "gpu-02"))
-    assert (deferred.queue, deferred.nodes) == ("", ())

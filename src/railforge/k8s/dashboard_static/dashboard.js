@@ -23,6 +23,10 @@ function duration(seconds) {
   return `${(s / 3600).toFixed(1)}h`;
 }
 
+function utc(seconds) {
+  return new Date(seconds * 1000).toISOString().replace(/\.\d+Z$/, "Z");
+}
+
 function gpus(amounts) {
   return GPU in amounts ? amounts[GPU] : "-";
 }
@@ -37,8 +41,8 @@ function draw(state) {
   const status = document.getElementById("status");
   status.dataset.state = state.leader ? "leading" : "standby";
   status.textContent = state.leader
-    ? `leading; last pass ${duration(now - state.updated)} ago, decide() took ${(state.last_decide_seconds * 1000).toFixed(1)} ms`
-    : "standby: another replica leads (or the caches are not synced yet)";
+    ? `leading (${state.leader_identity}); last pass ${duration(now - state.updated)} ago, decide() took ${(state.last_decide_seconds * 1000).toFixed(1)} ms`
+    : `standby: ${state.leader_identity || "no replica"} leads (or the caches are not synced yet)`;
 
   fill("queues", state.queues.map((q) => element("tr", { "data-queue": q.name },
     cell(q.name), cell(q.parent || ""), cell(gpus(q.quota), true), cell(gpus(q.limit), true),
@@ -48,7 +52,7 @@ function draw(state) {
   fill("pending", state.pending.map((p) => element("tr", { "data-gang": p.gang, "data-reason-code": p.reason_code },
     cell(p.gang), cell(p.queue), cell(p.pods, true), cell(p.gpus, true), cell(duration(now - p.submitted)),
     cell(p.reason),
-    cell(p.reserved_start === null ? "" : `in ${duration(p.reserved_start - now)} on ${p.reserved_nodes.length} nodes`))));
+    cell(p.reserved_start === null ? "" : `${utc(p.reserved_start)} (in ${duration(p.reserved_start - now)}) on ${p.reserved_nodes.length} nodes`))));
 
   fill("running", state.running.map((r) => {
     const notes = [r.borrowed ? "borrowed" : "", r.backfilled_past ? `backfilled past ${r.backfilled_past}` : ""];
@@ -73,7 +77,7 @@ function draw(state) {
     }))));
 
   fill("recent", state.recent.map((d) => element("tr", { "data-kind": d.kind, "data-gang": d.gang },
-    cell(new Date(d.at * 1000).toISOString().slice(11, 19)), cell(d.kind), cell(d.gang), cell(d.detail))));
+    cell(utc(d.at).slice(11)), cell(d.kind), cell(d.gang), cell(d.queue), cell(d.nodes.join(", ")), cell(d.detail))));
 
   document.getElementById("problems").replaceChildren(...state.problems.map((p) => element("li", {}, p)));
   document.getElementById("problems-section").hidden = state.problems.length === 0;
