@@ -98,6 +98,13 @@ def unfit_pods(count: int, resource: str, each: int, room: int) -> Reason:
     return Reason(text, ReasonCode.NEVER_FITS_PODS)
 
 
+def larger_than_any_node(count: int, resource: str, each: int, largest: int) -> Reason:
+    pods = "pod" if count == 1 else "pods"
+    has = largest if resource == GPU else amount(resource, largest)
+    text = f"{UNFIT}needs {count} {pods} of {amount(resource, each)}; no node has that much (the largest has {has})"
+    return Reason(text, ReasonCode.NEVER_FITS_PODS)
+
+
 def unfit_requests(resources: list[str]) -> Reason:
     named = ", ".join({CPU: "CPU", GPU: "GPU"}.get(name, name) for name in resources)
     text = f"{UNFIT}the schedulable nodes cannot hold its pods' {named} requests together"

@@ -388,11 +388,11 @@ def test_unfit_reasons_name_what_is_missing():
     d = decide(snap(nodes(8), pending, config=SchedulerConfig(backfill="none")))
     assert d.binds == []
     assert d.reasons["wide"].endswith("needs 40 GPUs within one leaf; the largest leaf has 32 in all")
-    assert d.reasons["fat"].endswith("needs 1 pod of 16 GPUs; the schedulable nodes have room for 0")
+    assert d.reasons["fat"].endswith("needs 1 pod of 16 GPUs; no node has that much (the largest has 8)")
     assert d.reasons["picky"].endswith(
         "needs 8 GPUs; the nodes it may use (its node selector pool=h200 rules out 8 nodes) have 0 in all"
     )
-    assert d.reasons["cpu"].endswith("needs 1 pod of 128 CPUs; the schedulable nodes have room for 0")
+    assert d.reasons["cpu"].endswith("needs 1 pod of 128 CPUs; no node has that much (the largest has 64 CPUs)")
     assert not decide(snap([], [gang("any", 1, 1)])).binds  # no schedulable node at all
 
 
@@ -404,11 +404,22 @@ def test_an_unfit_pods_missing_cpu_or_extended_resource_is_named():
     together = worker_and_loader(40_000)
     wide = [Node("A", {GPU: 8, "cpu": 128_000}), Node("B", {GPU: 8, "cpu": 32_000})]
     d = decide(snap(cluster, [rails, cpus]))
-    assert d.reasons["rails"] == f"{UNFIT}needs 1 pod of 2 rdma/rail0; the schedulable nodes have room for 0"
+    assert (
+        d.reasons["rails"]
+        == f"{UNFIT}needs 1 pod of 2 rdma/rail0; no node has that much (the largest has 1 rdma/rail0)"
+    )
     assert d.reasons["cpus"] == f"{UNFIT}needs 3 pods of 40 CPUs; the schedulable nodes have room for 2"
     assert decide(snap(wide, [together])).reasons["g"] == (
         f"{UNFIT}the schedulable nodes cannot hold its pods' CPU, GPU requests together"
     )
+
+
+def test_a_pod_larger_than_any_node_is_told_so_before_any_rule_that_rules_nodes_out():
+    control_plane = Node("cp", {GPU: 0, "cpu": 8000}, taints=(Taint("node-role.kubernetes.io/control-plane", ""),))
+    cluster = [control_plane, *nodes(2, gpus=2)]
+    d = decide(snap(cluster, [gang("wide", 2, 3)]))
+    assert d.reasons["wide"] == f"{UNFIT}needs 2 pods of 3 GPUs; no node has that much (the largest has 2)"
+    assert d.reasons["wide"].code == "capacity.never-fits.pods"
 
 
 def test_node_selector_affinity_and_taints_get_reasons_naming_which():

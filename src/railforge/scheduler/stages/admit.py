@@ -106,11 +106,17 @@ def refuse(state: CycleState, key: int, reason: Reason) -> bool:
 def unfit_reason(
     state: CycleState, gang: Gang, profile: GangProfile, allowed: Acceptance | None, widest: int
 ) -> Reason:
-    """What the gang lacks on the empty cluster: GPUs on the nodes it may use (naming the rules
-    that rule nodes out); for a gang that pins its members, what its pins lack
+    """What the gang lacks on the empty cluster: a node large enough for one of its pods, on any
+    node (the real limit, before any rule that keeps it off nodes); GPUs on the nodes it may use
+    (naming the rules that rule nodes out); for a gang that pins its members, what its pins lack
     (``unfit_pinned_reason``); GPUs in its widest domain; room for the pods of one shape, for one
     resource; else its pods' requests together."""
     cluster = state.cluster
+    for shape in profile.required_shapes:
+        for name, each in ((GPU, shape.gpu), *shape.others):
+            largest = max((node.allocatable.get(name, 0) for node in cluster.nodes), default=0)
+            if each > largest:
+                return reasons.larger_than_any_node(len(shape.member_names), name, each, largest)
     usable = [node for index, node in enumerate(cluster.nodes) if allowed is None or allowed[index]]
     capacity = [
         node.allocatable.get(GPU, 0) if allowed is None or allowed[index] else 0
