@@ -253,7 +253,7 @@ def test_a_bind_that_passed_the_fence_before_a_release_is_refused_after_it(clust
     stopped = replica(lambda: next(checks, False))
     assert not stopped.bind(seen, node, {})
     assert cluster.bound("late") == {}, "the bind decided before the release landed after it"
-    assert stopped.state.view().counters["fenced_writes"] == 1  # its conflict made it look again: no longer leading
+    assert stopped.state.view().counters["fenced_writes"] == 1  # after its conflict, the second Binding was not sent
     assert replica(lambda: True).bind(seen, node, {})  # the same stale view, leading: bound on the pod as it is
     assert cluster.bound("late") == {"late-01": node}
     api.close()

@@ -226,7 +226,7 @@ class WriteSide:
             except ApiException as error:
                 if error.status != 409:
                     raise
-                current = self._call("GET", path)
+                current = rest.call(self.api, "GET", path)  # a read: the bind that may follow asks the fence
                 if current["metadata"]["uid"] != meta["uid"] or current["spec"].get("nodeName"):
                     raise
                 binding["resourceVersion"] = current["metadata"]["resourceVersion"]
