@@ -269,6 +269,16 @@ def _sha256_by_file_problem(value: dict) -> str | None:
     return None
 
 
+def _cuda_repo_distribution_problem(value: str) -> str | None:
+    """One of the distributions the nvidia_driver role supports (its vars/main.yml lists them)."""
+    supported = yaml.safe_load((CHECKOUT / "roles/nvidia_driver/vars/main.yml").read_text())[
+        "nvidia_driver_distributions"
+    ]
+    if value in supported:
+        return None
+    return f"a distribution the CUDA repository is supported for ({', '.join(supported)})"
+
+
 # Formats that check a mapping (its keys or values); every other format checks a string.
 DICT_FORMATS = {"sysctl_keys", "topology", "sha256_by_file", "scheduler_settings", "registry_mirrors"}
 FORMATS = {
@@ -317,7 +327,7 @@ FORMATS = {
     "sha256": _regex(SHA256.pattern, "sha256: and 64 lowercase hex digits"),
     "sha256_by_file": _sha256_by_file_problem,
     "file_name": _regex(r"^[A-Za-z0-9._\-]+$", "a file name"),
-    "cuda_repo_distribution": _regex(r"^[a-z]+[0-9]+$", "a CUDA repository distribution like ubuntu2404 or debian12"),
+    "cuda_repo_distribution": _cuda_repo_distribution_problem,
     "cuda_repo_arch": _regex(r"^(x86_64|sbsa)$", "a CUDA repository architecture, x86_64 or sbsa"),
     "doca_distribution": _regex(r"^[a-z]+[0-9][0-9.]*$", "a DOCA repository distribution like ubuntu24.04 or debian12"),
     "gdrcopy_os": _regex(r"^[a-z]+[0-9][0-9_]*$", "a GDRCopy download directory like ubuntu24_04"),
@@ -836,6 +846,38 @@ def value_is_read(name: str, role_specs: dict[str, dict]) -> bool:
     """Whether validate() reads a variable's value: the other names (Ansible's magic and connection variables, and
     unknown names, which are refused by name) need not be rendered; ``groups`` alone lists every host, per host."""
     return name not in MAGIC_VARIABLES and (name in role_specs or name in INVENTORY_VARIABLES or name in RULES)
+
+
+def role_specs(role_dir: Path) -> dict[str, dict]:
+    """The options of a role's main entry point (meta/argument_specs.yml)."""
+    path = role_dir / "meta/argument_specs.yml"
+    if not path.is_file():
+        return {}
+    specs = (yaml.safe_load(path.read_text()) or {}).get("argument_specs", {}).get("main", {})
+    return specs.get("options") or {}
+
+
+def check_role(role: str, variables: dict, specs: dict[str, dict]) -> list[str]:
+    """Problems of one role's variables as the play sees them (`specs`: the role's options; `variables`: their
+    values, those that could be rendered): each against its argument spec and RULES entry, as the pre-flight checks
+    them, and the CROSS_RULES whose variables all belong to the role. Sorted, secrets masked."""
+    problems: list[str] = []
+    for name in sorted(variables):
+        if name in specs:
+            problems += check_value(name, variables[name], specs[name])
+        elif name in RULES:
+            problems += _check_rule(name, variables[name], RULES[name])
+    for names, rule in CROSS_RULES:
+        if all(name in specs and name in variables for name in names):
+            problem = _run_rule(names, rule, variables, specs)
+            if problem:
+                problems.append(problem)
+    return sorted(mask(problem) for problem in problems)
+
+
+def role_input_message(role: str, problems: list[str]) -> str:
+    """The one message a role's input check fails with: every problem, one line each."""
+    return f"Invalid input for role {role} (nothing was changed):\n- " + "\n- ".join(problems)
 
 
 def validate(groups: dict[str, list[str]], hostvars: dict[str, dict], role_specs: dict[str, dict]) -> list[str]:
