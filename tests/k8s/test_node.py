@@ -133,35 +133,41 @@ def test_the_fake_devices_register_again_after_a_kubelet_restart(control_plane, 
     assert len(gpu.allocations) == allocations + 1  # the new kubelet called our Allocate
 
 
+def gang_on_the_node(plane, node, namespace: str, run_scheduler, gang: str, scripts: dict, limits=None) -> None:
+    """A railforge scheduler for the real node alone, and a PodGroup ``gang`` of one pod per script (pod name ->
+    shell script), each pinned by nodeSelector kubernetes.io/hostname as a perftest pair is."""
+    scheduler = f"railforge-{gang}"
+    run_scheduler(
+        {
+            "scheduler_name": scheduler,
+            "node_selector": f"kubernetes.io/hostname={node.name}",
+            "min_period_seconds": 0.05,
+            "eviction_grace_seconds": 0,
+            "leader_election": {"enabled": False},
+        }
+    )
+    group = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup", "metadata": {"name": gang}}
+    client.CustomObjectsApi(plane.api).create_namespaced_custom_object(
+        "scheduling.x-k8s.io", "v1alpha1", namespace, "podgroups", {**group, "spec": {"minMember": len(scripts)}}
+    )
+    for name, script in scripts.items():
+        pod = one_shot_pod(name, node.name, ["/bin/sh", "-c", script], limits=limits)
+        del pod["spec"]["nodeName"]
+        pod["metadata"]["labels"] = {"scheduling.x-k8s.io/pod-group": gang}
+        pod["spec"].update(schedulerName=scheduler, nodeSelector={"kubernetes.io/hostname": node.name})
+        client.CoreV1Api(plane.api).create_namespaced_pod(namespace, pod)
+
+
 def test_a_pair_pinned_by_hostname_is_bound_whole_by_railforge_and_runs(
     control_plane, node, namespace, devices, scheduler_crds, run_scheduler
 ):
     """A perftest pair's shape on a real kubelet: one PodGroup, two pods with an RDMA device each, pinned by
     nodeSelector kubernetes.io/hostname. railforge binds both (the kubelet admits them: its node carries the label)
     and both run with their device."""
-    run_scheduler(
-        {
-            "scheduler_name": "railforge-pinned",
-            "node_selector": f"kubernetes.io/hostname={node.name}",
-            "min_period_seconds": 0.05,
-            "leader_election": {"enabled": False},
-        }
-    )
-    custom = client.CustomObjectsApi(control_plane.api)
-    group = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup", "metadata": {"name": "pair"}}
-    custom.create_namespaced_custom_object(
-        "scheduling.x-k8s.io", "v1alpha1", namespace, "podgroups", {**group, "spec": {"minMember": 2}}
-    )
-    core = client.CoreV1Api(control_plane.api)
     names = ("pair-server", "pair-client")
-    for name in names:
-        pod = one_shot_pod(
-            name, node.name, ["/bin/sh", "-c", "echo $RAILFORGE_RDMA_DEVICES"], limits={"rdma/rail0": "1"}
-        )
-        del pod["spec"]["nodeName"]
-        pod["metadata"]["labels"] = {"scheduling.x-k8s.io/pod-group": "pair"}
-        pod["spec"].update(schedulerName="railforge-pinned", nodeSelector={"kubernetes.io/hostname": node.name})
-        core.create_namespaced_pod(namespace, pod)
+    scripts = dict.fromkeys(names, "echo $RAILFORGE_RDMA_DEVICES")
+    gang_on_the_node(control_plane, node, namespace, run_scheduler, "pair", scripts, limits={"rdma/rail0": "1"})
+    core = client.CoreV1Api(control_plane.api)
 
     def ran() -> bool:
         return all(core.read_namespaced_pod(name, namespace).status.phase == "Succeeded" for name in names)
@@ -172,3 +178,28 @@ def test_a_pair_pinned_by_hostname_is_bound_whole_by_railforge_and_runs(
         assert core.read_namespaced_pod(name, namespace).spec.node_name == node.name
         devices_seen.add(core.read_namespaced_pod_log(name, namespace).strip())
     assert len(devices_seen) == 2  # each pod got its own of the two fake rail devices
+
+
+def test_a_member_that_exits_non_zero_leaves_its_exit_code_and_log_on_its_gang(
+    control_plane, node, namespace, scheduler_crds, run_scheduler
+):
+    """On a real kubelet: one member of a gang prints why and exits 3; railforge restarts the gang (deleting both
+    pods), and what the user needs to read why stays on the PodGroup: the exit code and the log's last lines."""
+    scripts = {"crash-0": "echo step 40; echo 'rank 0: bad shard 17'; exit 3", "crash-1": "sleep 60"}
+    gang_on_the_node(control_plane, node, namespace, run_scheduler, "crash", scripts)
+    custom = client.CustomObjectsApi(control_plane.api)
+
+    def evidence() -> str | None:
+        group = custom.get_namespaced_custom_object("scheduling.x-k8s.io", "v1alpha1", namespace, "podgroups", "crash")
+        return (group["metadata"].get("annotations") or {}).get("railforge.io/last-failure")
+
+    wait_for("the gang's failure kept on its PodGroup", evidence, 90)
+    assert evidence().splitlines() == [
+        "member crash-0 container main exited 3 (Error)",
+        "last lines of its log:",
+        "step 40",
+        "rank 0: bad shard 17",
+    ]
+    pods = client.CoreV1Api(control_plane.api).list_namespaced_pod
+    gang = "scheduling.x-k8s.io/pod-group=crash"
+    wait_for("the restart to delete both pods", lambda: not pods(namespace, label_selector=gang).items, 60)

@@ -289,13 +289,20 @@ def test_a_failed_member_restarts_the_whole_gang_after_its_backoff(cluster, run_
     pods = cluster.gang("flaky", 2)
     cluster.wait("the gang bound", lambda: len(cluster.bound("flaky")) == 2)
     first_uids = {pod.metadata.uid for pod in cluster.pods("flaky")}
-    cluster.core.patch_namespaced_pod_status(pods[1], cluster.name, {"status": {"phase": "Failed"}})
+    ended = {"terminated": {"exitCode": 3, "reason": "Error", "message": "rank 1: NCCL timeout"}}
+    container = {"name": "main", "ready": False, "restartCount": 0, "image": "x", "imageID": "", "state": ended}
+    status = {"phase": "Failed", "containerStatuses": [container]}  # as a kubelet reports a container that exited 3
+    cluster.core.patch_namespaced_pod_status(pods[1], cluster.name, {"status": status})
 
     def restarted() -> None:
         assert not {pod.metadata.uid for pod in cluster.pods("flaky")} & first_uids  # both pods deleted
         annotations = cluster.group_object("flaky")["metadata"]["annotations"]
         assert annotations["railforge.io/restarts"] == "1"
         assert any(e.startswith(f"Restarted: restarted: member {pods[1]} failed") for e in cluster.events("flaky"))
+        # why it failed outlives its pod: on the PodGroup and in a Warning Event (no kubelet here: no log lines)
+        why = f"member {pods[1]} container main exited 3 (Error): rank 1: NCCL timeout"
+        assert annotations["railforge.io/last-failure"] == why
+        assert f"MemberFailed: {why}" in cluster.events("flaky")
 
     eventually(restarted)
     restarted_at = time.monotonic()

@@ -98,6 +98,7 @@ def test_the_role_applies_the_scheduler_idempotently_with_least_privilege(contro
         ("list", "poddisruptionbudgets.policy"),
         ("patch", "pods:status"),
         ("delete", "pods"),
+        ("get", "pods:log"),
         ("create", "events"),
         ("list", "nodes"),
         ("patch", "podgroups.scheduling.x-k8s.io"),

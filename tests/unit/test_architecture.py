@@ -18,8 +18,9 @@ ALLOWED = {
     },
     "railforge.k8s.writes": {
         "railforge.scheduler",
-        *(f"railforge.k8s.{m}" for m in ("annotations", "rest", "events", "metrics", "translate", "views")),
+        *(f"railforge.k8s.{m}" for m in ("annotations", "rest", "events", "evidence", "metrics", "translate", "views")),
     },
+    "railforge.k8s.evidence": {"railforge.k8s.rest"},
     "railforge.k8s.reporting": {
         "railforge.scheduler",
         *(f"railforge.k8s.{m}" for m in ("annotations", "events", "metrics", "translate", "views")),

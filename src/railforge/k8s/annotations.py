@@ -3,7 +3,8 @@
 On a bound pod (a Binding's annotations, which the API server copies onto the pod): when its gang started, whether it
 borrowed quota, what it was backfilled past (``Start``). On the gang's owner (its PodGroup, or the lone pod): the
 placement written before binding (``encode_placement``), the restart count and backoff (``Backoff``), the failure
-(``FAILED``) and the reason shown to users (``REASON``, ``REASON_CODE``). What users set (queue, runtime, topology)
+(``FAILED``), the evidence of the last failed members (``LAST_FAILURE``, railforge.k8s.evidence) and the reason
+shown to users (``REASON``, ``REASON_CODE``). What users set (queue, runtime, topology)
 is read in translate.py.
 """
 
@@ -22,6 +23,7 @@ PLACEMENT = LABEL_PREFIX + "placement"  # pod uid -> node, written before bindin
 RESTARTS = LABEL_PREFIX + "restarts"
 NOT_BEFORE = LABEL_PREFIX + "not-before"
 FAILED = LABEL_PREFIX + "failed"
+LAST_FAILURE = LABEL_PREFIX + "last-failure"  # what ended the failed members of the last restart or failure
 REASON = LABEL_PREFIX + "reason"
 REASON_CODE = LABEL_PREFIX + "reason-code"
 

@@ -20,6 +20,7 @@ twice or bound in a recreated copy.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -28,8 +29,8 @@ from concurrent.futures import ThreadPoolExecutor
 from kubernetes.client import ApiException
 
 import railforge.scheduler as core
-from railforge.k8s import rest
-from railforge.k8s.annotations import FAILED, PLACEMENT, Backoff, Start, encode_placement
+from railforge.k8s import evidence, rest
+from railforge.k8s.annotations import FAILED, LAST_FAILURE, PLACEMENT, Backoff, Start, encode_placement
 from railforge.k8s.events import Reporter, pod_scheduled_patch
 from railforge.k8s.metrics import SchedulerMetrics
 from railforge.k8s.translate import (
@@ -285,6 +286,26 @@ class WriteSide:
         self.reporter.event(*target, event, f"{what}: {reason}", warning=True)
         return nodes
 
+    def keep_evidence(self, objects: GangObjects) -> None:
+        """Before a restart or failure deletes the gang's pods: what ended each failed one (exit code, reason, the
+        last lines of its log), on the gang's owner and as a Warning Event. The informer keeps only a pod's phase,
+        so each failed pod is read whole first; reads are not fenced, the owner's annotation is."""
+        failed = [
+            pod
+            for pod in objects.pods
+            if (pod.get("status") or {}).get("phase") == "Failed" and not pod["metadata"].get("deletionTimestamp")
+        ]
+        found = []
+        for pod in failed:
+            meta = pod["metadata"]
+            with contextlib.suppress(ApiException):  # gone meanwhile: its phase is all there is
+                pod = rest.call(self.api, "GET", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}")
+            found.append(evidence.describe(pod, evidence.log_tail(self.api, pod)))
+        if found:
+            text = "\n\n".join(found)[: evidence.EVIDENCE_CHARS]
+            self.patch_owner(objects, {LAST_FAILURE: text})
+            self.reporter.event(objects.kind, objects.owner, "MemberFailed", text, warning=True)
+
     # -- carrying decisions out ----------------------------------------------------------------------------------
     def act(self, decisions: core.Decisions, view: Translation, now: float) -> dict[str, Waiting]:
         """The core's decisions in the order it documents: evictions, restarts and failures, then binds (every
@@ -309,12 +330,14 @@ class WriteSide:
             running = {gang.gang.name: gang.gang for gang in view.running}
             for restart in decisions.restarts:
                 objects = view.gangs[restart.gang_name]
+                self.keep_evidence(objects)
                 waiting = host.restarted(running[restart.gang_name], restart)
                 backoff = Backoff(waiting.restart_count, waiting.not_before)
                 self.patch_owner(objects, {**backoff.encode(), PLACEMENT: None})
                 leaving |= self.remove(objects, restart.reason, "restart")
             for failure in decisions.failures:
                 objects = view.gangs[failure.gang_name]
+                self.keep_evidence(objects)
                 self.patch_owner(objects, {FAILED: failure.reason[:1000]})
                 leaving |= self.remove(objects, failure.reason, "fail")
         except NotLeading:
