@@ -255,7 +255,19 @@ def scaling_table(results: Results) -> list[str]:
     return ["## ResNet-50 scaling", *lines, ""] if lines else []
 
 
-def _plot(results: Results, path: Path, title: str) -> None:
+# a verdict's colour on the plot
+COLOURS = {"pass": "tab:green", "fail": "tab:red", "warn": "tab:orange", "info": "tab:grey"}
+ALLREDUCE_FLOORS = ("nccl_all_reduce_1node", "nccl_all_reduce_multinode", "mpi_allreduce")
+
+
+def _judged(verdicts: Sequence[Verdict], log: str, checks: Sequence[str]) -> Verdict | None:
+    """The verdict on a log's figure against a floor, if the class has one."""
+    return next((v for v in verdicts if v.log == log and v.check in checks and v.limit is not None), None)
+
+
+def _plot(results: Results, verdicts: Sequence[Verdict], hw: HardwareClass, path: Path, title: str) -> None:
+    """One panel per kind of result; each floor drawn as a dashed line, each judged figure marked in its verdict's
+    colour (green pass, red fail)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -267,12 +279,22 @@ def _plot(results: Results, path: Path, title: str) -> None:
     figure, axes = plt.subplots(1, panels, figsize=(2 + 5 * panels, 4.5), squeeze=False)
     panel = iter(axes[0])
     bandwidth = next(panel)
+    judged_points = []  # (verdict, the message size it was judged at)
     for run in results.nccl:
         sizes = [row.size_bytes for row in run.rows]
         bandwidth.plot(sizes, [row.out_of_place.busbw_gbps for row in run.rows], marker=".", label=run.label)
+        if (verdict := _judged(verdicts, run.source, ALLREDUCE_FLOORS)) is not None:
+            judged_points.append((verdict, hw.floors[verdict.check].message_bytes or sizes[-1]))
     for mpi_run in results.mpi:
         bandwidth.plot([mpi_run.size_bytes], [mpi_run.busbw_gbps], marker="o", linestyle="", label=mpi_run.label)
+        if (verdict := _judged(verdicts, mpi_run.source, ALLREDUCE_FLOORS)) is not None:
+            judged_points.append((verdict, mpi_run.size_bytes))
+    for verdict, size in judged_points:
+        colour = COLOURS[verdict.status]
+        bandwidth.axhline(verdict.limit, color=colour, linestyle="--", linewidth=1, label=f"{verdict.check} floor")
+        bandwidth.plot([size], [verdict.measured], marker="o", markersize=10, color=colour, fillstyle="none")
     bandwidth.set_xscale("log", base=2)
+    bandwidth.set_ylim(bottom=0)
     bandwidth.set_xlabel("message size (bytes)")
     bandwidth.set_ylabel("bus bandwidth (GB/s)")
     bandwidth.set_title("all_reduce")
@@ -282,7 +304,15 @@ def _plot(results: Results, path: Path, title: str) -> None:
     if perftest:
         rails = next(panel)
         labels = [f"{node}\n{run.device}" for node, run in perftest]
-        rails.bar(labels, [run.bandwidth[-1].average_gbps for _, run in perftest])
+        judged = [_judged(verdicts, run.source, (run.tool,)) for _, run in perftest]
+        colours = [COLOURS[v.status] if v is not None else COLOURS["info"] for v in judged]
+        rails.bar(labels, [run.bandwidth[-1].average_gbps for _, run in perftest], color=colours)
+        floors = [(index, v.limit) for index, v in enumerate(judged) if v is not None]
+        for index, limit in floors:
+            label = "floor" if index == floors[0][0] else None
+            rails.hlines(limit, index - 0.4, index + 0.4, colors="black", linestyles="--", linewidth=1, label=label)
+        if floors:
+            rails.legend(fontsize="small")
         rails.set_ylabel("BW average (Gb/s)")
         rails.set_title("perftest per node and rail")
         rails.tick_params(axis="x", labelsize="small")
@@ -294,6 +324,9 @@ def _plot(results: Results, path: Path, title: str) -> None:
             base = points[0]
             linear = [base.per_process * count for count in counts]
             images.plot(counts, linear, linestyle="--", color="grey", label=f"linear from {base.processes}")
+            if (per_gpu := hw.floors.get("resnet50_per_gpu")) is not None and not base.on_cpu:
+                minimum = [per_gpu.value * count for count in counts]
+                images.plot(counts, minimum, linestyle="--", color=COLOURS["fail"], label="resnet50_per_gpu floor")
         images.set_xlabel("GPUs (CPU ranks on the CPU fallback)")
         images.set_ylabel("images/s")
         images.set_title("ResNet-50 scaling")
@@ -329,7 +362,7 @@ def write_report(
     stem = f"benchmark-{cluster}-{now.strftime('%Y%m%dT%H%M%SZ')}"
     reports.mkdir(parents=True, exist_ok=True)
     json_path, markdown_path, plot_path = (reports / f"{stem}.{suffix}" for suffix in ("json", "md", "png"))
-    _plot(results, plot_path, f"{cluster}, {now:%Y-%m-%d %H:%M} UTC, class {hw.name}")
+    _plot(results, verdicts, hw, plot_path, f"{cluster}, {now:%Y-%m-%d %H:%M} UTC, class {hw.name}")
     failed = [v.message for v in verdicts if v.status == "fail"]
     document = {
         "cluster": cluster,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
+from pathlib import PurePath
 from typing import TypeVar
 
 from railforge.bench.dcgm import DcgmDiag
@@ -34,9 +35,10 @@ class Verdict:
     measured: float | None = None
     limit: float | None = None
     unit: str = ""
-    source: str = ""
+    source: str = ""  # where the floor comes from
     nodes: tuple[str, ...] = ()  # the nodes the verdict concerns (a run's hosts, a rail's node)
     rail: str = ""
+    log: str = ""  # the output judged
 
 
 @dataclass(frozen=True)
@@ -130,7 +132,7 @@ def judge_nccl(run: NcclRun, hw: HardwareClass) -> list[Verdict]:
             busbw = row.out_of_place.busbw_gbps
             what = f"bus bandwidth at {size_text(row.size_bytes)}"
             verdicts.append(_figure(subject, kind, hw, busbw, what, note))
-    return [replace(v, nodes=run.hosts) for v in verdicts]
+    return [replace(v, nodes=run.hosts, log=run.source) for v in verdicts]
 
 
 def _one_rank(subject: str, kind: str, row: Row) -> Verdict:
@@ -181,7 +183,7 @@ def judge_perftest(node: str, run: PerftestRun, hw: HardwareClass, server: str =
         wanted = "GPU memory (--use_cuda, GPUDirect RDMA)" if floor.memory == "gpu" else "host memory"
         message = f"{subject}: {run.tool} ran in {memory}, but the {hw.name} floor is for {wanted}"
         verdicts.append(Verdict(subject, "buffers", "warn", message))
-    return [replace(v, nodes=(node,), rail=run.device) for v in verdicts]
+    return [replace(v, nodes=(node,), rail=run.device, log=run.source) for v in verdicts]
 
 
 def rail_suspects(pairs: Sequence[tuple[Verdict, str]]) -> list[Verdict]:
@@ -217,7 +219,7 @@ def judge_dcgm(node: str, diag: DcgmDiag) -> list[Verdict]:
         counts = {s: sum(t.status == s for t in diag.tests) for s in ("Pass", "Skip", "Warn")}
         summary = ", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n)
         verdicts.append(Verdict(subject, "dcgmi_diag", "pass", f"{subject}: no test failed ({summary})"))
-    return [replace(v, nodes=(node,)) for v in verdicts]
+    return [replace(v, nodes=(node,), log=diag.source) for v in verdicts]
 
 
 def judge_resnet(runs: Sequence[ResnetRun], hw: HardwareClass) -> list[Verdict]:
@@ -226,15 +228,17 @@ def judge_resnet(runs: Sequence[ResnetRun], hw: HardwareClass) -> list[Verdict]:
     verdicts, finished = [], []
     for run in runs:
         if run.result is None:
-            verdicts.append(Verdict(run.label, "resnet50", "fail", f"{run.label}: missing {run.missing[0]}"))
+            message = f"{run.label}: missing {run.missing[0]}"
+            verdicts.append(Verdict(run.label, "resnet50", "fail", message, log=run.source))
             continue
         finished.append(run)
         if run.result.on_cpu:  # the CPU fallback proves the job's plumbing: its speed is the host's own
             rate = run.result.images_per_sec
             message = f"{run.label}: {rate:g} images/s, {run.result.per_process:.3g} per rank (CPU fallback: no floor)"
-            verdicts.append(Verdict(run.label, "resnet50", "info", message, rate, unit="images/s"))
+            verdicts.append(Verdict(run.label, "resnet50", "info", message, rate, unit="images/s", log=run.source))
         else:
-            verdicts.append(_figure(run.label, "resnet50_per_gpu", hw, run.result.per_process, "throughput"))
+            figure = _figure(run.label, "resnet50_per_gpu", hw, run.result.per_process, "throughput")
+            verdicts.append(replace(figure, log=run.source))
     for series in scaling_series(finished).values():
         _, base = series[0]
         for run, result in series[1:]:
@@ -242,7 +246,7 @@ def judge_resnet(runs: Sequence[ResnetRun], hw: HardwareClass) -> list[Verdict]:
                 continue
             efficiency = round(result.per_process / base.per_process, 4)
             what = f"scaling efficiency vs {base.processes}"
-            verdicts.append(_figure(run.label, "resnet50_scaling", hw, efficiency, what))
+            verdicts.append(replace(_figure(run.label, "resnet50_scaling", hw, efficiency, what), log=run.source))
     return verdicts
 
 
@@ -261,7 +265,7 @@ def judge_mpi(run: MpiAllreduceRun, hw: HardwareClass) -> list[Verdict]:
         note = f" (message {size_text(run.size_bytes)} < {size_text(floor_bytes)} of the floor)"
     what = f"bus bandwidth at {size_text(run.size_bytes)}"
     verdicts.append(_figure(subject, "mpi_allreduce", hw, run.busbw_gbps, what, note))
-    return [replace(v, nodes=run.hosts) for v in verdicts]
+    return [replace(v, nodes=run.hosts, log=run.source) for v in verdicts]
 
 
 def judge(results: Results, hw: HardwareClass, servers: Mapping[str, str] | None = None) -> list[Verdict]:
@@ -283,12 +287,17 @@ def judge(results: Results, hw: HardwareClass, servers: Mapping[str, str] | None
 
 def table(verdicts: Sequence[Verdict]) -> str:
     """Markdown: one line per verdict, failures first, then by subject (node / rail / run)."""
-    lines = ["| verdict | subject | check | measured | limit | detail |", "| --- | --- | --- | ---: | ---: | --- |"]
+    lines = [
+        "| verdict | subject | check | measured | limit | floor from | log | detail |",
+        "| --- | --- | --- | ---: | ---: | --- | --- | --- |",
+    ]
     for v in sorted(verdicts, key=lambda v: (STATUSES.index(v.status), v.subject, v.check)):
         measured = "-" if v.measured is None else f"{v.measured:g} {v.unit}".strip()
         limit = "-" if v.limit is None else f"{v.limit:g} {v.unit}".strip()
         detail = v.message.removeprefix(f"{v.subject}: ")
-        lines.append(f"| {v.status.upper()} | {v.subject} | {v.check} | {measured} | {limit} | {detail} |")
+        log = PurePath(v.log).name if v.log else "-"
+        cells = (v.status.upper(), v.subject, v.check, measured, limit, v.source or "-", log, detail)
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

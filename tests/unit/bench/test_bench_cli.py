@@ -66,7 +66,11 @@ def test_socket_fallback_run_fails_and_file_name_names_the_collective(tmp_path: 
     write(results, "all_reduce_perf-h100.txt", read_body(H100))  # the output itself does not name the binary
     assert main(["bench", "judge", "--results", str(results), "--class", "h200-sxm-cx7-ndr"]) == 1
     printed = capsys.readouterr().out
-    assert "| FAIL | all_reduce 8x2 | transport | - | - | NCCL fell back to sockets" in printed
+    # the verdict names the log it read: the output itself does not say which run it is
+    assert (
+        "| FAIL | all_reduce 8x2 | transport | - | - | - | all_reduce_perf-h200.txt | NCCL fell back to sockets"
+        in printed
+    )
     assert printed.count("| all_reduce 8x2 | nccl_all_reduce_multinode |") == 2
 
 
@@ -77,7 +81,10 @@ def test_one_h200s_outputs_are_reported_not_failed(tmp_path: Path, capsys):
     write(results, "resnet50-launcher.log", read_body(RESNET_H200))
     assert main(["bench", "judge", "--results", str(results), "--class", "h200-sxm-cx7-ndr"]) == 0
     printed = capsys.readouterr().out
-    assert "| INFO | all_reduce 1x1 | nccl_all_reduce_1node | 0 GB/s | - | one rank sends nothing" in printed
+    assert (
+        "| INFO | all_reduce 1x1 | nccl_all_reduce_1node | 0 GB/s | - | - | all_reduce_perf-1x1.txt | one rank sends"
+        in printed
+    )
     assert "| INFO | resnet50 1 GPU on 1 node | resnet50_per_gpu | 2180.2 images/s per GPU |" in printed
     assert "skipped" not in printed and printed.rstrip().endswith("0 failed, 2 verdicts")
 

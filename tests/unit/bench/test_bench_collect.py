@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from benchdata import read_body
 
-from railforge.bench.collect import node_summary, pod_state, write_report
+from railforge.bench.collect import COLOURS, node_summary, pod_state, write_report
 from railforge.bench.errors import ParseError
 from railforge.bench.floors import load_floors
 from railforge.bench.judge import judge_mpi, rail_suspects
@@ -128,7 +128,21 @@ def test_the_report_is_written_as_json_markdown_and_a_png(tmp_path):
     assert f"![bus bandwidth, rails and scaling]({written.plot_path.name})" in markdown
     assert written.plot_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and written.plot_path.stat().st_size > 10000
     assert png_width(written.plot_path) == 1200  # all_reduce and perftest: two panels
+    # the rail's bar in its verdict's colour: red, as it failed its floor (green is for a pass)
+    assert colour_share(written.plot_path, COLOURS["fail"]) > 0.05
+    assert colour_share(written.plot_path, COLOURS["pass"]) == 0
     assert "ResNet-50 scaling" not in markdown
+
+
+def colour_share(path: Path, colour: str) -> float:
+    """The share of the image's pixels in ``colour`` (a matplotlib colour name)."""
+    import matplotlib.colors
+    import matplotlib.image
+    import numpy
+
+    pixels = matplotlib.image.imread(path)[..., :3]
+    wanted = numpy.array(matplotlib.colors.to_rgb(colour))
+    return float(numpy.all(numpy.abs(pixels - wanted) < 0.02, axis=-1).mean())
 
 
 def png_width(path: Path) -> int:

@@ -216,12 +216,15 @@ def test_resnet_cpu_fallback_is_information_without_a_floor():
 
 def test_table_and_json():
     hw = load_floors("h200-sxm-cx7-ndr")
-    results = Results(nccl=(nccl(H200),), perftest=(("dgx-03", parse_perftest(read_body(BW200))),))
+    rail_log = "outputs/dgx-03/bench-r0-client.txt"
+    results = Results(nccl=(nccl(H200),), perftest=(("dgx-03", parse_perftest(read_body(BW200), rail_log)),))
     verdicts = judge(results, hw)
     lines = table(verdicts).splitlines()
     assert lines[2].startswith("| FAIL | all_reduce 8x2 | transport |")
+    # which floor (its value and where it comes from) and which log
     assert lines[3] == (
         "| FAIL | node dgx-03 rail mlx5_0 | ib_write_bw | 196.07 Gb/s | 360 Gb/s | "
+        f"{hw.floors['ib_write_bw'].source} | bench-r0-client.txt | "
         "196.07 Gb/s ib_write_bw at 8 MiB, host memory < 360 Gb/s floor |"
     )
     data = json.loads(to_json(results, hw, verdicts))
