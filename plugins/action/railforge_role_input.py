@@ -53,7 +53,8 @@ class ActionModule(ActionBase):
                 variables[name] = templar.template(task_vars[name])
             except AnsibleError:
                 continue  # needs facts or another role's values: left to the role's own checks
-        problems = railforge_inventory.check_role(role, variables, specs)
+        groups = {name: list(hosts) for name, hosts in task_vars.get("groups", {}).items()}
+        problems = railforge_inventory.check_role(role, variables, specs, groups)
         if problems:
             result.update(failed=True, msg=railforge_inventory.role_input_message(role, problems))
         return result

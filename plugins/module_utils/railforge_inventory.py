@@ -279,8 +279,24 @@ def _cuda_repo_distribution_problem(value: str) -> str | None:
     return f"a distribution the CUDA repository is supported for ({', '.join(supported)})"
 
 
+def _resources_problem(value: dict) -> str | None:
+    """Kubernetes container resources: requests and limits, each of cpu and memory, nothing else."""
+    parts = ("requests", "limits")
+    if sorted(value) == sorted(parts) and all(
+        isinstance(value[part], dict) and sorted(value[part]) == ["cpu", "memory"] for part in parts
+    ):
+        return None
+    return "{requests: {cpu, memory}, limits: {cpu, memory}}"
+
+
+def _scheduler_name_problem(value: str) -> str | None:
+    if len(value) <= 253 and re.match(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$", value):
+        return None
+    return "a scheduler name (a DNS subdomain) or '' for no gang scheduling"
+
+
 # Formats that check a mapping (its keys or values); every other format checks a string.
-DICT_FORMATS = {"sysctl_keys", "topology", "sha256_by_file", "scheduler_settings", "registry_mirrors"}
+DICT_FORMATS = {"sysctl_keys", "topology", "sha256_by_file", "scheduler_settings", "registry_mirrors", "resources"}
 FORMATS = {
     "ip": _ip_problem,
     "ip_or_empty": _empty_or(_ip_problem),
@@ -338,12 +354,26 @@ FORMATS = {
         r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$", "a DNS name like railforge.io"
     ),
     "pool_prefix": _regex(r"^[a-z][a-z0-9]{0,39}$", "lowercase letters and digits, starting with a letter"),
+    "duration": _regex(r"^([0-9]+(ms|s|m|h))+$", "a duration like 30s"),
+    "duration_hms": _regex(r"^([0-9]+[hms])+$", "a duration like 15m"),
+    "not_empty": _regex(r"^.", "a non-empty string"),
+    "netdev_or_empty": _empty_or(_regex(r"^[A-Za-z0-9_.:\-]{1,15}$", "an interface name (at most 15 characters)")),
+    "manifest_url": _regex(r"^(https?://[^\s/]+|file://)/[^\s]+$", "an http://, https:// or file:/// URL of a file"),
+    "resources": _resources_problem,
+    "scheduler_name_or_empty": _scheduler_name_problem,
+    "resource_prefix": _regex(r"^[a-z0-9][-a-z0-9_.]*$", "lowercase letters, digits, '-', '_', '.'"),
+    "dcgm_exporter_version": _regex(
+        r"^([0-9]+:)?[0-9]+\.[0-9]+\.[0-9]+-[0-9A-Za-z.~]+$", "a Debian package version like 4.8.1-1"
+    ),
+    "container_toolkit_version": _regex(
+        r"^[0-9]+\.[0-9]+\.[0-9]+(~[A-Za-z0-9.]+)?-[0-9A-Za-z.~]+$", "a Debian package version like 1.17.8-1"
+    ),
     "batch_size": _regex(r"^([1-9][0-9]*|([1-9][0-9]?|100)%)$", "a count of nodes or a percentage like 25%"),
 }
 
 # What argument specs cannot say, one entry per variable (ITEM[].option for options of list items):
 # min/max (inclusive), format (a FORMATS key, applied to each element of a list), unique (list items, or the
-# named option of dict items, listed once).
+# named option of dict items, listed once), min_items (the fewest items of a list or mapping).
 RULES = {
     "ansible_host": {"format": "host"},
     "railforge_cluster_name": {"format": "dns_label"},
@@ -387,17 +417,17 @@ RULES = {
     "gpudirect_gdrcopy_sha256": {"format": "sha256_by_file"},
     "gpudirect_kernel_args": {"format": "kernel_arg"},
     "gpudirect_hw_root": {"format": "absolute_path"},
-    "nvidia_container_toolkit_version": {"format": "debian_version"},
+    "nvidia_container_toolkit_version": {"format": "container_toolkit_version"},
     "nvidia_container_toolkit_repo_url": {"format": "repo_url"},
     "nvidia_container_toolkit_repo_key_url": {"format": "repo_url"},
     "nvidia_container_toolkit_repo_key_fingerprint": {"format": "fingerprint_or_empty"},
     "nvidia_container_toolkit_cdi_spec": {"format": "absolute_path"},
     "nvidia_dcgm_version": {"format": "dcgm_version"},
-    "nvidia_dcgm_exporter_version": {"format": "debian_version"},
+    "nvidia_dcgm_exporter_version": {"format": "dcgm_exporter_version"},
     "nvidia_dcgm_exporter_listen_address": {"format": "ip_or_empty"},
     "nvidia_dcgm_exporter_port": {"min": 1, "max": 65535},
     "nvidia_dcgm_exporter_hostengine": {"format": "host_port"},
-    "nvidia_dcgm_exporter_collectors": {"unique": "field"},
+    "nvidia_dcgm_exporter_collectors": {"unique": "field", "min_items": 1},
     "nvidia_dcgm_exporter_collectors[].field": {"format": "dcgm_field"},
     "nvidia_dcgm_exporter_collectors[].help": {"format": "no_comma"},
     "nvidia_driver_branch": {"format": "driver_branch"},
@@ -463,6 +493,7 @@ RULES = {
     "versions_kubernetes_registry": {"format": "registry"},
     "versions_mpi_operator_registry": {"format": "registry"},
     "versions_railforge_scheduler_registry": {"format": "registry"},
+    "versions_railforge_scheduler_tag": {"format": "semver"},
     "versions_multus_registry": {"format": "registry"},
     "versions_whereabouts_registry": {"format": "registry"},
     "versions_rdma_shared_device_plugin_registry": {"format": "registry"},
@@ -507,11 +538,15 @@ RULES = {
     "kubernetes_ready_timeout": {"min": 1, "max": 3600},
     "kubernetes_flannel_image": {"format": "image"},
     "kubernetes_flannel_namespace": {"format": "dns_label"},
+    "kubernetes_flannel_iface": {"format": "netdev_or_empty"},
+    "kubernetes_join_token_ttl": {"format": "duration_hms"},
+    "kubernetes_kubeconfig": {"format": "not_empty"},
     "versions_multus": {"format": "semver"},
     "versions_whereabouts": {"format": "semver"},
     "versions_rdma_shared_device_plugin": {"format": "semver"},
     "rail_networks_cidrs": {"format": "cidr", "unique": True},
     "rail_networks_namespace": {"format": "dns_label"},
+    "rail_networks_resource_prefix": {"format": "resource_prefix"},
     "rail_networks_system_namespace": {"format": "dns_label"},
     "rail_networks_rdma_hca_max": {"min": 1, "max": 10000},
     "rail_networks_nccl_gid_index": {"min": 0, "max": 255},
@@ -529,15 +564,25 @@ RULES = {
     "railforge_scheduler_replicas": {"min": 1, "max": 16},
     "railforge_scheduler_http_port": {"min": 1, "max": 65535},
     "railforge_scheduler_settings": {"format": "scheduler_settings"},
+    "railforge_scheduler_resources": {"format": "resources"},
+    "railforge_scheduler_podgroup_crd_url": {"format": "manifest_url"},
+    "railforge_scheduler_podgroup_crd_checksum": {"format": "sha256"},
     "mpi_operator_namespace": {"format": "dns_label"},
     "mpi_operator_image": {"format": "image"},
+    "mpi_operator_gang_scheduler": {"format": "scheduler_name_or_empty"},
+    "mpi_operator_crd_url": {"format": "manifest_url"},
+    "mpi_operator_crd_checksum": {"format": "sha256"},
+    "mpi_operator_resources": {"format": "resources"},
     "railforge_benchmark_image": {"format": "image"},
     "railforge_benchmark_perftest_image": {"format": "image_or_empty"},
     "railforge_benchmark_resnet_image": {"format": "image_or_empty"},
     "dcgm_exporter_namespace": {"format": "dns_label"},
     "dcgm_exporter_image": {"format": "image"},
     "dcgm_exporter_port": {"min": 1, "max": 65535},
-    "dcgm_exporter_metrics": {"unique": "field"},
+    "dcgm_exporter_metrics": {"unique": "field", "min_items": 1},
+    "dcgm_exporter_remote_hostengine": {"format": "host_port_or_empty"},
+    "dcgm_exporter_scrape_interval": {"format": "duration"},
+    "dcgm_exporter_node_selector": {"min_items": 1},
     "dcgm_exporter_metrics[].field": {"format": "dcgm_field"},
     "dcgm_exporter_metrics[].help": {"format": "no_comma"},
 }
@@ -646,6 +691,9 @@ def _check_rule(name: str, value, rule: dict) -> list[str]:
             low, high = rule.get("min"), rule.get("max")
             if (low is not None and item < low) or (high is not None and item > high):
                 problems.append(f"{label} must be between {low} and {high}, got {item}")
+    least = rule.get("min_items")
+    if least and isinstance(value, list | dict) and len(value) < least:
+        problems.append(f"{name} must have at least {least} item(s), got {shown(value)}")
     unique = rule.get("unique")
     if unique and isinstance(value, list):
         keys = [item.get(unique) if isinstance(item, dict) else item for item in value] if unique is not True else value
@@ -747,6 +795,12 @@ def _kubernetes_version_served(v: dict) -> str | None:
     )
 
 
+def _iommu_passthrough_has_arguments(v: dict) -> str | None:
+    if not v["gpudirect_iommu_passthrough"] or v["gpudirect_kernel_args"]:
+        return None
+    return "gpudirect_kernel_args must list the kernel arguments while gpudirect_iommu_passthrough is true, got []"
+
+
 # Each: the variables it reads (host value, else the role default) and the check. A rule runs when the host
 # sets one of its variables and every value it reads passes its own checks and is no template left to the role.
 CROSS_RULES = (
@@ -763,6 +817,7 @@ CROSS_RULES = (
         ("nvidia_device_plugin_time_slicing_replicas", "nvidia_device_plugin_mig_strategy"),
         _time_slicing_shares_a_resource,
     ),
+    (("gpudirect_kernel_args", "gpudirect_iommu_passthrough"), _iommu_passthrough_has_arguments),
 )
 
 
@@ -857,10 +912,11 @@ def role_specs(role_dir: Path) -> dict[str, dict]:
     return specs.get("options") or {}
 
 
-def check_role(role: str, variables: dict, specs: dict[str, dict]) -> list[str]:
+def check_role(role: str, variables: dict, specs: dict[str, dict], groups: dict | None = None) -> list[str]:
     """Problems of one role's variables as the play sees them (`specs`: the role's options; `variables`: their
     values, those that could be rendered): each against its argument spec and RULES entry, as the pre-flight checks
-    them, and the CROSS_RULES whose variables all belong to the role. Sorted, secrets masked."""
+    them, the CROSS_RULES whose variables all belong to the role and, given the inventory's `groups`, that a variable
+    set to name a group (not left at its default) names one. Sorted, secrets masked."""
     problems: list[str] = []
     for name in sorted(variables):
         if name in specs:
@@ -872,6 +928,9 @@ def check_role(role: str, variables: dict, specs: dict[str, dict]) -> list[str]:
             problem = _run_rule(names, rule, variables, specs)
             if problem:
                 problems.append(problem)
+    if groups is not None:  # a group the role names by default may be absent: the role skips it, as the pre-flight
+        chosen = {name: value for name, value in variables.items() if value != specs.get(name, {}).get("default")}
+        problems += _check_group_names(chosen, groups)
     return sorted(mask(problem) for problem in problems)
 
 

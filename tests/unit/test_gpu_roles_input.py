@@ -95,17 +95,17 @@ def test_host_without_gpu_is_skipped_with_one_line(tmp_path):
         (
             "cuda_toolkit",
             {"cuda_toolkit_versions": ["12.8"], "cuda_toolkit_default_version": "12.9"},
-            "cuda_toolkit_default_version: '12.9' is not in cuda_toolkit_versions",
+            "- cuda_toolkit_default_version must be one of cuda_toolkit_versions (12.8), got '12.9'",
         ),
         (
             "cuda_toolkit",
             {"cuda_toolkit_versions": ["12-8"], "cuda_toolkit_default_version": "12-8"},
-            'cuda_toolkit_versions: "12-8" are not versions like 12.8',
+            "- cuda_toolkit_versions[0] must be a CUDA version MAJOR.MINOR like \"12.8\", got '12-8'",
         ),
         (
             "nvidia_container_toolkit",
             {"nvidia_container_toolkit_version": "latest"},
-            "nvidia_container_toolkit_version: expected a Debian",
+            "- nvidia_container_toolkit_version must be a Debian package version like 1.17.8-1",
         ),
         (
             "nvidia_container_toolkit",
@@ -115,28 +115,28 @@ def test_host_without_gpu_is_skipped_with_one_line(tmp_path):
         (
             "nvidia_dcgm",
             {"nvidia_dcgm_version": "3.3.6"},
-            "nvidia_dcgm_version: expected a DCGM 4 package version",
+            "- nvidia_dcgm_version must be a DCGM 4 version with epoch like 1:4.5.2-1",
         ),
         ("nvidia_dcgm", {"nvidia_dcgm_cuda_major": 11}, "nvidia_dcgm_cuda_major"),
         (
             "nvidia_dcgm",
             {"nvidia_dcgm_exporter_port": 94000},
-            "nvidia_dcgm_exporter_port: expected a TCP port 1-65535, got 94000",
+            "- nvidia_dcgm_exporter_port must be between 1 and 65535, got 94000",
         ),
         (
             "nvidia_dcgm",
             {"nvidia_dcgm_exporter_listen_address": "10.0.0.300:9400"},
-            "nvidia_dcgm_exporter_listen_address: expected an IPv4 or IPv6 address",
+            "- nvidia_dcgm_exporter_listen_address must be an IP address, got '10.0.0.300:9400'",
         ),
         (
             "nvidia_dcgm",
             {"nvidia_dcgm_exporter_hostengine": "localhost"},
-            "nvidia_dcgm_exporter_hostengine: expected HOST:PORT",
+            "- nvidia_dcgm_exporter_hostengine must be HOST:PORT like localhost:5555",
         ),
         (
             "nvidia_dcgm",
             {"nvidia_dcgm_exporter_collectors": [{"field": "GPU_TEMP", "type": "gauge", "help": "temperature"}]},
-            "nvidia_dcgm_exporter_collectors: 'GPU_TEMP' is not a DCGM field name",
+            "- nvidia_dcgm_exporter_collectors[0].field must be a DCGM field name (DCGM_FI_...), got 'GPU_TEMP'",
         ),
         ("nvidia_fabricmanager", {"nvidia_fabricmanager_enabled": "yes"}, "nvidia_fabricmanager_enabled"),
     ],

@@ -106,21 +106,45 @@ def test_a_registered_rdma_device_of_no_mellanox_function_is_an_hca(tmp_path):
 
 MALFORMED = [
     ("doca_ofed", {"doca_ofed_flavour": "ofed"}, "doca_ofed_flavour"),
-    ("doca_ofed", {"doca_ofed_version": "2.9 beta"}, "doca_ofed_version: expected a release like 2.9.1"),
+    ("doca_ofed", {"doca_ofed_version": "2.9 beta"}, "- doca_ofed_version must be a release like 2.9.1"),
     (
         "doca_ofed",
         {"doca_ofed_base_url": "ftp://mirror"},
-        "doca_ofed_repo_url: expected an http(s):// or file://",
+        "- doca_ofed_repo_url must be a http/https/file URL",
     ),
-    ("doca_ofed", {"doca_ofed_extra_packages": ["Bad Name"]}, "'Bad Name' is not a package name"),
+    (
+        "doca_ofed",
+        {"doca_ofed_extra_packages": ["Bad Name"]},
+        "- doca_ofed_extra_packages[0] must be a Debian package name, got 'Bad Name'",
+    ),
     ("gpudirect", {"gpudirect_mode": "rdma"}, "gpudirect_mode"),
-    ("gpudirect", {"gpudirect_kernel_args": ["iommu pt"]}, "'iommu pt' is not a kernel argument"),
-    ("gpudirect", {"gpudirect_gdrcopy_version": "latest!"}, "gpudirect_gdrcopy_version: expected a Debian"),
-    ("sriov_vfs", {"sriov_vfs_pfs": [{"pci_address": "3b:00.0", "num_vfs": 8}]}, "pci_address '3b:00.0'"),
-    ("sriov_vfs", {"sriov_vfs_pfs": [{"pci_address": "0000:3b:00.0", "num_vfs": 200}]}, "is above 127"),
+    (
+        "gpudirect",
+        {"gpudirect_kernel_args": ["iommu pt"]},
+        "- gpudirect_kernel_args[0] must be a kernel argument like iommu=pt, got 'iommu pt'",
+    ),
+    (
+        "gpudirect",
+        {"gpudirect_gdrcopy_version": "latest!"},
+        "- gpudirect_gdrcopy_version must be a Debian package version",
+    ),
+    (
+        "sriov_vfs",
+        {"sriov_vfs_pfs": [{"pci_address": "3b:00.0", "num_vfs": 8}]},
+        "- sriov_vfs_pfs[0].pci_address must be a PCI address like 0000:3b:00.0, got '3b:00.0'",
+    ),
+    (
+        "sriov_vfs",
+        {"sriov_vfs_pfs": [{"pci_address": "0000:3b:00.0", "num_vfs": 200}]},
+        "- sriov_vfs_pfs[0].num_vfs must be between 0 and 127, got 200",
+    ),
     ("sriov_vfs", {"sriov_vfs_pfs": [{"pci_address": "0000:3b:00.0"}]}, "num_vfs"),
-    ("roce_qos", {"roce_qos_pfc_priority": 9}, "roce_qos_pfc_priority: expected 0-7, got 9"),
-    ("roce_qos", {"roce_qos_rails": [{"netdev": "rail0", "mtu": 100}]}, "MTU 100 is below 1280"),
+    ("roce_qos", {"roce_qos_pfc_priority": 9}, "- roce_qos_pfc_priority must be between 0 and 7, got 9"),
+    (
+        "roce_qos",
+        {"roce_qos_rails": [{"netdev": "rail0", "mtu": 100}]},
+        "- roce_qos_rails[0].mtu must be between 1280 and 9216, got 100",
+    ),
     ("roce_qos", {"roce_qos_trust": "cos"}, "roce_qos_trust"),
 ]
 
@@ -130,6 +154,8 @@ def test_malformed_input_fails_before_any_change(tmp_path, role, variables, mess
     rc, out = run_role(tmp_path, role, variables)
     assert rc == 2, out
     assert message in out, out
+    if message.startswith("- "):  # a line of the one message of railforge_role_input
+        assert f"Invalid input for role {role} (nothing was changed):\n" in out, out
     assert "changed=0" in out, out
 
 
@@ -192,14 +218,19 @@ def test_gdrcopy_url_without_pinned_checksums_stops_the_role_before_any_change(t
 @pytest.mark.parametrize(
     ("pins", "message"),
     [
-        ({"libgdrapi_2.5.1-1_amd64.Ubuntu24_04.deb": "md5:0123"}, "'libgdrapi_2.5.1-1_amd64.Ubuntu24_04.deb' must map"),
-        ({"libgdrapi_2.5.1-1_amd64.Ubuntu24_04.deb": 12}, "'libgdrapi_2.5.1-1_amd64.Ubuntu24_04.deb' must map"),
+        (
+            {"libgdrapi_2.5.1-1_amd64.Ubuntu24_04.deb": "md5:0123"},
+            "libgdrapi_2.5.1-1_amd64.Ubuntu24_04.deb: 'md5:0123'",
+        ),
+        ({"libgdrapi_2.5.1-1_amd64.Ubuntu24_04.deb": 12}, "libgdrapi_2.5.1-1_amd64.Ubuntu24_04.deb: 12"),
     ],
 )
 def test_gdrcopy_checksum_that_is_no_sha256_is_refused(tmp_path, pins, message):
     rc, out = run_role(tmp_path, "gpudirect", {"gpudirect_gdrcopy_sha256": pins, "gpudirect_gdrcopy_source": "apt"})
     assert rc == 2, out
-    assert f"gpudirect_gdrcopy_sha256: {message} to sha256: and 64 lowercase hex digits" in out, out
+    assert "Invalid input for role gpudirect (nothing was changed):\n" in out, out
+    expected = "- gpudirect_gdrcopy_sha256 must be file names mapped to sha256: and 64 lowercase hex digits, not "
+    assert expected + message in out, out
 
 
 def gdrcopy_mirror(tmp_path: Path) -> tuple[Path, dict]:

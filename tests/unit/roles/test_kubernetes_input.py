@@ -47,12 +47,18 @@ CASES = {
         {"kubernetes_pod_subnet": "10.244.0.0/24"},
         "kubernetes_pod_subnet: 10.244.0.0/24 holds fewer than 4 node ranges",
     ),
-    "not a network": ({"kubernetes_service_subnet": "10.96.0.1/33"}, "kubernetes_service_subnet: expected an IPv4"),
+    "not a network": (
+        {"kubernetes_service_subnet": "10.96.0.1/33"},
+        "- kubernetes_service_subnet must be a network address with prefix and no host bits",
+    ),
     "node inside the pod network": (
         {"kubernetes_pod_subnet": "192.0.0.0/16"},
         "kubernetes_node_ip of cp-1 (192.0.2.11) lies inside kubernetes_pod_subnet 192.0.0.0/16",
     ),
-    "bad token lifetime": ({"kubernetes_join_token_ttl": "forever"}, "kubernetes_join_token_ttl a duration"),
+    "bad token lifetime": (
+        {"kubernetes_join_token_ttl": "forever"},
+        "- kubernetes_join_token_ttl must be a duration like 15m, got 'forever'",
+    ),
     "unknown CNI": ({"kubernetes_cni": "bridge"}, "value of kubernetes_cni must be one of: flannel, none"),
     "unknown flannel backend": (
         {"kubernetes_flannel_backend": "udp"},
@@ -60,18 +66,24 @@ CASES = {
     ),
     "flannel interface with a space": (
         {"kubernetes_flannel_iface": "eth 0"},
-        "kubernetes_flannel_iface an interface name, an IPv4 address or \"\" (got 'eth 0')",
+        "- kubernetes_flannel_iface must be an interface name (at most 15 characters), got 'eth 0'",
     ),
     "flannel image without a tag": (
         {"kubernetes_flannel_image": "ghcr.io/flannel-io/flannel"},
-        "kubernetes_flannel_image REGISTRY/NAME:TAG (got ghcr.io/flannel-io/flannel)",
+        "- kubernetes_flannel_image must be an image REGISTRY/NAME:TAG, got 'ghcr.io/flannel-io/flannel'",
     ),
     "mirror not a list": (
         {"kubernetes_registry_mirrors": {"registry.k8s.io": "https://mirror.example"}},
-        "kubernetes_registry_mirrors {registry: [mirror URL, ...]}",
+        "- kubernetes_registry_mirrors must be registry hosts mapped to lists of http(s) mirror URLs",
     ),
-    "relative archive": ({"kubernetes_image_archives": ["images/pause.tar"]}, "a list of absolute paths"),
-    "repository over ftp": ({"kubernetes_apt_repo_url": "ftp://mirror.example/k8s"}, "kubernetes_apt_repo_url an"),
+    "relative archive": (
+        {"kubernetes_image_archives": ["images/pause.tar"]},
+        "- kubernetes_image_archives[0] must be an absolute path, got 'images/pause.tar'",
+    ),
+    "repository over ftp": (
+        {"kubernetes_apt_repo_url": "ftp://mirror.example/k8s"},
+        "- kubernetes_apt_repo_url must be a http/https/file URL",
+    ),
 }
 
 
@@ -81,6 +93,8 @@ def test_malformed_input_fails_first(run_role, tmp_path, variables, message):
     output = result.stdout + result.stderr
     assert result.returncode == 2, output
     assert message in output
+    if message.startswith("- "):  # a line of the one message of railforge_role_input
+        assert "Invalid input for role kubernetes (nothing was changed):\n" in output
     assert "changed=0" in output
     assert "Add the Kubernetes package repository" not in output  # stopped before the first change
 
