@@ -166,6 +166,6 @@ def test_bad_input_stops_the_role_before_anything_changes(control_plane, tmp_pat
     result = play(control_plane, tmp_path, mpi_operator_namespace=namespace, mpi_operator_gang_scheduler="Rail Forge")
     output = result.stdout + result.stderr
     assert result.returncode == 2, output
-    assert "mpi_operator_gang_scheduler: expected a scheduler name (a DNS subdomain)" in output
+    assert "mpi_operator_gang_scheduler must be a scheduler name (a DNS subdomain)" in output
     assert "changed=0" in output
     assert not client.CoreV1Api(control_plane.api).list_namespace(field_selector=f"metadata.name={namespace}").items
