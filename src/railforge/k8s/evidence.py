@@ -14,17 +14,26 @@ LOG_BYTES = 4096
 EVIDENCE_CHARS = 4000  # an annotation's share of the object's 256 KiB
 
 
+def failed_container(pod: dict) -> tuple[str, dict, bool] | None:
+    """The first container that ended non-zero: its name, its ``terminated`` state, and whether that ending is its
+    last state (it has started again since) rather than its current one; None when none did."""
+    for container in (pod.get("status") or {}).get("containerStatuses") or []:
+        for state, previous in ((container.get("state"), False), (container.get("lastState"), True)):
+            ended = (state or {}).get("terminated")
+            if ended and ended.get("exitCode"):
+                return container["name"], ended, previous
+    return None
+
+
 def termination(pod: dict) -> str:
     """How a failed pod ended, in words: the first container that ended non-zero (its current state, else its last),
     e.g. ``exited 3 (Error): bad rank``; else the pod's own reason and message (``Evicted``, a node lost)."""
+    if (failed := failed_container(pod)) is not None:
+        name, ended, _ = failed
+        words = f"container {name} exited {ended['exitCode']} ({ended.get('reason') or 'Error'})"
+        message = (ended.get("message") or "").strip()
+        return f"{words}: {message}" if message else words
     status = pod.get("status") or {}
-    for container in status.get("containerStatuses") or []:
-        for state in (container.get("state") or {}, container.get("lastState") or {}):
-            ended = state.get("terminated")
-            if ended and ended.get("exitCode"):
-                words = f"container {container['name']} exited {ended['exitCode']} ({ended.get('reason') or 'Error'})"
-                message = (ended.get("message") or "").strip()
-                return f"{words}: {message}" if message else words
     reason, message = status.get("reason"), (status.get("message") or "").strip()
     if reason or message:
         return ": ".join(filter(None, (reason, message)))
@@ -35,13 +44,12 @@ def log_tail(api, pod: dict) -> str:
     """The last lines of the failed container's log ("" when the API has none: a container that never started, a
     node that is gone)."""
     meta = pod["metadata"]
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    failed = next(
-        (c["name"] for c in statuses if ((c.get("state") or {}).get("terminated") or {}).get("exitCode")), None
-    )
     query = [("tailLines", str(LOG_LINES)), ("limitBytes", str(LOG_BYTES))]
-    if failed:
-        query.append(("container", failed))
+    if (failed := failed_container(pod)) is not None:
+        name, _, previous = failed
+        query.append(("container", name))
+        if previous:  # the run that ended, not the one since
+            query.append(("previous", "true"))
     path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/log"
     try:
         response = rest.open_request(api, "GET", path, query=query)

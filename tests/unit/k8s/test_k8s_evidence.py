@@ -1,6 +1,6 @@
 """What a failed member's evidence says, from the pod as the API serves it (the test bed shows it written)."""
 
-from railforge.k8s.evidence import describe, termination
+from railforge.k8s.evidence import describe, failed_container, termination
 
 
 def failed_pod(containers=(), reason=None, message=None) -> dict:
@@ -19,6 +19,9 @@ def test_the_container_that_ended_non_zero_is_named_with_its_exit_code():
     assert termination(failed_pod([sidecar, worker])) == "container worker exited 3 (Error): rank 1: bad input"
     restarted = container("worker", {"running": {}}, last={"terminated": {"exitCode": 137, "reason": "OOMKilled"}})
     assert termination(failed_pod([restarted])) == "container worker exited 137 (OOMKilled)"
+    # the log to read is the ended run's (previous), not the one running since
+    assert failed_container(failed_pod([restarted]))[::2] == ("worker", True)
+    assert failed_container(failed_pod([sidecar, worker]))[::2] == ("worker", False)
 
 
 def test_a_pod_without_a_container_exit_says_the_pods_own_reason():
