@@ -17,6 +17,10 @@ collection; a third column gives what a full collection costs right after a cold
 pod, drawn from a pool of as many distinct shapes as asked (every gang its own: as many as gangs);
 one node in four carries a label ``pool=b`` and one in eight a ``dedicated`` taint; one gang in ten
 selects ``pool=b`` and one in ten tolerates the taint.
+
+"Spread" cases give every gang of several pods a required spread of one pod per node (an MPIJob's
+workers with pod anti-affinity on kubernetes.io/hostname), placed through ``Cluster.spread_view``:
+the same binds (8-GPU pods go one to a node anyway), the cost of the mechanism.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from railforge.scheduler import (
     RunningGang,
     Scheduler,
     Snapshot,
+    Spread,
     Taint,
     Toleration,
     decide,
@@ -81,7 +86,7 @@ def build_running(nodes: tuple[Node, ...], pods: int, rng: random.Random) -> tup
     return tuple(running)
 
 
-def build_pending(gangs: int, rng: random.Random, shapes: int = 0) -> tuple[Gang, ...]:
+def build_pending(gangs: int, rng: random.Random, shapes: int = 0, spread: bool = False) -> tuple[Gang, ...]:
     """``shapes``: how many distinct (CPU, memory) pod requests the gangs draw theirs from (see the
     module docstring); 0, the CPU request follows the GPUs and no memory is asked."""
     pool = [(1000 * rng.randint(1, 64), GIB * rng.randint(8, 512)) for _ in range(shapes)]
@@ -96,6 +101,8 @@ def build_pending(gangs: int, rng: random.Random, shapes: int = 0) -> tuple[Gang
             rules = {"node_selector": {"pool": "b"}} if i % 10 == 3 else {}
             rules = {"tolerations": (Toleration("dedicated", value="infra"),)} if i % 10 == 7 else rules
         members = tuple(Member(f"g{i}-{j}", requests) for j in range(gpus // pod_gpus))
+        if spread and len(members) > 1:
+            rules["spreads"] = (Spread(tuple(member.name for member in members), 1),)
         pending.append(
             Gang(
                 f"g{i}",
@@ -110,7 +117,9 @@ def build_pending(gangs: int, rng: random.Random, shapes: int = 0) -> tuple[Gang
     return tuple(pending)
 
 
-def snapshot(nodes: int, running_pods: int, pending_gangs: int, shapes: int = 0, seed: int = 7) -> Snapshot:
+def snapshot(
+    nodes: int, running_pods: int, pending_gangs: int, shapes: int = 0, spread: bool = False, seed: int = 7
+) -> Snapshot:
     rng = random.Random(seed)
     cluster = build_nodes(nodes, varied=shapes > 0)
     quota = {GPU: nodes * 8 // (len(QUEUES) + 1)}
@@ -120,7 +129,7 @@ def snapshot(nodes: int, running_pods: int, pending_gangs: int, shapes: int = 0,
         now=100.0,
         nodes=cluster,
         queues=queues,
-        pending=build_pending(pending_gangs, rng, shapes),
+        pending=build_pending(pending_gangs, rng, shapes, spread),
         running=build_running(cluster, running_pods, rng),
         usage=usage,
     )
@@ -232,13 +241,13 @@ def median_ms(snap: Snapshot, repeat: int) -> tuple[float, float, float, int, in
     return *medians, pods, len(decisions.binds)
 
 
-def table(title: str, cases: list[tuple[int, int, int, int]], repeat: int) -> None:
+def table(title: str, cases: list[tuple[int, int, int, int]], repeat: int, spread: bool = False) -> None:
     """``cases``: (nodes, running pods, pending gangs, distinct pod shapes; 0: the uniform ones)."""
     print(f"\n### {title}\n")
     print("| nodes | running pods | pending gangs | pending pods | shapes | binds | cold ms | warm ms | full GC ms |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for nodes, running, pending, shapes in cases:
-        cold, warm, full, pods, binds = median_ms(snapshot(nodes, running, pending, shapes), repeat)
+        cold, warm, full, pods, binds = median_ms(snapshot(nodes, running, pending, shapes, spread), repeat)
         shown = shapes or "uniform"
         row = f"| {nodes} | {running} | {pending} | {pods} | {shown} | {binds} | {cold:.2f} | {warm:.2f} | {full:.2f} |"
         print(row)
@@ -264,6 +273,7 @@ def main() -> None:
         args.repeat,
     )
     table("Targets, varied pod shapes", [(1000, 5000, 2000, 2000), (5000, 25000, 4200, 4200)], args.repeat)
+    table("Targets, gangs spread one pod per node", [(56, 300, 10, 0), (1000, 5000, 2000, 0)], args.repeat, spread=True)
     if args.quick:
         return
     table(

@@ -170,6 +170,34 @@ def test_pods_pinned_by_hostname_start_whole_each_on_its_own_node(cluster, run_s
     assert cluster.bound("mixed") == {} and cluster.bound("full") == {}
 
 
+def test_workers_that_must_spread_land_on_distinct_nodes_or_wait_saying_why(cluster, run_scheduler):
+    """An MPIJob's workers carry a required podAntiAffinity on kubernetes.io/hostname naming each other: never two
+    on one node, though best fit would pack three 1-GPU pods onto one; four of them on three nodes wait, told why."""
+    hostname = "kubernetes.io/hostname"
+    nodes = [
+        cluster.add_nodes(1, gpus=8, labels={hostname: f"{cluster.name}-h{i}"}, prefix=f"h{i}")[0] for i in range(3)
+    ]
+    run_scheduler(cluster.settings())
+    for name, workers in (("spread", 3), ("wide", 4)):
+        cluster.podgroup(name, workers)
+        term = {"topologyKey": hostname, "labelSelector": {"matchLabels": {"job": name}}}
+        anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+        for i in range(workers):
+            cluster.pod(f"{name}-w{i}", 1, group=name, labels={"job": name}, affinity=anti)
+
+    def decided() -> None:
+        assert sorted(cluster.bound("spread").values()) == sorted(nodes)
+        annotations = cluster.group_object("wide")["metadata"].get("annotations", {})
+        assert annotations["railforge.io/reason-code"] == "capacity.never-fits.spread"
+        assert annotations["railforge.io/reason"] == (
+            "does not fit even with nothing running: needs 4 pods at most 1 per node "
+            "(spec.affinity.podAntiAffinity on kubernetes.io/hostname); the nodes it may use take 3"
+        )
+
+    eventually(decided)
+    assert cluster.bound("wide") == {}
+
+
 def test_a_64_pod_gang_is_bound_whole_and_fast(cluster, run_scheduler):
     nodes = cluster.add_nodes(8, gpus=8)
     adapter = run_scheduler(cluster.settings())

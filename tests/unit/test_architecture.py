@@ -14,8 +14,9 @@ ALLOWED = {
     "railforge.k8s.annotations": {"railforge.k8s.settings"},
     "railforge.k8s.translate": {
         "railforge.scheduler",
-        *(f"railforge.k8s.{m}" for m in ("annotations", "quantity", "settings")),
+        *(f"railforge.k8s.{m}" for m in ("annotations", "podaffinity", "quantity", "settings")),
     },
+    "railforge.k8s.podaffinity": {"railforge.scheduler"},
     "railforge.k8s.writes": {
         "railforge.scheduler",
         *(f"railforge.k8s.{m}" for m in ("annotations", "rest", "events", "evidence", "metrics", "translate", "views")),

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from railforge.k8s import podaffinity
 from railforge.k8s.annotations import FAILED, Backoff, Start, decode_placement
 from railforge.k8s.quantity import resource_map
 from railforge.k8s.settings import LABEL_PREFIX, Settings, TopologyLevel
@@ -378,11 +379,12 @@ def build_gang(
     now: float,
     settings: Settings,
     hostnames: Mapping[str, str],
+    pod_rules: tuple[NodeSelectorRequirement, ...] = (),
     **extra,
 ) -> Gang:
     """The core's Gang for ``pods`` of ``objects`` (all of them, or the bound ones of a running gang). Pods
     pinned by nodeSelector kubernetes.io/hostname become members pinned to their nodes; the rest of the
-    first pod's nodeSelector is the gang's."""
+    first pod's nodeSelector is the gang's, its node affinity too, with ``pod_rules`` (from pod affinity)."""
     first = min(pods, key=lambda pod: pod["metadata"]["name"])
     spec = first["spec"]
     pins = _pins(pods, hostnames)
@@ -418,7 +420,7 @@ def build_gang(
         else None,
         topology=_topology_constraint(objects, settings),
         node_selector=node_selector,
-        affinity=_affinity(spec),
+        affinity=_affinity(spec) + pod_rules,
         tolerations=_tolerations(spec),
         min_resources=min_resources,
         restart_count=backoff.restarts,
@@ -506,9 +508,36 @@ def translate(
             del grouped[name]  # running on nodes this scheduler does not use: not its to count or restart
     out.gangs = grouped
     hostnames = {node.labels[HOSTNAME]: node.name for node in out.nodes if HOSTNAME in node.labels}
+    bound = [
+        (gang_of(pod), podaffinity.bound_pod(pod))
+        for pod in (*pods, *foreign_pods)
+        if pod["spec"].get("nodeName") and live(pod)
+    ]
+    neighbours = Neighbours(bound, {node.name: node.labels for node in out.nodes})
     for name in sorted(grouped):
-        _add_gang(out, grouped[name], queue_names, ready_nodes, namespaces, settings, now, hostnames)
+        _add_gang(out, grouped[name], queue_names, ready_nodes, namespaces, settings, now, hostnames, neighbours)
     return out
+
+
+@dataclass
+class Neighbours:
+    """The bound pods (with their gangs) and the nodes' labels that pod affinity reads."""
+
+    bound: list[tuple[str, podaffinity.BoundPod]]
+    node_labels: dict[str, Mapping[str, str]]
+    guarded: bool = field(init=False)  # some bound pod has anti-affinity: every gang must be read against it
+
+    def __post_init__(self) -> None:
+        self.guarded = any(other.anti_affinity for _, other in self.bound)
+
+    def rules(self, gang: str, pods: list[dict]) -> dict:
+        """``build_gang`` arguments for the pod affinity of a pending gang's ``pods`` (none when they name no pod
+        and no bound pod's anti-affinity names pods); raises ``podaffinity.AffinityError``."""
+        if not self.guarded and not any(podaffinity.asks(pod) for pod in pods):
+            return {}
+        others = [other for name, other in self.bound if name != gang]
+        node_rules, spreads = podaffinity.gang_rules(pods, others, self.node_labels)
+        return {"pod_rules": node_rules, "spreads": spreads}
 
 
 def _add_gang(
@@ -520,6 +549,7 @@ def _add_gang(
     settings: Settings,
     now: float,
     hostnames: Mapping[str, str],
+    neighbours: Neighbours,
 ) -> None:
     group_label = (objects.pods[0]["metadata"].get("labels") or {}).get(GROUP_LABEL)
     bound = [pod for pod in objects.pods if pod["spec"].get("nodeName")]
@@ -602,7 +632,15 @@ def _add_gang(
             refuse(why[0], message)
         return
     try:
-        gang = build_gang(objects, unbound, queue, now, settings, hostnames, min_member=min_member)
+        rules = neighbours.rules(objects.name, unbound)
+    except podaffinity.AffinityError as error:
+        if error.code == "gang.affinity":
+            out.waiting[objects.name] = Waiting(error.code, str(error))
+        else:
+            refuse(error.code, str(error))
+        return
+    try:
+        gang = build_gang(objects, unbound, queue, now, settings, hostnames, min_member=min_member, **rules)
     except (ValueError, KeyError) as error:
         refuse("input.invalid", str(error))
         return

@@ -220,6 +220,30 @@ class TopologyConstraint:
 
 
 @dataclass(frozen=True, slots=True)
+class Spread:
+    """At most ``max_per_node`` of ``members`` on any one node, counting ``running``: pods already
+    there that the rule counts too, as (node name, how many). ``required=False``: a preference, kept
+    when some placement keeps it, dropped otherwise. ``source`` names where the rule comes from (a
+    pod's field), for reasons."""
+
+    members: tuple[str, ...]
+    max_per_node: int
+    running: tuple[tuple[str, int], ...] = ()
+    required: bool = True
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        _freeze(self, "members", "running")
+        owner = f"Spread {self.source or self.members}"
+        _require(bool(self.members), owner, "members is empty; expected the members it spreads")
+        _require(_whole(self.max_per_node), owner, f"max_per_node is {self.max_per_node!r}; expected a whole number")
+
+    def room_on(self, node: str) -> int:
+        """How many more of its members the node may take."""
+        return self.max_per_node - dict(self.running).get(node, 0)
+
+
+@dataclass(frozen=True, slots=True)
 class Member:
     name: str
     requests: Resources
@@ -260,9 +284,11 @@ class Gang:
     oracle_runtime: float | None = None
     restart_count: int = 0
     not_before: float | None = None  # a restarted gang waits until then (backoff); None: no backoff
+    # how its pods spread over nodes (pod anti-affinity and topology spread on kubernetes.io/hostname)
+    spreads: tuple[Spread, ...] = ()
 
     def __post_init__(self) -> None:
-        _freeze(self, "node_selector", "min_resources", "members", "affinity", "tolerations")
+        _freeze(self, "node_selector", "min_resources", "members", "affinity", "tolerations", "spreads")
         owner = f"Gang {self.name}"
         names = [member.name for member in self.members]
         _require(bool(names), owner, "members is empty; expected at least one member")
@@ -282,6 +308,9 @@ class Gang:
         _check_time(owner, "schedule_timeout", self.schedule_timeout)
         if self.min_resources is not None:
             _check_resources(owner, "min_resources", self.min_resources)
+        for spread in self.spreads:
+            strangers = sorted(set(spread.members) - set(names))
+            _require(not strangers, owner, f"a spread names {strangers}; expected members of the gang")
 
     @property
     def required_members(self) -> int:
@@ -497,6 +526,7 @@ class ReasonCode(enum.StrEnum):
     CAPACITY_PODS = "capacity.pods"
     CAPACITY_APART = "capacity.apart"
     CAPACITY_PINNED = "capacity.pinned"
+    CAPACITY_SPREAD = "capacity.spread"
     NEVER_FITS = "capacity.never-fits"
     NEVER_FITS_SELECTOR = "capacity.never-fits.selector"
     NEVER_FITS_AFFINITY = "capacity.never-fits.affinity"
@@ -506,6 +536,7 @@ class ReasonCode(enum.StrEnum):
     NEVER_FITS_PODS = "capacity.never-fits.pods"
     NEVER_FITS_REQUESTS = "capacity.never-fits.requests"
     NEVER_FITS_PINNED = "capacity.never-fits.pinned"
+    NEVER_FITS_SPREAD = "capacity.never-fits.spread"
     UNKNOWN_LEVEL = "topology.unknown-level"
     RESERVED = "reserved.holder"
     RESERVED_BLOCKED = "reserved.blocked"

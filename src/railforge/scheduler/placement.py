@@ -23,6 +23,7 @@ from railforge.scheduler.model import (
     Node,
     NodeSelectorRequirement,
     Resources,
+    Spread,
     Toleration,
     add_resources,
     topology_from_labels,
@@ -59,6 +60,9 @@ class GangProfile(NamedTuple):
     filter_key: int  # node-filter signature (``key_id``): equal keys accept the same nodes
     failure_key: int  # placement-needs signature (``key_id``): equal keys fail to place in the same state
     pins: tuple[tuple[str, str], ...]  # (member, node) in member order when the gang pins its members; else ()
+    # the gang's spreads, each as (its ``spread_key``, its members, the Spread, pods it counts per node name);
+    # the shapes of its members request one of the key each (``Cluster.spread_view``)
+    spreads: tuple[tuple[str, frozenset[str], Spread, dict[str, int]], ...]
 
     def member_requests(self) -> dict[str, Resources]:
         """Each member's requests by name, built when asked: only a start and a pinned or
@@ -71,9 +75,21 @@ class GangProfile(NamedTuple):
         return self.pins[: sum(len(shape.member_names) for shape in self.required_shapes)]
 
 
-def _others(requests: Resources) -> tuple[tuple[str, int], ...]:
-    """A pod's non-GPU requests, sorted by resource name (``Shape.others``)."""
+def spread_key(position: int) -> str:
+    """The resource a gang's spread number ``position`` stands for in its shapes: one per member it
+    spreads, of which each node has the spread's room (``Cluster.spread_view``). A colon is in no
+    Kubernetes resource name."""
+    return f"spread:{position}"
+
+
+def is_spread_key(name: str) -> bool:
+    return name.startswith("spread:")
+
+
+def _others(requests: Resources, spread: Iterable[str] = ()) -> tuple[tuple[str, int], ...]:
+    """A pod's non-GPU requests, with one of each ``spread`` key, sorted by resource name (``Shape.others``)."""
     others = [item for item in requests.items() if item[0] != GPU and item[1] > 0]
+    others.extend((key, 1) for key in spread)
     others.sort()
     return tuple(others)
 
@@ -86,12 +102,14 @@ def _summed(members: Sequence[Member]) -> dict[str, int]:
     return total
 
 
-def _shapes(members: Sequence[Member]) -> tuple[Shape, ...]:
+def _shapes(members: Sequence[Member], spread: Mapping[str, list[str]]) -> tuple[Shape, ...]:
+    """Members grouped by their requests and the spreads (``spread``: member -> spread keys) they are in."""
     if not members:
         return ()
     groups: dict[tuple, list[str]] = {}
     for member in members:
-        groups.setdefault((member.requests.get(GPU, 0), _others(member.requests)), []).append(member.name)
+        shape = (member.requests.get(GPU, 0), _others(member.requests, spread.get(member.name, ())))
+        groups.setdefault(shape, []).append(member.name)
     shapes = [Shape(gpu, others, tuple(names)) for (gpu, others), names in groups.items()]
     shapes.sort(key=lambda s: (-s.gpu, [(-v, k) for k, v in s.others], s.member_names))
     return tuple(shapes)
@@ -123,7 +141,8 @@ def gang_profile(gang: Gang, key_id: Callable[[tuple], int]) -> GangProfile:
     required = gang.required_members
     first = members[0].requests
     names = (members[0].name,) if count == 1 else tuple([member.name for member in members])
-    if count == 1 or [member.requests for member in members].count(first) == count:
+    spreads = gang.spreads
+    if not spreads and (count == 1 or [member.requests for member in members].count(first) == count):
         pod_gpu = first.get(GPU, 0)
         others = _others(first)
         if required == count:
@@ -139,8 +158,12 @@ def gang_profile(gang: Gang, key_id: Callable[[tuple], int]) -> GangProfile:
         gpu = pod_gpu * count
         signature: tuple | None = (pod_gpu, others, required)
     else:
-        required_shapes = _shapes(members[:required])
-        optional_shapes = _shapes(members[required:])
+        in_spreads: dict[str, list[str]] = {}
+        for position, spread in enumerate(spreads):
+            for name in spread.members:
+                in_spreads.setdefault(name, []).append(spread_key(position))
+        required_shapes = _shapes(members[:required], in_spreads)
+        optional_shapes = _shapes(members[required:], in_spreads)
         admission = _summed(members[:required])
         gpu = _summed(members).get(GPU, 0)
         signatures = tuple([shape.signature for shape in required_shapes])
@@ -162,6 +185,8 @@ def gang_profile(gang: Gang, key_id: Callable[[tuple], int]) -> GangProfile:
         pins = tuple([(member.name, member.node) for member in members if member.node is not None])
         needs = tuple([(member.node, tuple(sorted(member.requests.items()))) for member in members])
         failure_key = key_id((filter_key, gang.topology, required, needs))
+    elif spreads:  # pods counted on nodes set apart gangs whose shapes are alike
+        failure_key = key_id((filter_key, gang.topology, signatures, required_gpu, spreads))
     elif signature is not None:  # failure_key_of, without the tuple of one signature
         failure_key = key_id((filter_key, gang.topology, *signature, required_gpu))
     else:
@@ -176,6 +201,10 @@ def gang_profile(gang: Gang, key_id: Callable[[tuple], int]) -> GangProfile:
         filter_key,
         failure_key,
         pins,
+        tuple(
+            (spread_key(position), frozenset(spread.members), spread, dict(spread.running))
+            for position, spread in enumerate(spreads)
+        ),
     )
     return _new_tuple(GangProfile, fields)
 
@@ -186,6 +215,16 @@ def node_loads(profile: GangProfile, assignment: Assignment) -> dict[int, dict[s
     requests = profile.member_requests()
     for member, index in assignment:
         add_resources(loads.setdefault(index, {}), requests[member])
+    return loads
+
+
+def spread_loads(profile: GangProfile, assignment: Assignment) -> dict[int, dict[str, int]]:
+    """``node_loads`` with the spread keys the assigned members take (``spread_key``)."""
+    loads = node_loads(profile, assignment)
+    for member, index in assignment:
+        for key, members, _, _ in profile.spreads:
+            if member in members:
+                loads[index][key] = loads[index].get(key, 0) + 1
     return loads
 
 
@@ -459,6 +498,36 @@ class Cluster:
         self._filters = static.filters
         self._grouping = static.grouping
         self._empty_fits = static.empty_fits
+        self.spread_for: GangProfile | None = None  # see spread_view
+
+    def spread_view(self, profile: GangProfile, preferred: bool, counted: bool = True) -> Cluster:
+        """A copy in which every node has free, as resource ``spread_key``, the room of each of the
+        gang's spreads there (``preferred``: of the preferences too; else they leave room for every
+        member; ``counted``: less the pods each counts there already): the shapes of the members
+        request one each, so every placement and count below keeps the spreads without knowing of them.
+        Only what changes nothing is asked of it (``place``, ``fits``, ``holds``): it shares all but the free
+        resources with this view."""
+        view = object.__new__(Cluster)
+        view.__dict__.update(self.__dict__)
+        view.free = list(self.free)
+        view.spread_for = profile
+        unbounded = len(profile.members)
+        for index, node in enumerate(self.nodes):
+            free = dict(self.free[index])
+            for key, _, spread, running in profile.spreads:
+                if spread.required or preferred:
+                    free[key] = spread.max_per_node - (running.get(node.name, 0) if counted else 0)
+                else:
+                    free[key] = unbounded
+            view.free[index] = free
+        return view
+
+    def _spread(self, profile: GangProfile) -> Cluster | None:
+        """The view that keeps the gang's required spreads, when it has any and this is not one (in the
+        empty view, nothing runs to count)."""
+        if not profile.spreads or self.spread_for is not None:
+            return None
+        return self.spread_view(profile, preferred=False, counted=self is not self._static.empty)
 
     def future(self) -> Cluster:
         """A copy in which to replay expected releases and find a reservation's nodes. Among nodes
@@ -594,6 +663,13 @@ class Cluster:
         when that is proved (an exact search that ran out of its budget proves nothing); worked out
         once per placement class while the node list stays the same."""
         fits = self._empty_fits.get(profile.failure_key)
+        if fits is None and profile.spreads:
+            empty = self.empty_view()._spread(profile)
+            assert empty is not None  # the empty view is no spread view
+            fits = empty.fits(profile, allowed, (0.0, 0.0), finest_level, widest_level)
+            if not fits and len(profile.required_shapes) > 1:  # a search out of its budget proves nothing
+                fits = not empty._place_exactly(profile, allowed, (0.0, 0.0), widest_level)[1]
+            self._empty_fits[profile.failure_key] = fits
         if fits is None and profile.pins:
             placed = self.empty_view().place_pinned(profile, allowed, (0.0, 0.0), widest_level)
             fits = self._empty_fits[profile.failure_key] = placed is not None
@@ -618,6 +694,9 @@ class Cluster:
     ) -> bool:
         """Whether ``place`` places the gang; for a gang whose required pods have one shape, found
         without placing it (``_one_shape_fits``)."""
+        spread = self._spread(profile)
+        if spread is not None:
+            return spread.fits(profile, allowed, window, finest_level, widest_level)
         if profile.pins:
             return self.place_pinned(profile, allowed, window, widest_level) is not None
         if len(profile.required_shapes) == 1:
@@ -718,8 +797,15 @@ class Cluster:
         (start, end) overlaps none of the node's reservations. Domains holding a node the gang
         avoids are tried after the others of their level. When this greedy fill (largest pods first,
         best fit) misses, an exact search looks for a placement it missed (``_place_exactly``).
-        A gang that pins its members goes where they name (``place_pinned``).
+        A gang that pins its members goes where they name (``place_pinned``). A gang with spreads is
+        placed in its ``spread_view``, keeping its preferences where it can.
         """
+        if profile.spreads and self.spread_for is None:
+            levels = (finest_level, widest_level)
+            placed = self.spread_view(profile, preferred=True).place(profile, allowed, window, *levels)
+            if placed is None and not all(spread.required for _, _, spread, _ in profile.spreads):
+                placed = self.spread_view(profile, preferred=False).place(profile, allowed, window, *levels)
+            return placed
         if profile.pins:
             return self.place_pinned(profile, allowed, window, widest_level)
         if not self._may_fit(profile, allowed, window, widest_level):
@@ -878,7 +964,7 @@ class Cluster:
             search = ExactSearch(profile.required_shapes, self.rooms(node_indexes, allowed, window))
             required = search.run()
             if required is not None:
-                taken = node_loads(profile, required)
+                taken = spread_loads(profile, required)
                 for shape in profile.optional_shapes:
                     self._fill(shape, node_indexes, allowed, window, [], taken, required, required=False)
                 return required, True
@@ -889,7 +975,10 @@ class Cluster:
         self, profile: GangProfile, assignment: Assignment, allowed: Acceptance | None, window: tuple[float, float]
     ) -> bool:
         """Whether the members fit where ``assignment`` puts them for their run ``window``."""
-        taken = node_loads(profile, assignment)
+        spread = self._spread(profile)
+        if spread is not None:
+            return spread.holds(profile, assignment, allowed, window)
+        taken = spread_loads(profile, assignment) if profile.spreads else node_loads(profile, assignment)
         rooms = self.rooms(taken, allowed, window)
         return all(
             index in rooms and all(rooms[index].get(name, 0) >= amount for name, amount in needed.items())

@@ -98,6 +98,16 @@ def unfit_pods(count: int, resource: str, each: int, room: int) -> Reason:
     return Reason(text, ReasonCode.NEVER_FITS_PODS)
 
 
+def spread_short(count: int, per_node: int, source: str, room: int | None) -> Reason:
+    """Pods that must spread over nodes: ``room``, how many the nodes it may use take at that rate (None: with
+    what runs now, no placement keeps the spread)."""
+    pods = "pod" if count == 1 else "pods"
+    rule = f"needs {count} {pods} at most {per_node} per node ({source})"
+    if room is not None:
+        return Reason(f"{UNFIT}{rule}; the nodes it may use take {room}", ReasonCode.NEVER_FITS_SPREAD)
+    return Reason(f"{rule}; with what runs now, no placement keeps that", ReasonCode.CAPACITY_SPREAD)
+
+
 def larger_than_any_node(count: int, resource: str, each: int, largest: int) -> Reason:
     pods = "pod" if count == 1 else "pods"
     has = largest if resource == GPU else amount(resource, largest)

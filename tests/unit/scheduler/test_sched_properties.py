@@ -6,6 +6,7 @@ The default run draws a few examples per property; ``pytest -m slow`` draws 2,50
 import itertools
 import random
 import re
+from collections import Counter
 from dataclasses import replace
 
 import pytest
@@ -24,6 +25,7 @@ from railforge.scheduler import (
     Scheduler,
     SchedulerConfig,
     Snapshot,
+    Spread,
     Taint,
     Toleration,
     TopologyConstraint,
@@ -79,6 +81,11 @@ def random_gang(rng: random.Random, name: str, now: float, pin_to: tuple[str, ..
     if pin_to and rng.random() < 1 / 6:
         choices = pin_to if rng.random() < 0.9 else (*pin_to, "gone")
         members = tuple(replace(member, node=rng.choice(choices)) for member in members)
+    spreads = ()
+    if rng.random() < 0.2:  # the pods of its shape spread over nodes, counting pods already on some
+        counted = tuple((f"n{i}", rng.randint(1, 2)) for i in range(9) if rng.random() < 0.2)
+        spread = Spread(tuple(m.name for m in members if m.requests == requests), rng.randint(1, 2), counted)
+        spreads = (replace(spread, required=rng.random() < 0.8),)
     return Gang(
         name,
         rng.choice(QUEUES[1:]),
@@ -96,6 +103,7 @@ def random_gang(rng: random.Random, name: str, now: float, pin_to: tuple[str, ..
             Toleration(taint.key, "Exists", effect=taint.effect) for taint in TAINTS if rng.random() < 0.3
         ),
         min_resources={GPU: gpus * pods + 4} if rng.random() < 0.1 else None,
+        spreads=spreads,
     )
 
 
@@ -214,6 +222,10 @@ def check_capacity_and_whole_gangs(snap: Snapshot) -> None:
                 if taint.effect != "PreferNoSchedule"
             ), (name, node.taints)
         assert all(bind.placement.get(m.name, m.node) == m.node for m in gang.members if m.node is not None)
+        for spread in gang.spreads:
+            if spread.required:
+                on = Counter(node for member, node in bind.placement.items() if member in spread.members)
+                assert all(count <= spread.room_on(node) for node, count in on.items()), (spread, on)
         required = {m.name for m in gang.members[: gang.required_members]}
         assert required <= set(bind.placement)
         assert set(bind.placement) <= {m.name for m in gang.members}
@@ -445,6 +457,10 @@ def one_gang_on_a_small_cluster(draw) -> Snapshot:
         if rng.random() < 0.3:
             requests[RAIL] = 1
         members += [Member(f"s{s}-{k}", requests) for k in range(rng.randint(1, 2))]
+    spreads = ()
+    if rng.random() < 0.3:  # the pods of the first shape, or all of them, at most one or two to a node
+        spread_out = [m.name for m in members if rng.random() < 0.5 or m.name.startswith("s0-")]
+        spreads = (Spread(tuple(spread_out), rng.randint(1, 2), source="test"),)
     pending = Gang(
         "g",
         "q",
@@ -452,6 +468,7 @@ def one_gang_on_a_small_cluster(draw) -> Snapshot:
         max_runtime=3600.0,
         node_selector=rng.choice(({}, {}, {"pool": "a"})),
         topology=rng.choice((None, None, TopologyConstraint("leaf"))),
+        spreads=spreads,
     )
     running = ()
     if rng.random() < 0.5:
@@ -468,6 +485,14 @@ def brute_force_fits(gang: Gang, nodes: tuple[Node, ...], used: dict[str, dict[s
     allowed = [n for n in nodes if all(n.labels.get(k) == v for k, v in gang.node_selector.items())]
     for choice in itertools.product(allowed, repeat=len(gang.members)):
         if gang.topology is not None and len({node.topology[:2] for node in choice}) > 1:
+            continue
+        spread_over = Counter(
+            (position, node.name)
+            for position, spread in enumerate(gang.spreads)
+            for member, node in zip(gang.members, choice, strict=True)
+            if member.name in spread.members
+        )
+        if any(count > gang.spreads[position].max_per_node for (position, _), count in spread_over.items()):
             continue
         load = {node.name: dict(used.get(node.name, {})) for node in allowed}
         for member, node in zip(gang.members, choice, strict=True):
@@ -528,10 +553,10 @@ def test_profile_of_alike_members_matches_member_by_member(requests, count, data
     admission = _summed(required)
     for name, amount in (min_resources or {}).items():
         admission[name] = max(admission.get(name, 0), amount)
-    assert profile.required_shapes == _shapes(required)
-    assert profile.optional_shapes == _shapes(members[gang.required_members :])
+    assert profile.required_shapes == _shapes(required, {})
+    assert profile.optional_shapes == _shapes(members[gang.required_members :], {})
     assert profile.admission == admission
     assert profile.gpu == _summed(members).get(GPU, 0)
     assert profile.member_requests() == {member.name: requests for member in members}
-    signatures = tuple(shape.signature for shape in _shapes(required))
+    signatures = tuple(shape.signature for shape in _shapes(required, {}))
     assert keys[failure_key_of(profile.filter_key, None, signatures, admission.get(GPU, 0))] == profile.failure_key

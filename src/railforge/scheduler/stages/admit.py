@@ -15,7 +15,14 @@ from railforge.scheduler import reasons
 from railforge.scheduler.cycle import CycleState
 from railforge.scheduler.incremental import AGE_ORDER, PendingIndex
 from railforge.scheduler.model import GPU, Fail, Gang, Reason
-from railforge.scheduler.placement import NODE_RULES, PIN_PROBLEMS, Acceptance, GangProfile, node_loads
+from railforge.scheduler.placement import (
+    NODE_RULES,
+    PIN_PROBLEMS,
+    Acceptance,
+    GangProfile,
+    is_spread_key,
+    node_loads,
+)
 
 
 def index_waiting(state: CycleState) -> PendingIndex:
@@ -114,6 +121,8 @@ def unfit_reason(
     cluster = state.cluster
     for shape in profile.required_shapes:
         for name, each in ((GPU, shape.gpu), *shape.others):
+            if is_spread_key(name):
+                continue
             largest = max((node.allocatable.get(name, 0) for node in cluster.nodes), default=0)
             if each > largest:
                 return reasons.larger_than_any_node(len(shape.member_names), name, each, largest)
@@ -134,10 +143,15 @@ def unfit_reason(
         best = max((sum(capacity[index] for index in members) for members in domains), default=0)
         if need > best:
             return reasons.unfit_domain(need, state.level_names[widest], best)
+    required = {member.name for member in profile.members[: gang.required_members]}
+    for _, members, spread, _ in profile.spreads:
+        count = len(members & required)
+        if spread.required and count > len(usable) * spread.max_per_node:
+            return reasons.spread_short(count, spread.max_per_node, spread.source, len(usable) * spread.max_per_node)
     requested: set[str] = set()
     for shape in profile.required_shapes:
         for name, each in ((GPU, shape.gpu), *shape.others):
-            if each:
+            if each and not is_spread_key(name):
                 requested.add(name)
                 room = sum(node.allocatable.get(name, 0) // each for node in usable)
                 if room < len(shape.member_names):

@@ -19,7 +19,7 @@ from itertools import compress
 from railforge.scheduler import reasons
 from railforge.scheduler.cycle import CycleState
 from railforge.scheduler.model import GPU, Gang, Reason, Reservation
-from railforge.scheduler.placement import Acceptance, Cluster, GangProfile, node_loads
+from railforge.scheduler.placement import Acceptance, Cluster, GangProfile, is_spread_key, node_loads
 from railforge.scheduler.stages import admit
 
 
@@ -225,7 +225,8 @@ def requests_reason(profile: GangProfile, view: FreeView, made: Callable[..., Re
     needed: dict[str, int] = {}
     for shape in profile.required_shapes:
         for name, amount in shape.others:
-            needed[name] = needed.get(name, 0) + amount * len(shape.member_names)
+            if not is_spread_key(name):
+                needed[name] = needed.get(name, 0) + amount * len(shape.member_names)
     for name, amount in sorted(needed.items()):
         if not reaches((node_free.get(name, 0) for node_free in view.free()), amount):
             return reasons.cluster_short(name, amount, sum(node_free.get(name, 0) for node_free in view.free()))
@@ -234,9 +235,14 @@ def requests_reason(profile: GangProfile, view: FreeView, made: Callable[..., Re
         if shape.gpu and view.gpu_slots(shape.gpu) < count:
             return made(reasons.fragmented, profile.required_gpu, shape.gpu, view.most_gpu)
         for name, amount in shape.others:
+            if is_spread_key(name):
+                continue
             if not reaches((node_free.get(name, 0) // amount for node_free in view.free()), count):
                 room = sum(node_free.get(name, 0) // amount for node_free in view.free())
                 most = max((node_free.get(name, 0) for node_free in view.free()), default=0)
                 return reasons.pods_short(count, name, amount, room, most)
+    for _, members, spread, _ in profile.spreads:
+        if spread.required:
+            return reasons.spread_short(len(members), spread.max_per_node, spread.source, None)
     largest = profile.required_shapes[0].gpu if profile.required_shapes else 0
     return made(reasons.requests_apart, profile.required_gpu, largest)

@@ -1,0 +1,261 @@
+"""Pod affinity, anti-affinity and topology spread of a pending gang's pods, read into the core's rules.
+
+What the gang's pods ask of each other on ``kubernetes.io/hostname`` becomes a ``Spread`` (at most so many of
+them to a node); what they ask of pods already bound, on any topology key, becomes a node rule on that key
+(``NotIn`` the domains to avoid, ``In`` the domains to join). A rule is never loosened: where the pods' terms
+differ (a launcher that avoids its workers, workers that do not avoid each other), the gang is held to the
+stricter reading (every pod the term names kept apart). What cannot be honoured keeps the gang waiting with
+an ``AffinityError`` naming the pod and the field; nothing is dropped silently. Preferred terms are weighed
+where they spread the gang's own pods over nodes; other preferences are not weighed (docs/scheduler.md).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from railforge.scheduler import NodeSelectorRequirement, Spread
+
+HOSTNAME = "kubernetes.io/hostname"
+ANTI = "spec.affinity.podAntiAffinity"
+AFFINITY = "spec.affinity.podAffinity"
+SPREAD = "spec.topologySpreadConstraints"
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+class AffinityError(ValueError):
+    """Why a gang's pod affinity keeps it waiting; ``code``: input.unsupported (a form this scheduler does not
+    honour) or gang.affinity (honoured, and unmet until other pods run)."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class BoundPod:
+    """A pod bound to a node, as pod affinity reads it."""
+
+    namespace: str
+    labels: Mapping[str, str]
+    node: str
+    anti_affinity: tuple[dict, ...]  # its own required podAntiAffinity terms, which new pods must respect too
+
+
+def bound_pod(pod: dict) -> BoundPod:
+    meta = pod["metadata"]
+    anti = ((pod["spec"].get("affinity") or {}).get("podAntiAffinity") or {}).get(REQUIRED) or []
+    return BoundPod(meta["namespace"], meta.get("labels") or {}, pod["spec"]["nodeName"], tuple(anti))
+
+
+def selects(selector: dict | None, labels: Mapping[str, str]) -> bool:
+    """A metav1.LabelSelector against labels; no selector selects no pod (as in an affinity term)."""
+    if selector is None:
+        return False
+    if any(labels.get(key) != value for key, value in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expression in selector.get("matchExpressions") or []:
+        value = labels.get(expression["key"])
+        operator, values = expression["operator"], expression.get("values") or []
+        if operator == "In" and value not in values:
+            return False
+        if operator == "NotIn" and value is not None and value in values:
+            return False
+        if operator == "Exists" and value is None:
+            return False
+        if operator == "DoesNotExist" and value is not None:
+            return False
+    return True
+
+
+def _namespaces(term: dict, own: str, where: str) -> frozenset[str] | None:
+    """The namespaces a term's selector looks in (None: all); refuses what is not read."""
+    for unread in ("matchLabelKeys", "mismatchLabelKeys"):
+        if term.get(unread):
+            raise AffinityError("input.unsupported", f"{where} sets {unread}, which this scheduler does not read")
+    if term.get("namespaceSelector") is not None:
+        if term["namespaceSelector"]:
+            raise AffinityError(
+                "input.unsupported",
+                f"{where} sets a non-empty namespaceSelector, which this scheduler does not read; "
+                "expected namespaces, or an empty namespaceSelector (every namespace)",
+            )
+        return None
+    return frozenset(term.get("namespaces") or [own])
+
+
+def _matches(term: dict, namespaces: frozenset[str] | None, namespace: str, labels: Mapping[str, str]) -> bool:
+    return (namespaces is None or namespace in namespaces) and selects(term.get("labelSelector"), labels)
+
+
+class _Gang:
+    """The rules of one gang as they are read from its pods."""
+
+    def __init__(self, pods: list[dict], bound: list[BoundPod], node_labels: Mapping[str, Mapping[str, str]]):
+        self.pods = pods
+        self.bound = bound
+        self.guarded = [other for other in bound if other.anti_affinity]
+        self.node_labels = node_labels
+        self.avoid: dict[str, set[str]] = {}  # topology key -> domains none may join
+        self.join: list[tuple[str, set[str]]] = []  # (topology key, domains) each pod must be in one of
+        self.spreads: dict[tuple, tuple[set[str], int, Counter, bool, str]] = {}
+
+    def domain(self, node: str, key: str) -> str | None:
+        return (self.node_labels.get(node) or {}).get(key)
+
+    def members(self, term: dict, namespaces: frozenset[str] | None) -> set[str]:
+        return {
+            pod["metadata"]["name"]
+            for pod in self.pods
+            if _matches(term, namespaces, pod["metadata"]["namespace"], pod["metadata"].get("labels") or {})
+        }
+
+    def spread(self, signature: tuple, members: set[str], per_node: int, on: Counter, required: bool, where: str):
+        held = self.spreads.get(signature)
+        if held is None:
+            self.spreads[signature] = (set(members), per_node, on, required, where)
+        else:
+            held[0].update(members)
+
+    def read(self, pod: dict) -> None:
+        name, namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
+        labels = pod["metadata"].get("labels") or {}
+        affinity = pod["spec"].get("affinity") or {}
+        for term in (affinity.get("podAntiAffinity") or {}).get(REQUIRED) or []:
+            self.anti_affinity(name, namespace, term, required=True)
+        for weighted in (affinity.get("podAntiAffinity") or {}).get(PREFERRED) or []:
+            self.anti_affinity(name, namespace, weighted.get("podAffinityTerm") or {}, required=False)
+        for term in (affinity.get("podAffinity") or {}).get(REQUIRED) or []:
+            self.affinity(name, namespace, labels, term)
+        for constraint in pod["spec"].get("topologySpreadConstraints") or []:
+            self.topology_spread(name, namespace, constraint)
+        for other in self.guarded:  # a bound pod's own anti-affinity keeps pods it names out of its domain
+            for term in other.anti_affinity:
+                try:
+                    namespaces = _namespaces(term, other.namespace, "a bound pod's podAntiAffinity")
+                except AffinityError:
+                    continue  # not ours to read; its pod was placed by another scheduler
+                key = term.get("topologyKey") or ""
+                value = self.domain(other.node, key)
+                if value is not None and _matches(term, namespaces, namespace, labels):
+                    self.avoid.setdefault(key, set()).add(value)
+
+    def anti_affinity(self, name: str, namespace: str, term: dict, required: bool) -> None:
+        where = f"pod {name}: {ANTI}.{REQUIRED if required else PREFERRED}"
+        namespaces = _namespaces(term, namespace, where)
+        key = term.get("topologyKey") or ""
+        members = self.members(term, namespaces) - {name}
+        if members:
+            if key == HOSTNAME:
+                signature = ("anti", required, json.dumps(term, sort_keys=True))
+                self.spread(signature, members | {name}, 1, Counter(), required, f"{ANTI} on {HOSTNAME}")
+            elif required:
+                raise AffinityError(
+                    "input.unsupported",
+                    f"{where} on {key} keeps pods of the same gang apart; within a gang only {HOSTNAME} is honoured",
+                )
+        if not required:
+            return  # preferences towards bound pods are not weighed
+        for other in self.bound:
+            value = self.domain(other.node, key)
+            if value is not None and _matches(term, namespaces, other.namespace, other.labels):
+                self.avoid.setdefault(key, set()).add(value)
+
+    def affinity(self, name: str, namespace: str, labels: Mapping[str, str], term: dict) -> None:
+        where = f"pod {name}: {AFFINITY}.{REQUIRED}"
+        namespaces = _namespaces(term, namespace, where)
+        key = term.get("topologyKey") or ""
+        domains = {
+            value
+            for other in self.bound
+            if _matches(term, namespaces, other.namespace, other.labels)
+            and (value := self.domain(other.node, key)) is not None
+        }
+        if domains:
+            self.join.append((key, domains))
+            return
+        if not _matches(term, namespaces, namespace, labels):
+            raise AffinityError("gang.affinity", f"{where} on {key}: no bound pod matches it yet; the gang waits")
+        if self.members(term, namespaces) - {name}:
+            raise AffinityError(
+                "input.unsupported",
+                f"{where} on {key} brings pods of the same gang together, and no bound pod matches it; keep a "
+                "gang together with the annotation railforge.io/topology-required",
+            )
+
+    def topology_spread(self, name: str, namespace: str, constraint: dict) -> None:
+        where = f"pod {name}: {SPREAD}"
+        if constraint.get("matchLabelKeys"):
+            raise AffinityError("input.unsupported", f"{where} sets matchLabelKeys, which this scheduler does not read")
+        key = constraint.get("topologyKey") or ""
+        skew = int(constraint.get("maxSkew") or 1)
+        required = (constraint.get("whenUnsatisfiable") or "DoNotSchedule") == "DoNotSchedule"
+        only = frozenset([namespace])
+        members = self.members(constraint, only)
+        counts: Counter = Counter()
+        for other in self.bound:
+            value = self.domain(other.node, key)
+            if value is not None and _matches(constraint, only, other.namespace, other.labels):
+                counts[value] += 1
+        domains = {value for labels in self.node_labels.values() if (value := labels.get(key)) is not None}
+        least = (
+            0
+            if len(domains) < int(constraint.get("minDomains") or 1)
+            else min((counts[value] for value in domains), default=0)
+        )
+        # at most least + maxSkew in a domain, least counted now: never more skew than allowed, whatever else lands
+        if key == HOSTNAME:
+            on = Counter({node: counts[labels[key]] for node, labels in self.node_labels.items() if key in labels})
+            signature = ("spread", json.dumps(constraint, sort_keys=True))
+            self.spread(signature, members | {name}, least + skew, on, required, f"{SPREAD} on {HOSTNAME}")
+            return
+        if not required:
+            return  # not weighed over domains wider than a node
+        if len(members - {name}) > 0:
+            raise AffinityError(
+                "input.unsupported",
+                f"{where} on {key} spreads several pods of the same gang; within a gang only {HOSTNAME} is honoured",
+            )
+        room = {value for value in domains if counts[value] + 1 <= least + skew}
+        if not room:
+            raise AffinityError("gang.affinity", f"{where} on {key}: no domain keeps the skew; the gang waits")
+        self.join.append((key, room))
+
+    def node_rules(self) -> tuple[NodeSelectorRequirement, ...]:
+        rules = [NodeSelectorRequirement(key, "NotIn", tuple(sorted(values))) for key, values in self.avoid.items()]
+        rules += [NodeSelectorRequirement(key, "In", tuple(sorted(values))) for key, values in self.join]
+        return tuple(rules)
+
+    def spread_rules(self) -> tuple[Spread, ...]:
+        order = [pod["metadata"]["name"] for pod in self.pods]
+        return tuple(
+            Spread(
+                tuple(name for name in order if name in members),
+                per_node,
+                tuple(sorted((node, count) for node, count in on.items() if count)),
+                required,
+                where,
+            )
+            for members, per_node, on, required, where in self.spreads.values()
+        )
+
+
+def asks(pod: dict) -> bool:
+    """Whether the pod names other pods in its placement rules."""
+    affinity = pod["spec"].get("affinity") or {}
+    return bool(affinity.get("podAffinity") or affinity.get("podAntiAffinity") or pod["spec"].get(SPREAD[5:]))
+
+
+def gang_rules(
+    pods: list[dict], bound: list[BoundPod], node_labels: Mapping[str, Mapping[str, str]]
+) -> tuple[tuple[NodeSelectorRequirement, ...], tuple[Spread, ...]]:
+    """The node rules and spreads that a pending gang's ``pods`` ask for, beside the ``bound`` pods of other
+    gangs on nodes of ``node_labels`` (node name -> labels); raises ``AffinityError`` for what keeps it
+    waiting."""
+    gang = _Gang(pods, bound, node_labels)
+    for pod in pods:
+        gang.read(pod)
+    return gang.node_rules(), gang.spread_rules()

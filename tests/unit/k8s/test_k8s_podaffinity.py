@@ -1,0 +1,170 @@
+"""Pod affinity, anti-affinity and topology spread read from pods and honoured by the core: spreads within a
+gang, node rules against bound pods, and the forms that keep a gang waiting with the field named."""
+
+import pytest
+from test_k8s_translate import node, pod, podgroup, run
+
+from railforge.scheduler import Scheduler, Snapshot
+
+HOST = "kubernetes.io/hostname"
+
+
+def hosts(count: int, gpus: int = 8, zone_of=lambda i: "z0") -> list[dict]:
+    return [node(f"n{i}", gpus, {HOST: f"n{i}", "zone": zone_of(i)}) for i in range(count)]
+
+
+def term(key: str = HOST, **match) -> dict:
+    return {"labelSelector": {"matchLabels": match}, "topologyKey": key}
+
+
+def mpi_job(name: str, workers: int, gpus: int, worker_spec: dict) -> list[dict]:
+    """An MPIJob's pods: a launcher of no GPUs, workers labelled role=worker carrying ``worker_spec``."""
+    launcher = pod(f"{name}-launcher", 0, group=name, labels={"job": name, "role": "launcher"})
+    workers_ = [
+        pod(f"{name}-worker-{i}", gpus, group=name, labels={"job": name, "role": "worker"}) for i in range(workers)
+    ]
+    for worker in workers_:
+        worker["spec"].update(worker_spec)
+    return [launcher, *workers_]
+
+
+def placed(nodes, pods, foreign=(), groups=()):
+    out = run(nodes, pods, groups=groups, foreign=foreign)
+    decisions = Scheduler().decide(Snapshot(1e9, tuple(out.nodes), tuple(out.queues), tuple(out.pending), ()))
+    return out, decisions
+
+
+def anti(*terms, preferred=False) -> dict:
+    if preferred:
+        return {
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 100, "podAffinityTerm": t} for t in terms
+                ]
+            }
+        }
+    return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": list(terms)}}
+
+
+def workers_on(decisions) -> list[str]:
+    (bind,) = decisions.binds
+    return [node for member, node in bind.placement.items() if "worker" in member]
+
+
+def test_workers_with_required_anti_affinity_land_on_distinct_nodes():
+    pods = mpi_job("j", 3, 2, {"affinity": anti(term(job="j", role="worker"))})
+    out, decisions = placed(hosts(4), pods, groups=[podgroup("j", 4)])
+    assert len(set(workers_on(decisions))) == 3
+    (gang,) = out.pending
+    assert gang.spreads[0].source == f"spec.affinity.podAntiAffinity on {HOST}"
+
+
+def test_workers_that_cannot_spread_wait_with_the_reason():
+    pods = mpi_job("j", 3, 2, {"affinity": anti(term(job="j", role="worker"))})
+    _, decisions = placed(hosts(2), pods, groups=[podgroup("j", 4)])
+    assert not decisions.binds
+    assert "needs 3 pods at most 1 per node (spec.affinity.podAntiAffinity on kubernetes.io/hostname)" in str(
+        decisions.reasons["ml/j"]
+    )
+
+
+def test_preferred_anti_affinity_spreads_when_it_can_and_packs_when_it_cannot():
+    spec = {"affinity": anti(term(job="j", role="worker"), preferred=True)}
+    _, wide = placed(hosts(3), mpi_job("j", 3, 2, spec), groups=[podgroup("j", 4)])
+    assert len(set(workers_on(wide))) == 3
+    _, narrow = placed(hosts(1), mpi_job("j", 3, 2, spec), groups=[podgroup("j", 4)])
+    assert set(workers_on(narrow)) == {"n0"}
+
+
+def test_topology_spread_on_hostname_counts_the_pods_already_bound():
+    spread = {
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": HOST,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "web"}},
+            }
+        ]
+    }
+    old = pod("old", 0, labels={"app": "web"})
+    old["spec"]["nodeName"] = "n0"
+    old["status"]["phase"] = "Running"
+    new = [pod(f"web-{i}", 0, group="web", labels={"app": "web"}) for i in range(2)]
+    for p in new:
+        p["spec"].update(spread)
+    _, decisions = placed(hosts(3), new, foreign=[old], groups=[podgroup("web", 2)])
+    assert sorted(decisions.binds[0].placement.values()) == ["n1", "n2"]
+
+
+def test_anti_affinity_to_a_bound_pod_keeps_the_gang_out_of_its_zone():
+    other = pod("db", 0, labels={"app": "db"})
+    other["spec"]["nodeName"] = "n0"
+    other["status"]["phase"] = "Running"
+    gang = [pod("t-0", 1, group="t"), pod("t-1", 1, group="t")]
+    for p in gang:
+        p["spec"]["affinity"] = anti(term("zone", app="db"))
+    nodes = hosts(4, zone_of=lambda i: f"z{i // 2}")
+    _, decisions = placed(nodes, gang, foreign=[other], groups=[podgroup("t", 2)])
+    assert set(decisions.binds[0].placement.values()) <= {"n2", "n3"}
+
+
+def test_a_bound_pods_own_anti_affinity_keeps_pods_it_names_away():
+    guard = pod("guard", 0, labels={"app": "guard"})
+    guard["spec"].update(nodeName="n0", affinity=anti(term(HOST, team="x")))
+    guard["status"]["phase"] = "Running"
+    gang = [pod("x-0", 8, group="x", labels={"team": "x"})]
+    _, decisions = placed(hosts(2), gang, foreign=[guard], groups=[podgroup("x", 1)])
+    assert decisions.binds[0].placement == {"x-0": "n1"}
+
+
+def test_required_affinity_joins_the_zone_of_a_bound_pod():
+    cache = pod("cache", 0, labels={"app": "cache"})
+    cache["spec"]["nodeName"] = "n3"
+    cache["status"]["phase"] = "Running"
+    gang = [pod("t-0", 1, group="t")]
+    gang[0]["spec"]["affinity"] = {
+        "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term("zone", app="cache")]}
+    }
+    _, decisions = placed(hosts(4, zone_of=lambda i: f"z{i // 2}"), gang, foreign=[cache], groups=[podgroup("t", 1)])
+    assert decisions.binds[0].placement["t-0"] in {"n2", "n3"}
+
+
+@pytest.mark.parametrize(
+    ("affinity", "code", "words"),
+    [
+        (anti(term("zone", job="j", role="worker")), "input.unsupported", "within a gang only kubernetes.io/hostname"),
+        (
+            {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term("zone", app="none")]}},
+            "gang.affinity",
+            "no bound pod matches it yet",
+        ),
+        (
+            {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term(HOST, job="j", role="worker")]}},
+            "input.unsupported",
+            "railforge.io/topology-required",
+        ),
+        (
+            anti({**term(job="j"), "namespaceSelector": {"matchLabels": {"team": "a"}}}),
+            "input.unsupported",
+            "non-empty namespaceSelector",
+        ),
+    ],
+)
+def test_forms_not_honoured_keep_the_gang_waiting_naming_pod_and_field(affinity, code, words):
+    out = run(hosts(4), mpi_job("j", 2, 1, {"affinity": affinity}), groups=[podgroup("j", 3)])
+    assert not out.pending
+    waiting = out.waiting["ml/j"]
+    assert waiting.code == code
+    assert "pod j-worker-0: spec.affinity.pod" in str(waiting) and words in str(waiting)
+
+
+def test_spreading_several_gang_pods_over_zones_is_refused_naming_the_field():
+    spread = {
+        "topologySpreadConstraints": [
+            {"maxSkew": 1, "topologyKey": "zone", "labelSelector": {"matchLabels": {"role": "worker"}}}
+        ]
+    }
+    out = run(hosts(4), mpi_job("j", 2, 1, spread), groups=[podgroup("j", 3)])
+    assert out.waiting["ml/j"].code == "input.unsupported"
+    assert "spec.topologySpreadConstraints on zone spreads several pods" in str(out.waiting["ml/j"])
