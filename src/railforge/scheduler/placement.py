@@ -13,7 +13,7 @@ from bisect import bisect_left, insort
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain, compress
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from railforge.scheduler.model import (
     GPU,
@@ -434,6 +434,26 @@ def gpu_counts_suffice(profile: GangProfile, total_free_gpu: int, gpu_histogram:
 TRACKED_FILTERS = 8
 
 
+class _SpreadFree:
+    """The free resources of a spread view's nodes (``Cluster.spread_view``): a node's, with its room of each
+    spread, made when a placement first reads it (most read only a few nodes)."""
+
+    __slots__ = ("free", "made", "nodes", "rooms")
+
+    def __init__(self, free: list[dict[str, int]], nodes: Sequence[Node], rooms: list[tuple[str, int, dict]]):
+        self.free, self.nodes, self.rooms = free, nodes, rooms
+        self.made: dict[int, dict[str, int]] = {}
+
+    def __getitem__(self, index: int) -> dict[str, int]:
+        free = self.made.get(index)
+        if free is None:
+            free = self.made[index] = dict(self.free[index])
+            name = self.nodes[index].name
+            for key, room, running in self.rooms:
+                free[key] = room - running.get(name, 0)
+        return free
+
+
 class Cluster:
     """Free capacity of the schedulable, ready nodes during one decide() call."""
 
@@ -509,17 +529,15 @@ class Cluster:
         resources with this view."""
         view = object.__new__(Cluster)
         view.__dict__.update(self.__dict__)
-        view.free = list(self.free)
         view.spread_for = profile
         unbounded = len(profile.members)
-        for index, node in enumerate(self.nodes):
-            free = dict(self.free[index])
-            for key, _, spread, running in profile.spreads:
-                if spread.required or preferred:
-                    free[key] = spread.max_per_node - (running.get(node.name, 0) if counted else 0)
-                else:
-                    free[key] = unbounded
-            view.free[index] = free
+        rooms = [
+            (key, spread.max_per_node, running if counted else {})
+            if spread.required or preferred
+            else (key, unbounded, {})
+            for key, _, spread, running in profile.spreads
+        ]
+        view.free = cast(list, _SpreadFree(self.free, self.nodes, rooms))
         return view
 
     def _spread(self, profile: GangProfile) -> Cluster | None:
