@@ -266,9 +266,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     job.add_argument("--namespace", type=k8s_name, default="railforge-lab")
     job.add_argument("--name", type=k8s_name, default="allreduce")
     job.add_argument("--workers", type=positive_int, default=2)
-    # More than half of a lab node's 2 CPUs: one worker per node, whatever the scheduler's packing preference;
-    # the rest for the node's DaemonSets (Multus, whereabouts) and the launcher.
-    job.add_argument("--worker-cpu", type=quantity, default="1100m")
+    # Small enough that two workers fit one lab node: only the template's pod anti-affinity keeps them apart.
+    job.add_argument("--worker-cpu", type=quantity, default="300m")
     job.add_argument("--rail", type=path_component, help="each worker also requests one rdma/RAIL device")
     job.add_argument("--network", help="the NetworkAttachmentDefinition (namespace/name) each worker attaches")
     job.add_argument("--timeout", type=positive_float, default=300)

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from railforge.k8s.quantity import parse_quantity
+from railforge.lab import render_job
 
 ROOT = Path(__file__).resolve().parents[2]
 INVENTORY = "inventories/lab/hosts.yml"
@@ -188,6 +189,39 @@ def test_mpijob_is_gang_scheduled_across_two_nodes(lab):
     assert "lab: bound by railforge; 2 worker nodes" in out
 
 
+def test_an_mpijob_whose_workers_cannot_spread_waits_and_says_why(lab):
+    """Three workers of the template, whose pod anti-affinity allows one per node, on two worker nodes: railforge
+    binds none of the gang and its PodGroup names the rule. (The job above, with workers small enough to share a
+    node, ran on two: the anti-affinity kept them apart.)"""
+    job = render_job("wide", "railforge-lab", 3, "100m")
+    admin = ("podman", "exec", "-i", "lab-cp-01", "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf")
+    subprocess.run(
+        [*admin, "apply", "-f", "-"], input=json.dumps(job), env=ENV, capture_output=True, check=True, text=True
+    )
+    try:
+        deadline = time.monotonic() + 120
+        reason = ""
+        while "at most 1 per node" not in reason and time.monotonic() < deadline:
+            time.sleep(2)
+            reason = kubectl(
+                "get", "podgroups.scheduling.x-k8s.io", "wide", "--namespace", "railforge-lab", "--ignore-not-found",
+                "-o", "jsonpath={.metadata.annotations.railforge\\.io/reason}",
+            )  # fmt: skip
+        assert reason == (
+            "does not fit even with nothing running: needs 3 pods at most 1 per node "
+            "(spec.affinity.podAntiAffinity on kubernetes.io/hostname); the nodes it may use take 2"
+        ), reason
+        pods = json.loads(kubectl("get", "pods", "--namespace", "railforge-lab", "-o", "json"))["items"]
+        wide = {
+            pod["metadata"]["name"]: pod["spec"].get("nodeName")
+            for pod in pods
+            if pod["metadata"]["name"].startswith("wide-")
+        }
+        assert len(wide) == 4 and not any(wide.values()), wide  # the launcher and three workers, none bound
+    finally:
+        kubectl("delete", "mpijob", "wide", "--namespace", "railforge-lab", "--wait=false")
+
+
 def allocatable_millicores(node: str) -> int:
     return int(parse_quantity(kubectl("get", "node", node, "-o", "jsonpath={.status.allocatable.cpu}").strip()) * 1000)
 
@@ -209,8 +243,8 @@ def test_benchmark_trains_resnet50_across_the_two_workers(lab, tmp_path):
         assert imported.returncode == 0, imported.stderr
     settings = {
         "railforge_benchmark_mode": "cpu",
-        # railforge packs a gang by its requests (it reads no pod anti-affinity): two workers of 60% of a node's
-        # CPUs cannot share one, so each job spans both workers, and the second waits for the first to end
+        # workers of 60% of a node's CPUs: the second job waits for the first to end (each job's workers are on
+        # two nodes by the template's pod anti-affinity)
         "railforge_benchmark_worker_cpu": f"{int(allocatable_millicores(WORKERS[0]) * 0.6)}m",
         "railforge_benchmark_kubeconfig": str(ROOT / "inventories/lab/artifacts/admin.conf"),
         "railforge_benchmark_timeout": 600,

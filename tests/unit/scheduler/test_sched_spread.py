@@ -5,7 +5,7 @@ nothing; a preference is kept where it can be and dropped where it cannot."""
 import pytest
 from sched_helpers import gang, nodes, running
 
-from railforge.scheduler import GPU, Gang, Member, Queue, ReasonCode, SchedulerConfig, Snapshot, Spread, decide
+from railforge.scheduler import GPU, Gang, Member, Node, Queue, ReasonCode, SchedulerConfig, Snapshot, Spread, decide
 
 QUEUES = (Queue("a"),)
 SOURCE = "spec.affinity.podAntiAffinity on kubernetes.io/hostname"
@@ -44,7 +44,8 @@ def test_without_the_spread_the_same_workers_share_one_node():
 
 @pytest.mark.parametrize("per_node", [1, 2])
 def test_a_gang_that_cannot_spread_waits_whole_and_says_why(per_node):
-    got = decided(nodes(2, gpus=8), [mpi_job("j", workers=2 * per_node + 1, gpus=1, per_node=per_node)])
+    cluster = [*nodes(2, gpus=8), Node("cpu-only", {"cpu": 64_000})]  # holds the launcher, no worker: not counted
+    got = decided(cluster, [mpi_job("j", workers=2 * per_node + 1, gpus=1, per_node=per_node)])
     assert not got.binds
     assert got.reasons.code("j") == ReasonCode.NEVER_FITS_SPREAD
     count = 2 * per_node + 1

@@ -146,8 +146,13 @@ def unfit_reason(
     required = {member.name for member in profile.members[: gang.required_members]}
     for _, members, spread, _ in profile.spreads:
         count = len(members & required)
-        if spread.required and count > len(usable) * spread.max_per_node:
-            return reasons.spread_short(count, spread.max_per_node, spread.source, len(usable) * spread.max_per_node)
+        asks = [member.requests for member in profile.members if member.name in members]
+        hosts = sum(
+            any(all(node.allocatable.get(name, 0) >= each for name, each in one.items()) for one in asks)
+            for node in usable
+        )  # the nodes that could hold one of its pods
+        if spread.required and count > hosts * spread.max_per_node:
+            return reasons.spread_short(count, spread.max_per_node, spread.source, hosts * spread.max_per_node)
     requested: set[str] = set()
     for shape in profile.required_shapes:
         for name, each in ((GPU, shape.gpu), *shape.others):
