@@ -172,7 +172,8 @@ def test_pods_pinned_by_hostname_start_whole_each_on_its_own_node(cluster, run_s
 
 def test_workers_that_must_spread_land_on_distinct_nodes_or_wait_saying_why(cluster, run_scheduler):
     """An MPIJob's workers carry a required podAntiAffinity on kubernetes.io/hostname naming each other: never two
-    on one node, though best fit would pack three 1-GPU pods onto one; four of them on three nodes wait, told why."""
+    on one node, though best fit would pack three 1-GPU pods onto one; four of them on three nodes wait, told why.
+    Two lone pods that avoid each other, pending at once, end on two nodes too."""
     hostname = "kubernetes.io/hostname"
     nodes = [
         cluster.add_nodes(1, gpus=8, labels={hostname: f"{cluster.name}-h{i}"}, prefix=f"h{i}")[0] for i in range(3)
@@ -184,8 +185,18 @@ def test_workers_that_must_spread_land_on_distinct_nodes_or_wait_saying_why(clus
         anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
         for i in range(workers):
             cluster.pod(f"{name}-w{i}", 1, group=name, labels={"job": name}, affinity=anti)
+    # two gangs of one pod that must not share a node, pending together: one is bound first, the other beside it
+    solo = {"topologyKey": hostname, "labelSelector": {"matchLabels": {"app": "solo"}}}
+    for name in ("solo-a", "solo-b"):
+        cluster.pod(
+            name,
+            1,
+            labels={"app": "solo"},
+            affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [solo]}},
+        )
 
     def decided() -> None:
+        assert len(set(cluster.bound().get(name) for name in ("solo-a", "solo-b")) - {None}) == 2
         assert sorted(cluster.bound("spread").values()) == sorted(nodes)
         annotations = cluster.group_object("wide")["metadata"].get("annotations", {})
         assert annotations["railforge.io/reason-code"] == "capacity.never-fits.spread"

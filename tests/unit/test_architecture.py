@@ -19,7 +19,10 @@ ALLOWED = {
     "railforge.k8s.podaffinity": {"railforge.scheduler"},
     "railforge.k8s.writes": {
         "railforge.scheduler",
-        *(f"railforge.k8s.{m}" for m in ("annotations", "rest", "events", "evidence", "metrics", "translate", "views")),
+        *(
+            f"railforge.k8s.{m}"
+            for m in ("annotations", "rest", "events", "evidence", "metrics", "podaffinity", "translate", "views")
+        ),
     },
     "railforge.k8s.evidence": {"railforge.k8s.rest"},
     "railforge.k8s.reporting": {

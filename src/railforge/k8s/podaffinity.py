@@ -243,10 +243,49 @@ class _Gang:
         )
 
 
+def _keeping_apart(pod: dict) -> list[tuple[dict, frozenset[str] | None]]:
+    """A pod's required terms that count other pods where they land (required anti-affinity, topology spread
+    that does not schedule anyway), each with the namespaces it looks in; terms it cannot read are left out
+    (``gang_rules`` refuses them)."""
+    spec, namespace = pod["spec"], pod["metadata"]["namespace"]
+    terms = []
+    for term in ((spec.get("affinity") or {}).get("podAntiAffinity") or {}).get(REQUIRED) or []:
+        try:
+            terms.append((term, _namespaces(term, namespace, "")))
+        except AffinityError:
+            continue
+    for constraint in spec.get("topologySpreadConstraints") or []:
+        if (constraint.get("whenUnsatisfiable") or "DoNotSchedule") == "DoNotSchedule":
+            terms.append((constraint, frozenset([namespace])))
+    return terms
+
+
+def _names(keeping: list[dict], named: list[dict]) -> bool:
+    return any(
+        _matches(term, namespaces, pod["metadata"]["namespace"], pod["metadata"].get("labels") or {})
+        for keeper in keeping
+        for term, namespaces in _keeping_apart(keeper)
+        for pod in named
+    )
+
+
+def keeps_apart(pods: list[dict]) -> bool:
+    """Whether some of the pods count others where they land (``_keeping_apart``)."""
+    return any(_keeping_apart(pod) for pod in pods)
+
+
+def kept_apart(ours: list[dict], theirs: list[dict]) -> bool:
+    """Whether a required anti-affinity or topology spread of either gang's pods names pods of the other. Each
+    gang's rules were read against bound pods only: two such gangs bound in one pass could break them."""
+    return _names(ours, theirs) or _names(theirs, ours)
+
+
 def asks(pod: dict) -> bool:
     """Whether the pod names other pods in its placement rules."""
     affinity = pod["spec"].get("affinity") or {}
-    return bool(affinity.get("podAffinity") or affinity.get("podAntiAffinity") or pod["spec"].get(SPREAD[5:]))
+    return bool(
+        affinity.get("podAffinity") or affinity.get("podAntiAffinity") or pod["spec"].get("topologySpreadConstraints")
+    )
 
 
 def gang_rules(

@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from kubernetes.client import ApiException
 
 import railforge.scheduler as core
-from railforge.k8s import evidence, rest
+from railforge.k8s import evidence, podaffinity, rest
 from railforge.k8s.annotations import FAILED, LAST_FAILURE, PLACEMENT, Backoff, Start, encode_placement
 from railforge.k8s.events import Reporter, pod_scheduled_patch
 from railforge.k8s.metrics import SchedulerMetrics
@@ -342,23 +342,41 @@ class WriteSide:
                 leaving |= self.remove(objects, failure.reason, "fail")
         except NotLeading:
             return held
-        binds = []
+        binds: list[core.Bind] = []
+        keeping: list[str] = []  # gangs bound in this pass whose pods keep others apart
         for bind in decisions.binds:
             nodes = set(bind.placement.values())
             blocked = next((staying[node] for node in sorted(nodes & set(staying))), None)
+            apart = self._kept_apart(view, bind.gang_name, binds, keeping)
             if blocked is not None:
                 held[bind.gang_name] = blocked
             elif nodes & leaving:
                 held[bind.gang_name] = Waiting("bind.deferred", "waits for the pods it replaces to leave")
                 self.wake()
+            elif apart is not None:
+                held[bind.gang_name] = Waiting(
+                    "bind.deferred", f"must be kept apart from gang {apart}, bound first; placed again beside it"
+                )
+                self.wake()
             else:
                 binds.append(bind)
+                if podaffinity.keeps_apart(view.gangs[bind.gang_name].pods):
+                    keeping.append(bind.gang_name)
                 continue
             objects = view.gangs[bind.gang_name]
             self.state.record("defer", bind.gang_name, held[bind.gang_name], objects.queue, nodes)
         if binds:
             self._bind_gangs(binds, view, now)
         return held
+
+    @staticmethod
+    def _kept_apart(view: Translation, gang: str, binds: list[core.Bind], keeping: list[str]) -> str | None:
+        """The gang bound earlier in this pass that ``gang``'s pods and its must be kept apart from (a required
+        anti-affinity or topology spread of either names pods of the other), or None. Each gang's rules were read
+        against the pods bound before the pass, so the later one is placed again in the next, beside the earlier."""
+        pods = view.gangs[gang].pods
+        others = [bind.gang_name for bind in binds] if podaffinity.keeps_apart(pods) else keeping
+        return next((other for other in others if podaffinity.kept_apart(pods, view.gangs[other].pods)), None)
 
     def _refusal(self, objects: GangObjects, budgets: Budgets) -> Waiting | None:
         """Why evicting the gang's bound pods must wait (a PodDisruptionBudget would refuse one of them), or None.

@@ -4,6 +4,7 @@ gang, node rules against bound pods, and the forms that keep a gang waiting with
 import pytest
 from test_k8s_translate import node, pod, podgroup, run
 
+from railforge.k8s import podaffinity
 from railforge.scheduler import Scheduler, Snapshot
 
 HOST = "kubernetes.io/hostname"
@@ -168,3 +169,13 @@ def test_spreading_several_gang_pods_over_zones_is_refused_naming_the_field():
     out = run(hosts(4), mpi_job("j", 2, 1, spread), groups=[podgroup("j", 3)])
     assert out.waiting["ml/j"].code == "input.unsupported"
     assert "spec.topologySpreadConstraints on zone spreads several pods" in str(out.waiting["ml/j"])
+
+
+def test_gangs_whose_pods_avoid_each_other_are_known_kept_apart_either_way():
+    guard = pod("a-0", 1, group="a", labels={"app": "a"})
+    guard["spec"]["affinity"] = anti(term(app="b"))
+    plain = pod("b-0", 1, group="b", labels={"app": "b"})
+    other = pod("c-0", 1, group="c", labels={"app": "c"})
+    assert podaffinity.keeps_apart([guard]) and not podaffinity.keeps_apart([plain])
+    assert podaffinity.kept_apart([guard], [plain]) and podaffinity.kept_apart([plain], [guard])
+    assert not podaffinity.kept_apart([guard], [other]) and not podaffinity.kept_apart([plain], [other])
