@@ -1,6 +1,7 @@
 """Malformed inventories through the real `ansible-playbook playbooks/site.yml --check`: the run stops at the
 pre-flight, before the first node task, naming every problem; no node is ever contacted. Every entry playbook
-stops there too, and on an inventory without hosts (empty, unparsable, or a wrong -i path).
+stops there too, and on an inventory without hosts (empty, unparsable, or a wrong -i path); a group_vars or
+host_vars file that is not YAML stops the run before the pre-flight, named with its line (plugins/vars).
 
 Each entry of tests/fixtures/inventories/overlays/malformed.yml is laid over a copy of inventories/example (whose
 10.x addresses are no machines of ours): SSH is made to fail locally (ProxyCommand=false), and the tests assert
@@ -105,6 +106,25 @@ def test_every_entry_playbook_stops_in_the_preflight(tmp_path, playbook, invento
         if NO_HOSTS[inventory] is not None:
             hosts.write_text(NO_HOSTS[inventory])
     assert_stopped_in_the_preflight(run(f"playbooks/{playbook}", hosts, "--check"), message)
+
+
+@pytest.mark.parametrize(
+    ("folder", "text", "where"),
+    [
+        ("group_vars/all", "foo: [1, 2\nbar: 3\n", "2:4"),  # an unclosed flow sequence
+        ("host_vars/dgx-01", "ansible_host: 10.0.0.1\n  bad_indent: 1\n", "2:13"),
+    ],
+)
+def test_a_vars_file_that_is_not_yaml_is_named_with_its_line_before_any_task(tmp_path, folder, text, where):
+    hosts = inventory_with(tmp_path, {})
+    broken = hosts.parent / folder / "zz-broken.yml"
+    broken.parent.mkdir(parents=True, exist_ok=True)
+    broken.write_text(text)
+    result = run("playbooks/site.yml", hosts, "--check")
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    assert f"{broken}:{where}: not YAML: " in output, output
+    assert "TASK [" not in output and "UNREACHABLE" not in output, output
 
 
 def test_an_authenticated_proxy_is_accepted_and_its_password_never_printed(tmp_path):
