@@ -78,6 +78,13 @@ def test_workers_are_kept_on_different_nodes():
     assert "affinity" not in pods(render(**REQUIRED))["Launcher"][0]
 
 
+def test_workers_may_share_a_node_when_asked():
+    spec, _ = pods(render(**REQUIRED, spread_workers=False))["Worker"]
+    assert "affinity" not in spec
+    pinned, _ = pods(render(**REQUIRED, spread_workers=False, node_names=["n1"]))["Worker"]
+    assert list(pinned["affinity"]) == ["nodeAffinity"]
+
+
 def test_the_queue_labels_every_pod_and_no_queue_labels_none():
     for variables, labels in (({"queue": "research"}, {"railforge.io/queue": "research"}), ({}, {})):
         for replica in render(**REQUIRED, **variables)["spec"]["mpiReplicaSpecs"].values():

@@ -322,6 +322,7 @@ def mpijob_variables(plan: Plan) -> dict:
         "workers": plan.workers,
         "queue": plan.queue,
         "node_names": [node.name for node in plan.nodes],
+        "spread_workers": plan.workers <= len(plan.nodes),  # more workers than nodes (mode cpu) share them
         "worker_cpu": plan.worker_cpu,
         "worker_memory": plan.worker_memory,
     }

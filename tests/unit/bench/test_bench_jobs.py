@@ -190,6 +190,10 @@ def test_the_cpu_fallback_runs_allreduce_from_the_same_template_without_devices(
     assert worker["resources"]["requests"] == {"cpu": "500m", "memory": "256Mi"}
     assert "add" not in worker["securityContext"]["capabilities"]
     assert objects[0]["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"] == {}
+    # two workers on the one node share it; one per node where there are enough
+    assert "podAntiAffinity" not in pods["Worker"]["affinity"]
+    spread = containers(render_all(plan_from_mapping(cpu_plan(nodes=["rf-node-0", "rf-node-1"])))[0])
+    assert "podAntiAffinity" in spread["Worker"]["affinity"]
 
 
 def test_the_resnet50_job_shares_the_first_jobs_shape_and_runs_our_benchmark(shapes):
