@@ -45,10 +45,16 @@ class BoundPod:
     anti_affinity: tuple[dict, ...]  # its own required podAntiAffinity terms, which new pods must respect too
 
 
+def required_anti_affinity(pod: dict) -> list[dict]:
+    """The pod's required podAntiAffinity terms."""
+    return ((pod["spec"].get("affinity") or {}).get("podAntiAffinity") or {}).get(REQUIRED) or []
+
+
 def bound_pod(pod: dict) -> BoundPod:
     meta = pod["metadata"]
-    anti = ((pod["spec"].get("affinity") or {}).get("podAntiAffinity") or {}).get(REQUIRED) or []
-    return BoundPod(meta["namespace"], meta.get("labels") or {}, pod["spec"]["nodeName"], tuple(anti))
+    return BoundPod(
+        meta["namespace"], meta.get("labels") or {}, pod["spec"]["nodeName"], tuple(required_anti_affinity(pod))
+    )
 
 
 def selects(selector: dict | None, labels: Mapping[str, str]) -> bool:
@@ -124,7 +130,7 @@ class _Gang:
         name, namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
         labels = pod["metadata"].get("labels") or {}
         affinity = pod["spec"].get("affinity") or {}
-        for term in (affinity.get("podAntiAffinity") or {}).get(REQUIRED) or []:
+        for term in required_anti_affinity(pod):
             self.anti_affinity(name, namespace, term, required=True)
         for weighted in (affinity.get("podAntiAffinity") or {}).get(PREFERRED) or []:
             self.anti_affinity(name, namespace, weighted.get("podAffinityTerm") or {}, required=False)
@@ -249,7 +255,7 @@ def _keeping_apart(pod: dict) -> list[tuple[dict, frozenset[str] | None]]:
     (``gang_rules`` refuses them)."""
     spec, namespace = pod["spec"], pod["metadata"]["namespace"]
     terms = []
-    for term in ((spec.get("affinity") or {}).get("podAntiAffinity") or {}).get(REQUIRED) or []:
+    for term in required_anti_affinity(pod):
         try:
             terms.append((term, _namespaces(term, namespace, "")))
         except AffinityError:

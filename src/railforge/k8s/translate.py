@@ -12,6 +12,7 @@ import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from railforge.k8s import podaffinity
 from railforge.k8s.annotations import FAILED, Backoff, Start, decode_placement
@@ -508,27 +509,27 @@ def translate(
             del grouped[name]  # running on nodes this scheduler does not use: not its to count or restart
     out.gangs = grouped
     hostnames = {node.labels[HOSTNAME]: node.name for node in out.nodes if HOSTNAME in node.labels}
-    bound = [
-        (gang_of(pod), podaffinity.bound_pod(pod))
-        for pod in (*pods, *foreign_pods)
-        if pod["spec"].get("nodeName") and live(pod)
-    ]
+    bound = [pod for pod in (*pods, *foreign_pods) if pod["spec"].get("nodeName") and live(pod)]
     neighbours = Neighbours(bound, {node.name: node.labels for node in out.nodes})
     for name in sorted(grouped):
         _add_gang(out, grouped[name], queue_names, ready_nodes, namespaces, settings, now, hostnames, neighbours)
     return out
 
 
-@dataclass
 class Neighbours:
-    """The bound pods (with their gangs) and the nodes' labels that pod affinity reads."""
+    """The bound pods and the nodes' labels that pod affinity reads; the pods are read for it only once a pending
+    gang needs them."""
 
-    bound: list[tuple[str, podaffinity.BoundPod]]
-    node_labels: dict[str, Mapping[str, str]]
-    guarded: bool = field(init=False)  # some bound pod has anti-affinity: every gang must be read against it
+    def __init__(self, bound: list[dict], node_labels: dict[str, Mapping[str, str]]):
+        self._pods = bound
+        self.node_labels = node_labels
+        # some bound pod has a required anti-affinity: every pending gang must be read against it
+        self.guarded = any(podaffinity.required_anti_affinity(pod) for pod in bound)
 
-    def __post_init__(self) -> None:
-        self.guarded = any(other.anti_affinity for _, other in self.bound)
+    @cached_property
+    def bound(self) -> list[tuple[str, podaffinity.BoundPod]]:
+        """Each bound pod with its gang."""
+        return [(gang_of(pod), podaffinity.bound_pod(pod)) for pod in self._pods]
 
     def rules(self, gang: str, pods: list[dict]) -> dict:
         """``build_gang`` arguments for the pod affinity of a pending gang's ``pods`` (none when they name no pod
