@@ -132,6 +132,16 @@ def _check_choice(owner: str, field_name: str, value: str, choices: object) -> N
     _require(value in allowed, owner, f"{field_name} is {value!r}; expected one of {', '.join(allowed)}")
 
 
+def _check_finite(owner: str, field_name: str, value: float | None, optional: bool = False) -> None:
+    """A time or amount that must be a real number (NaN and infinities compare false with everything)."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    _require(
+        number or (optional and value is None),
+        owner,
+        f"{field_name} is {value!r}; expected {'None or ' if optional else ''}a finite number",
+    )
+
+
 def _check_time(owner: str, field_name: str, value: float | None, positive: bool = False) -> None:
     """A duration in seconds, or None (unbounded)."""
     ok = value is None or (value > 0 if positive else value >= 0)
@@ -306,6 +316,17 @@ class Gang:
         )
         _check_time(owner, "max_runtime", self.max_runtime, positive=True)
         _check_time(owner, "schedule_timeout", self.schedule_timeout)
+        _check_time(owner, "oracle_runtime", self.oracle_runtime)
+        _check_finite(owner, "submit_time", self.submit_time)
+        _check_finite(owner, "not_before", self.not_before, optional=True)
+        _require(
+            isinstance(self.priority, int) and not isinstance(self.priority, bool),
+            owner,
+            f"priority is {self.priority!r}; expected a whole number",
+        )
+        _require(
+            _whole(self.restart_count), owner, f"restart_count is {self.restart_count!r}; expected a whole number >= 0"
+        )
         if self.min_resources is not None:
             _check_resources(owner, "min_resources", self.min_resources)
         for spread in self.spreads:
@@ -366,10 +387,17 @@ class RunningGang:
         names = {member.name for member in gang.members}
         required = [member.name for member in gang.members[: gang.required_members]]
         placed = self.placement.keys()
+        owner = f"RunningGang {gang.name}"
         _require(
             placed <= names and all(name in placed for name in required),
-            f"RunningGang {gang.name}",
+            owner,
             f"placement names {sorted(placed)}; expected every required member {required} and only its members",
+        )
+        _check_finite(owner, "start_time", self.start_time)
+        _require(
+            self.expected_end >= self.start_time,
+            owner,
+            f"expected_end is {self.expected_end!r}; expected a time from start_time ({self.start_time}) on, or inf",
         )
 
 
@@ -463,6 +491,17 @@ class Snapshot:
 
     def __post_init__(self) -> None:
         _freeze(self, "nodes", "queues", "pending", "running", "usage", "reservations")
+        _check_finite("Snapshot", "now", self.now)
+        names = [node.name for node in self.nodes]
+        if len(set(names)) < len(names):
+            repeated = sorted({name for name in names if names.count(name) > 1})
+            _require(False, "Snapshot", f"nodes repeat the names {repeated}; expected one node per name")
+        for queue, used in self.usage.items():
+            _require(
+                isinstance(used, (int, float)) and math.isfinite(used) and used >= 0,
+                "Snapshot",
+                f"usage[{queue!r}] is {used!r}; expected a finite number >= 0",
+            )
 
 
 @dataclass(frozen=True, slots=True)

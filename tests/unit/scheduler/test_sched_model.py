@@ -1,5 +1,6 @@
-"""Malformed model values are refused when they are built, and an unsound queue hierarchy when
-decide() is handed it, with what is wrong and what was expected."""
+"""Malformed model values are refused when they are built (NaN times and amounts, repeated node names,
+negative counts among them), and an unsound queue hierarchy when decide() is handed it, with what is wrong and
+what was expected."""
 
 import pytest
 from sched_helpers import gang
@@ -20,6 +21,7 @@ from railforge.scheduler import (
 )
 
 WORKER = Member("w0", {GPU: 8})
+NAN = float("nan")
 
 
 @pytest.mark.parametrize(
@@ -42,6 +44,19 @@ WORKER = Member("w0", {GPU: 8})
         (lambda: NodeSelectorRequirement("k", "In"), "NodeSelectorRequirement k: values is (); In expects values"),
         (lambda: RunningGang(gang("g", 2, 8), {"g-0": "n0"}, 0.0), "RunningGang g: placement names ['g-0']"),
         (lambda: RunningGang(gang("g", 1, 8), {"x": "n0"}, 0.0), "RunningGang g: placement names ['x']"),
+        (lambda: RunningGang(gang("g", 1, 8), {"g-0": "n0"}, NAN), "RunningGang g: start_time is nan; expected a"),
+        (lambda: RunningGang(gang("g", 1, 8), {"g-0": "n0"}, 5.0, 1.0), "RunningGang g: expected_end is 1.0"),
+        (lambda: Gang("g", "a", (WORKER,), submit_time=NAN), "Gang g: submit_time is nan; expected a finite number"),
+        (lambda: Gang("g", "a", (WORKER,), not_before=NAN), "Gang g: not_before is nan; expected None or a finite"),
+        (lambda: Gang("g", "a", (WORKER,), priority=NAN), "Gang g: priority is nan; expected a whole number"),
+        (lambda: Gang("g", "a", (WORKER,), restart_count=-1), "Gang g: restart_count is -1; expected a whole number"),
+        (lambda: Gang("g", "a", (WORKER,), oracle_runtime=NAN), "Gang g: oracle_runtime is nan; expected None"),
+        (lambda: Snapshot(NAN, (), (), (), ()), "Snapshot: now is nan; expected a finite number"),
+        (
+            lambda: Snapshot(0.0, (Node("n0", {GPU: 8}), Node("n0", {GPU: 8})), (), (), ()),
+            "Snapshot: nodes repeat the names ['n0']; expected one node per name",
+        ),
+        (lambda: Snapshot(0.0, (), (), (), (), {"a": -1.0}), "Snapshot: usage['a'] is -1.0; expected a finite number"),
         (lambda: SchedulerConfig(backfill="eager"), "SchedulerConfig: backfill is 'eager'; expected one of"),
         (lambda: SchedulerConfig(reservation_depth=0), "SchedulerConfig: reservation_depth is 0; expected >= 1"),
         (lambda: SchedulerConfig(aging_bound=-1.0), "SchedulerConfig: aging_bound is -1.0; expected None or"),
