@@ -152,8 +152,9 @@ class CycleState:
         return sorted(filter(self.may_reclaim, self.running_index.borrowed.values()), key=self.victim_order)
 
     def victim_order(self, running: RunningGang) -> tuple:
-        """Evict the lowest priority first, then the least progress (the least work lost)."""
-        return running.gang.priority, self.now - running.start_time, running.gang.name
+        """Evict the lowest priority first, then the least work lost (GPUs x run time so far: a young 8-GPU gang
+        may have done more than an older 1-GPU one), then the least progress."""
+        return running.gang.priority, self.lost_work(running), self.now - running.start_time, running.gang.name
 
     def lost_work(self, running: RunningGang) -> float:
         """What evicting the gang destroys: its GPUs x its run time so far."""

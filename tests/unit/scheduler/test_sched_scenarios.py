@@ -42,3 +42,17 @@ def test_borrower_is_reclaimed_for_queue_below_quota():
     assert [e.gang_name for e in d.evictions] == ["b0"]  # lowest priority
     assert sorted(d.binds[0].placement.values()) == ["n00", "n01"]
     assert not d.binds[0].borrowed
+
+
+def test_reclaim_takes_the_borrower_whose_eviction_loses_the_least_work():
+    """An 8-GPU borrower 1,000 s old has done 8,000 GPU-s, a 1-GPU one 2,000 s old 2,000 GPU-s; either frees the
+    one GPU the claim needs: the younger but larger gang is spared."""
+    queues = (Queue("owner", quota={GPU: 8}), Queue("borrower"))
+    large = running(gang("large", 1, 8, queue="borrower", runtime=86400.0), ["n00"], start=4000.0, borrowed=True)
+    small = running(gang("small", 1, 1, queue="borrower", runtime=86400.0), ["n01"], start=3000.0, borrowed=True)
+    filler = running(gang("filler", 1, 7, queue="owner", runtime=86400.0), ["n01"], start=0.0)
+    config = SchedulerConfig(min_runtime_before_reclaim=0, reclaim_cost_limit=None)
+    claim = gang("claim", 1, 1, queue="owner")
+    d = decide(Snapshot(5000.0, tuple(nodes(2)), queues, (claim,), (large, small, filler), config=config))
+    assert [e.gang_name for e in d.evictions] == ["small"], d.reasons
+    assert d.binds[0].placement == {"claim-0": "n01"}

@@ -1,7 +1,7 @@
 """Reclaim and preempt: evict running gangs so that the head of the line starts now.
 
 Reclaim takes back borrowed capacity for a gang whose queue is within its quota: whole borrowed
-gangs of other queues, lowest priority and least progress first, only while the victim's queue
+gangs of other queues, lowest priority and least work lost first, only while the victim's queue
 stays at least as well served as the claimer's, and only while the work lost stays within what
 the claim saves. Preemption (``preempt_backfill``) evicts the gangs of the claimer's own queue that
 started past its reservation and would have ended by its reserved start. Either evicts nothing
@@ -35,7 +35,7 @@ def quota_ratio(gpus: float, quota: float) -> float:
 
 
 def reclaim(state: CycleState, gang: Gang, claim: Claim, wait: float) -> tuple[Assignment | None, str | None]:
-    """Evict whole borrowed gangs of other queues (lowest priority, least progress first) until
+    """Evict whole borrowed gangs of other queues (lowest priority, least work lost first) until
     the gang fits; evict nothing when it would not fit even then. Returns the assignment, or
     None and why the claim was declined (a ``reasons.DECLINED`` key; None when there
     was nothing to reclaim).
@@ -82,7 +82,7 @@ def reclaim(state: CycleState, gang: Gang, claim: Claim, wait: float) -> tuple[A
 def preempt(state: CycleState, gang: Gang, claim: Claim, start: float) -> tuple[Assignment | None, str | None]:
     """Evict gangs of the gang's own queue that started past its reservation (``preempt_backfill``)
     when it could then start now instead of at ``start``; victims as for reclaim (lowest priority,
-    least progress first, past their minimum runtime), their lost work bounded in the same way.
+    least work lost first, past their minimum runtime), their lost work bounded in the same way.
     Returns what ``reclaim`` returns.
 
     Only gangs whose estimated end is no later than ``start`` are taken: the gangs that, as their
