@@ -106,6 +106,21 @@ def test_railforge_binds_an_mpijobs_launcher_and_workers_at_once(control_plane, 
 
     wait_for("the PodGroup's status", scheduled, 10)
 
+    # a worker ends with exit code 3 (as its kubelet would write it): the evidence is told on the MPIJob too, which
+    # may delete its PodGroup once it gives up
+    terminated = {"terminated": {"exitCode": 3, "reason": "Error"}}
+    container = {"name": "worker", "ready": False, "restartCount": 0, "image": "", "imageID": "", "state": terminated}
+    core.patch_namespaced_pod_status(
+        "ring-worker-1", namespace, {"status": {"phase": "Failed", "containerStatuses": [container]}}
+    )
+
+    def told() -> list[str]:
+        selector = "involvedObject.kind=MPIJob,involvedObject.name=ring,reason=MemberFailed"
+        return [event.message for event in core.list_namespaced_event(namespace, field_selector=selector).items]
+
+    wait_for("the MPIJob's MemberFailed Event", told, 30)
+    assert told()[0].startswith("member ring-worker-1 container worker exited 3 (Error)"), told()
+
 
 def test_railforge_runs_an_mpijob_on_the_real_node(control_plane, mpi_operator, node, run_scheduler):
     """Last: the gang bound by railforge really runs, on the real node, with the fake GPUs it was given."""

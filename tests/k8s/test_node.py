@@ -133,11 +133,11 @@ def test_the_fake_devices_register_again_after_a_kubelet_restart(control_plane, 
     assert len(gpu.allocations) == allocations + 1  # the new kubelet called our Allocate
 
 
-def gang_on_the_node(plane, node, namespace: str, run_scheduler, gang: str, scripts: dict, limits=None) -> None:
-    """A railforge scheduler for the real node alone, and a PodGroup ``gang`` of one pod per script (pod name ->
-    shell script), each pinned by nodeSelector kubernetes.io/hostname as a perftest pair is."""
+def gang_on_the_node(plane, node, namespace: str, run_scheduler, gang: str, scripts: dict, limits=None):
+    """A railforge scheduler for the real node alone (returned), and a PodGroup ``gang`` of one pod per script (pod
+    name -> shell script), each pinned by nodeSelector kubernetes.io/hostname as a perftest pair is."""
     scheduler = f"railforge-{gang}"
-    run_scheduler(
+    adapter = run_scheduler(
         {
             "scheduler_name": scheduler,
             "node_selector": f"kubernetes.io/hostname={node.name}",
@@ -156,6 +156,7 @@ def gang_on_the_node(plane, node, namespace: str, run_scheduler, gang: str, scri
         pod["metadata"]["labels"] = {"scheduling.x-k8s.io/pod-group": gang}
         pod["spec"].update(schedulerName=scheduler, nodeSelector={"kubernetes.io/hostname": node.name})
         client.CoreV1Api(plane.api).create_namespaced_pod(namespace, pod)
+    return adapter
 
 
 def test_a_pair_pinned_by_hostname_is_bound_whole_by_railforge_and_runs(
@@ -184,9 +185,10 @@ def test_a_member_that_exits_non_zero_leaves_its_exit_code_and_log_on_its_gang(
     control_plane, node, namespace, scheduler_crds, run_scheduler
 ):
     """On a real kubelet: one member of a gang prints why and exits 3; railforge restarts the gang (deleting both
-    pods), and what the user needs to read why stays on the PodGroup: the exit code and the log's last lines."""
+    pods), and what the user needs to read why stays on the PodGroup: the exit code and the log's last lines. The
+    restart's own Event, log line and dashboard row name the exit code too."""
     scripts = {"crash-0": "echo step 40; echo 'rank 0: bad shard 17'; exit 3", "crash-1": "sleep 60"}
-    gang_on_the_node(control_plane, node, namespace, run_scheduler, "crash", scripts)
+    adapter = gang_on_the_node(control_plane, node, namespace, run_scheduler, "crash", scripts)
     custom = client.CustomObjectsApi(control_plane.api)
 
     def evidence() -> str | None:
@@ -203,3 +205,13 @@ def test_a_member_that_exits_non_zero_leaves_its_exit_code_and_log_on_its_gang(
     pods = client.CoreV1Api(control_plane.api).list_namespaced_pod
     gang = "scheduling.x-k8s.io/pod-group=crash"
     wait_for("the restart to delete both pods", lambda: not pods(namespace, label_selector=gang).items, 60)
+    (restart,) = [decision for decision in adapter.state.view().recent if decision.kind == "restart"]
+    assert restart.detail.endswith("(member crash-0 container main exited 3 (Error))"), restart
+    events = client.CoreV1Api(control_plane.api).list_namespaced_event
+
+    def told() -> list[str]:
+        selector = "involvedObject.name=crash,reason=Restarted"
+        return [event.message for event in events(namespace, field_selector=selector).items]
+
+    wait_for("the restart's Event", told, 30)
+    assert told() == [restart.detail], told()

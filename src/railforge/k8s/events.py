@@ -176,7 +176,7 @@ class Reporter:
                 "metadata": {"name": f"{meta['name'][:200]}.{digest}", "namespace": namespace},
                 "involvedObject": {
                     "kind": kind,
-                    "apiVersion": KINDS[kind][0],
+                    "apiVersion": obj.get("apiVersion") or KINDS[kind][0],
                     "name": meta["name"],
                     "namespace": meta.get("namespace"),
                     "uid": meta["uid"],

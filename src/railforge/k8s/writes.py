@@ -286,10 +286,11 @@ class WriteSide:
         self.reporter.event(*target, event, f"{what}: {reason}", warning=True)
         return nodes
 
-    def keep_evidence(self, objects: GangObjects) -> None:
+    def keep_evidence(self, objects: GangObjects, reason: str) -> str:
         """Before a restart or failure deletes the gang's pods: what ended each failed one (exit code, reason, the
-        last lines of its log), on the gang's owner and as a Warning Event. The informer keeps only a pod's phase,
-        so each failed pod is read whole first; reads are not fenced, the owner's annotation is."""
+        last lines of its log), on the gang's owner and as a Warning Event; ``reason`` (the core's) with what ended
+        them in a line each, for the decision's own Event, log line and dashboard row. The informer keeps only a
+        pod's phase, so each failed pod is read whole first; reads are not fenced, the owner's annotation is."""
         failed = [
             pod
             for pod in objects.pods
@@ -301,10 +302,17 @@ class WriteSide:
             with contextlib.suppress(ApiException):  # gone meanwhile: its phase is all there is
                 pod = rest.call(self.api, "GET", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}")
             found.append(evidence.describe(pod, evidence.log_tail(self.api, pod)))
-        if found:
-            text = "\n\n".join(found)[: evidence.EVIDENCE_CHARS]
-            self.patch_owner(objects, {LAST_FAILURE: text})
-            self.reporter.event(objects.kind, objects.owner, "MemberFailed", text, warning=True)
+        if not found:
+            return reason
+        text = "\n\n".join(found)[: evidence.EVIDENCE_CHARS]
+        self.patch_owner(objects, {LAST_FAILURE: text})
+        self.reporter.event(objects.kind, objects.owner, "MemberFailed", text, warning=True)
+        # the PodGroup's own owner too (an MPIJob, a Job), which may delete the PodGroup once it gives up
+        for ref in (objects.group or {}).get("metadata", {}).get("ownerReferences") or []:
+            if ref.get("controller"):
+                job = {"apiVersion": ref["apiVersion"], "metadata": {**ref, "namespace": objects.namespace}}
+                self.reporter.event(ref["kind"], job, "MemberFailed", text, warning=True)
+        return f"{reason} ({'; '.join(one.splitlines()[0] for one in found)})"
 
     # -- carrying decisions out ----------------------------------------------------------------------------------
     def act(self, decisions: core.Decisions, view: Translation, now: float) -> dict[str, Waiting]:
@@ -330,16 +338,16 @@ class WriteSide:
             running = {gang.gang.name: gang.gang for gang in view.running}
             for restart in decisions.restarts:
                 objects = view.gangs[restart.gang_name]
-                self.keep_evidence(objects)
+                reason = self.keep_evidence(objects, restart.reason)
                 waiting = host.restarted(running[restart.gang_name], restart)
                 backoff = Backoff(waiting.restart_count, waiting.not_before)
                 self.patch_owner(objects, {**backoff.encode(), PLACEMENT: None})
-                leaving |= self.remove(objects, restart.reason, "restart")
+                leaving |= self.remove(objects, reason, "restart")
             for failure in decisions.failures:
                 objects = view.gangs[failure.gang_name]
-                self.keep_evidence(objects)
-                self.patch_owner(objects, {FAILED: failure.reason[:1000]})
-                leaving |= self.remove(objects, failure.reason, "fail")
+                reason = self.keep_evidence(objects, failure.reason)
+                self.patch_owner(objects, {FAILED: reason[:1000]})
+                leaving |= self.remove(objects, reason, "fail")
         except NotLeading:
             return held
         binds: list[core.Bind] = []
