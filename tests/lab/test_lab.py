@@ -8,6 +8,7 @@ second run and a check run change nothing; flannel routes every node's pod range
 planes are added by playbooks/scale.yml without a change on the running hosts, whose flannel routes the new pod
 ranges, and are taken out again by playbooks/reset.yml; and `lab.sh down` leaves nothing."""
 
+import contextlib
 import ipaddress
 import json
 import os
@@ -189,24 +190,39 @@ def test_mpijob_is_gang_scheduled_across_two_nodes(lab):
     assert "lab: bound by railforge; 2 worker nodes" in out
 
 
-def test_an_mpijob_whose_workers_cannot_spread_waits_and_says_why(lab):
-    """Three workers of the template, whose pod anti-affinity allows one per node, on two worker nodes: railforge
-    binds none of the gang and its PodGroup names the rule. (The job above, with workers small enough to share a
-    node, ran on two: the anti-affinity kept them apart.)"""
-    job = render_job("wide", "railforge-lab", 3, "100m")
+@contextlib.contextmanager
+def submitted(job: dict):
+    """The MPIJob applied to the lab, deleted again at the end."""
     admin = ("podman", "exec", "-i", "lab-cp-01", "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf")
     subprocess.run(
         [*admin, "apply", "-f", "-"], input=json.dumps(job), env=ENV, capture_output=True, check=True, text=True
     )
     try:
-        deadline = time.monotonic() + 120
-        reason = ""
-        while "at most 1 per node" not in reason and time.monotonic() < deadline:
-            time.sleep(2)
-            reason = kubectl(
-                "get", "podgroups.scheduling.x-k8s.io", "wide", "--namespace", "railforge-lab", "--ignore-not-found",
-                "-o", "jsonpath={.metadata.annotations.railforge\\.io/reason}",
-            )  # fmt: skip
+        yield
+    finally:
+        kubectl(
+            "delete", "mpijob", job["metadata"]["name"], "--namespace", job["metadata"]["namespace"], "--wait=false"
+        )
+
+
+def polled(read, done, timeout: float) -> str:
+    """read() every 2 s until done(what it read) or ``timeout`` seconds; what it read last."""
+    deadline = time.monotonic() + timeout
+    while not done(value := read()) and time.monotonic() < deadline:
+        time.sleep(2)
+    return value
+
+
+def test_an_mpijob_whose_workers_cannot_spread_waits_and_says_why(lab):
+    """Three workers of the template, whose pod anti-affinity allows one per node, on two worker nodes: railforge
+    binds none of the gang and its PodGroup names the rule. (The job above, with workers small enough to share a
+    node, ran on two: the anti-affinity kept them apart.)"""
+    with submitted(render_job("wide", "railforge-lab", 3, "100m")):
+        reason_of_wide = (
+            "get", "podgroups.scheduling.x-k8s.io", "wide", "--namespace", "railforge-lab", "--ignore-not-found",
+            "-o", "jsonpath={.metadata.annotations.railforge\\.io/reason}",
+        )  # fmt: skip
+        reason = polled(lambda: kubectl(*reason_of_wide), lambda reason: "at most 1 per node" in reason, 120)
         assert reason == (
             "does not fit even with nothing running: needs 3 pods at most 1 per node "
             "(spec.affinity.podAntiAffinity on kubernetes.io/hostname); the nodes it may use take 2"
@@ -218,8 +234,28 @@ def test_an_mpijob_whose_workers_cannot_spread_waits_and_says_why(lab):
             if pod["metadata"]["name"].startswith("wide-")
         }
         assert len(wide) == 4 and not any(wide.values()), wide  # the launcher and three workers, none bound
-    finally:
-        kubectl("delete", "mpijob", "wide", "--namespace", "railforge-lab", "--wait=false")
+
+
+def test_an_mpijob_whose_worker_fails_keeps_its_exit_code_for_describe_and_the_dashboard(lab):
+    """A worker prints why and exits 3. railforge restarts the gang; the MPI operator (runPolicy.backoffLimit 0) then
+    fails the job. The exit code and the worker's line stay readable: on the MPIJob's Events (kubectl describe), and
+    in the dashboard's decisions (its /api/state, through the API server's service proxy)."""
+    job = render_job("broken", "railforge-lab", 2, "100m")
+    worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    worker["command"] = ["/bin/sh", "-c", "echo 'rank 1: bad shard 17'; exit 3"]
+    del worker["readinessProbe"]
+    with submitted(job):
+        described = polled(
+            lambda: kubectl("describe", "mpijob", "broken", "--namespace", "railforge-lab"),
+            lambda described: "exited 3" in described,
+            180,
+        )
+        assert "MemberFailed" in described and "container worker exited 3 (Error)" in described, described
+        assert "rank 1: bad shard 17" in described, described
+        proxy = "/api/v1/namespaces/railforge-system/services/railforge-scheduler:http/proxy/api/state"
+        recent = json.loads(kubectl("get", "--raw", proxy))["recent"]
+        ours = [d for d in recent if d["gang"] == "railforge-lab/broken" and d["kind"] in ("restart", "fail")]
+        assert ours and "container worker exited 3 (Error)" in ours[0]["detail"], recent
 
 
 def allocatable_millicores(node: str) -> int:
