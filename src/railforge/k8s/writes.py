@@ -355,20 +355,23 @@ class WriteSide:
         for bind in decisions.binds:
             nodes = set(bind.placement.values())
             blocked = next((staying[node] for node in sorted(nodes & set(staying))), None)
-            apart = self._kept_apart(view, bind.gang_name, binds, keeping)
+            pods = view.gangs[bind.gang_name].pods
+            keeps = podaffinity.keeps_apart(pods)
             if blocked is not None:
                 held[bind.gang_name] = blocked
             elif nodes & leaving:
                 held[bind.gang_name] = Waiting("bind.deferred", "waits for the pods it replaces to leave")
                 self.wake()
-            elif apart is not None:
+            elif (
+                apart := self._kept_apart(view, pods, [b.gang_name for b in binds] if keeps else keeping)
+            ) is not None:
                 held[bind.gang_name] = Waiting(
                     "bind.deferred", f"must be kept apart from gang {apart}, bound first; placed again beside it"
                 )
                 self.wake()
             else:
                 binds.append(bind)
-                if podaffinity.keeps_apart(view.gangs[bind.gang_name].pods):
+                if keeps:
                     keeping.append(bind.gang_name)
                 continue
             objects = view.gangs[bind.gang_name]
@@ -378,12 +381,12 @@ class WriteSide:
         return held
 
     @staticmethod
-    def _kept_apart(view: Translation, gang: str, binds: list[core.Bind], keeping: list[str]) -> str | None:
-        """The gang bound earlier in this pass that ``gang``'s pods and its must be kept apart from (a required
-        anti-affinity or topology spread of either names pods of the other), or None. Each gang's rules were read
-        against the pods bound before the pass, so the later one is placed again in the next, beside the earlier."""
-        pods = view.gangs[gang].pods
-        others = [bind.gang_name for bind in binds] if podaffinity.keeps_apart(pods) else keeping
+    def _kept_apart(view: Translation, pods: list[dict], others: list[str]) -> str | None:
+        """The first of the gangs ``others``, bound earlier in this pass, that ``pods`` and its must be kept apart
+        from (a required anti-affinity or topology spread of either names pods of the other), or None; the caller
+        passes every gang bound so far when ``pods`` keep others apart, else only those that do. Each gang's rules
+        were read against the pods bound before the pass, so the later one is placed again in the next, beside the
+        earlier."""
         return next((other for other in others if podaffinity.kept_apart(pods, view.gangs[other].pods)), None)
 
     def _refusal(self, objects: GangObjects, budgets: Budgets) -> Waiting | None:

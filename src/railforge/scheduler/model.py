@@ -248,10 +248,6 @@ class Spread:
         _require(bool(self.members), owner, "members is empty; expected the members it spreads")
         _require(_whole(self.max_per_node), owner, f"max_per_node is {self.max_per_node!r}; expected a whole number")
 
-    def room_on(self, node: str) -> int:
-        """How many more of its members the node may take."""
-        return self.max_per_node - dict(self.running).get(node, 0)
-
 
 @dataclass(frozen=True, slots=True)
 class Member:

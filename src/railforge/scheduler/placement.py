@@ -75,15 +75,18 @@ class GangProfile(NamedTuple):
         return self.pins[: sum(len(shape.member_names) for shape in self.required_shapes)]
 
 
+# A colon is in no Kubernetes resource name.
+SPREAD_PREFIX = "spread:"
+
+
 def spread_key(position: int) -> str:
     """The resource a gang's spread number ``position`` stands for in its shapes: one per member it
-    spreads, of which each node has the spread's room (``Cluster.spread_view``). A colon is in no
-    Kubernetes resource name."""
-    return f"spread:{position}"
+    spreads, of which each node has the spread's room (``Cluster.spread_view``)."""
+    return f"{SPREAD_PREFIX}{position}"
 
 
 def is_spread_key(name: str) -> bool:
-    return name.startswith("spread:")
+    return name.startswith(SPREAD_PREFIX)
 
 
 def _others(requests: Resources, spread: Iterable[str] = ()) -> tuple[tuple[str, int], ...]:
@@ -221,6 +224,8 @@ def node_loads(profile: GangProfile, assignment: Assignment) -> dict[int, dict[s
 def spread_loads(profile: GangProfile, assignment: Assignment) -> dict[int, dict[str, int]]:
     """``node_loads`` with the spread keys the assigned members take (``spread_key``)."""
     loads = node_loads(profile, assignment)
+    if not profile.spreads:
+        return loads
     for member, index in assignment:
         for key, members, _, _ in profile.spreads:
             if member in members:
@@ -681,20 +686,14 @@ class Cluster:
         when that is proved (an exact search that ran out of its budget proves nothing); worked out
         once per placement class while the node list stays the same."""
         fits = self._empty_fits.get(profile.failure_key)
-        if fits is None and profile.spreads:
-            empty = self.empty_view()._spread(profile)
-            assert empty is not None  # the empty view is no spread view
-            fits = empty.fits(profile, allowed, (0.0, 0.0), finest_level, widest_level)
-            if not fits and len(profile.required_shapes) > 1:  # a search out of its budget proves nothing
-                fits = not empty._place_exactly(profile, allowed, (0.0, 0.0), widest_level)[1]
-            self._empty_fits[profile.failure_key] = fits
         if fits is None and profile.pins:
             placed = self.empty_view().place_pinned(profile, allowed, (0.0, 0.0), widest_level)
             fits = self._empty_fits[profile.failure_key] = placed is not None
-        if fits is None and widest_level < 0 and len(profile.required_shapes) == 1:
+        if fits is None and widest_level < 0 and len(profile.required_shapes) == 1 and not profile.spreads:
             fits = self._empty_fits[profile.failure_key] = self._one_shape_fits_empty(profile, allowed)
         if fits is None:
             empty = self.empty_view()
+            empty = empty._spread(profile) or empty  # the exact search below keeps the spreads too
             window = (0.0, 0.0)
             fits = empty.fits(profile, allowed, window, finest_level, widest_level)
             if not fits and len(profile.required_shapes) > 1:  # a search out of its budget proves nothing
@@ -996,7 +995,7 @@ class Cluster:
         spread = self._spread(profile)
         if spread is not None:
             return spread.holds(profile, assignment, allowed, window)
-        taken = spread_loads(profile, assignment) if profile.spreads else node_loads(profile, assignment)
+        taken = spread_loads(profile, assignment)
         rooms = self.rooms(taken, allowed, window)
         return all(
             index in rooms and all(rooms[index].get(name, 0) >= amount for name, amount in needed.items())

@@ -225,7 +225,8 @@ def check_capacity_and_whole_gangs(snap: Snapshot) -> None:
         for spread in gang.spreads:
             if spread.required:
                 on = Counter(node for member, node in bind.placement.items() if member in spread.members)
-                assert all(count <= spread.room_on(node) for node, count in on.items()), (spread, on)
+                already = dict(spread.running)
+                assert all(count + already.get(node, 0) <= spread.max_per_node for node, count in on.items()), on
         required = {m.name for m in gang.members[: gang.required_members]}
         assert required <= set(bind.placement)
         assert set(bind.placement) <= {m.name for m in gang.members}
