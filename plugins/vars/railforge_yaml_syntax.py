@@ -31,9 +31,13 @@ SUFFIXES = {"", ".yml", ".yaml", ".json"}  # what host_group_vars reads
 
 
 def syntax_error(path: Path) -> str | None:
-    """Why the file is not YAML (path:line:column: the parser's words), or None."""
+    """Why the file is not YAML (path:line:column: the parser's words) or cannot be read, or None."""
     try:
-        for _ in yaml.compose_all(path.read_text(errors="replace")):
+        text = path.read_text(errors="replace")
+    except OSError as error:
+        return f"{path}: cannot be read: {error.strerror or error}"
+    try:
+        for _ in yaml.compose_all(text):
             pass
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
