@@ -126,6 +126,14 @@ node_mounts() {  # what start_node mounts: the local apt repository and the clus
     images=$(python3 -c 'from railforge.testbed.images import cluster_images; print(cluster_images())')
 }
 
+# `up` ends with the time of each step (site.yml's own stages are in its summary: "stage times").
+step_times=()
+step_started=$SECONDS
+step_done() {  # name: the time since the last step ended
+    step_times+=("$1 $((SECONDS - step_started)) s")
+    step_started=$SECONDS
+}
+
 case "${1:-}" in
 up)
     started=$SECONDS
@@ -136,6 +144,7 @@ up)
     # The images the cluster stages need besides kubeadm's: the scheduler and the MPIJob's OpenMPI image.
     RAILFORGE_SCHEDULER_ARCHIVE="$job_images/railforge-scheduler.tar" deploy/scheduler/build.sh >/dev/null
     RAILFORGE_IMAGE_ARCHIVE="$job_images/railforge-openmpi.tar" deploy/openmpi/build.sh >/dev/null
+    step_done "builds (node image, packages, images)"
     if [[ ! -f $state/sysctls ]]; then
         for key in "${sysctls[@]}"; do echo "$key=$(sysctl -n "$key")"; done >"$state/sysctls"
     fi
@@ -182,11 +191,17 @@ PY
         podman exec "$name" sh -c 'ip link show rail0 >/dev/null 2>&1 || ip link add rail0 type veth peer name rail0-peer
             ip link set rail0-peer up && ip link set rail0 up'
     done < <(workers)
+    step_done "node containers"
     ansible-playbook -i "$inventory" -e "@$state/vars.yml" playbooks/site.yml
-    echo "lab: cluster up in $((SECONDS - started)) s; KUBECONFIG=$PWD/inventories/lab/artifacts/admin.conf"
+    step_done "site.yml"
     while read -r name; do start_device_plugins "$name"; done < <(workers)
+    step_done "device plugins"
     railforge lab job --kubeconfig inventories/lab/artifacts/admin.conf --rail rail0 --network railforge-network/rail0
-    echo "lab: done in $((SECONDS - started)) s"
+    step_done "MPIJob"
+    printf 'lab: %s\n' "${step_times[@]}"
+    echo "lab: done in $((SECONDS - started)) s. The cluster, with a kubectl of its own version:"
+    echo "  export KUBECONFIG=$PWD/inventories/lab/artifacts/admin.conf"
+    echo "  $(python3 -c 'from railforge.testbed.build import binary; print(binary("kubectl"))') get nodes"
     ;;
 add)  # add NAME...: start nodes of the extra inventory for playbooks/scale.yml (after `up`)
     shift

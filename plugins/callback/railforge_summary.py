@@ -18,7 +18,8 @@ description:
     the fact versions_run_notes (e.g. a signing key checked by its long id only).
   - Each note is printed once, naming the nodes it concerns; the JSON keeps it in each of those nodes' notes.
   - At the end of a run of site.yml or nodes.yml that reached the nodes, prints one block per node and writes the
-    same as JSON to site-<UTC time>.json in reports_dir. Other playbooks are left alone.
+    same as JSON to site-<UTC time>.json in reports_dir, then the wall time of each stage (the playbook file its
+    plays come from, in the order run). Other playbooks are left alone.
 requirements:
   - enabled in ansible.cfg (callbacks_enabled)
 options:
@@ -59,10 +60,25 @@ class CallbackModule(CallbackBase):
                 "notes": [],
             }
         )
+        # seconds per stage (a play's playbook file, without .yml), and the stage now running with its start
+        self._stage_seconds: dict[str, float] = defaultdict(float)
+        self._stage: tuple[str, float] | None = None
 
     def v2_playbook_on_start(self, playbook):
         path = Path(playbook._file_name)
         self._playbook = path if path.name in SUMMARISED_PLAYBOOKS else None
+
+    def v2_playbook_on_play_start(self, play):
+        now = time.monotonic()
+        self._end_stage(now)
+        path = play.get_path().rsplit(":", 1)[0]  # "file:line", empty where Ansible does not know it
+        self._stage = (Path(path).stem if path else play.get_name(), now)
+
+    def _end_stage(self, now: float) -> None:
+        if self._stage is not None:
+            name, started = self._stage
+            self._stage_seconds[name] += now - started
+            self._stage = None
 
     def v2_runner_on_ok(self, result):
         node = self._nodes[result._host.get_name()]
@@ -83,6 +99,7 @@ class CallbackModule(CallbackBase):
         self._nodes[result._host.get_name()]["unreachable"] = True
 
     def v2_playbook_on_stats(self, stats):
+        self._end_stage(time.monotonic())
         started = any(
             node["facts"] or node["changed"] or node["failed"] or node["unreachable"] for node in self._nodes.values()
         )
@@ -103,6 +120,8 @@ class CallbackModule(CallbackBase):
         for note, hosts in notes_by_text(report).items():
             self._display.display(f"note ({', '.join(hosts)}): {note}")
         self._display.display(f"JSON report: {path}")
+        stages = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in self._stage_seconds.items())
+        self._display.display(f"stage times: {stages}")
 
 
 def summary(node: dict) -> dict:

@@ -97,7 +97,7 @@ def lab():
     run("scripts/lab.sh", "down")
     try:
         up = run("scripts/lab.sh", "up")
-        print(up.stdout[up.stdout.find("lab: cluster up in") :])  # the timings, the job and its table (pytest -s)
+        print(up.stdout[up.stdout.find("RAILFORGE SUMMARY") :])  # the timings, the job and its table (pytest -s)
         yield {"up": up.stdout, "sysctls": before}
     finally:
         run("scripts/lab.sh", "down", check=False)
@@ -125,6 +125,27 @@ def test_cluster_is_made_by_kubeadm_from_local_packages_and_preloaded_images(lab
         ds["metadata"]["name"] for ds in json.loads(kubectl("get", "ds", "-n", "kube-system", "-o", "json"))["items"]
     }
     assert {"multus", "whereabouts"} <= daemonsets and "rdma-shared-device-plugin" not in daemonsets, daemonsets
+
+
+def test_up_says_what_each_stage_took_and_which_kubectl_to_use(lab):
+    out = lab["up"]
+    stages = re.search(r"^stage times: (.*)$", out, re.M)
+    assert stages, out[-3000:]
+    took = dict(re.findall(r"(\S+) (\d+) s", stages[1]))
+    assert {"preflight", "nodes", "kubernetes", "network", "devices", "scheduler", "validate"} <= set(took), took
+    steps = re.findall(r"^lab: (builds .*|node containers|site\.yml|device plugins|MPIJob) (\d+) s$", out, re.M)
+    assert [step for step, _ in steps] == [
+        "builds (node image, packages, images)",
+        "node containers",
+        "site.yml",
+        "device plugins",
+        "MPIJob",
+    ], out[-3000:]
+    assert f"export KUBECONFIG={ROOT}/inventories/lab/artifacts/admin.conf" in out
+    kubectl_binary = re.search(r"^  (/\S+/kubectl) get nodes$", out, re.M)
+    assert kubectl_binary, out[-3000:]
+    version = json.loads(run(kubectl_binary[1], "version", "--client", "-o", "json").stdout)
+    assert version["clientVersion"]["gitVersion"] == "v1.36.5"
 
 
 def pod_ranges() -> dict[str, str]:

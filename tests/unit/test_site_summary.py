@@ -5,6 +5,7 @@ checked by its long id). Nothing leaves this machine (connection local)."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -42,7 +43,10 @@ PLAYBOOK = [
 
 def test_site_run_ends_with_a_per_node_summary_and_a_json_report(tmp_path):
     (tmp_path / "playbooks").mkdir()
-    (tmp_path / "playbooks/site.yml").write_text(yaml.safe_dump(PLAYBOOK, sort_keys=False))
+    # a stage of site.yml is its own playbook file, as in playbooks/
+    (tmp_path / "playbooks/nodes.yml").write_text(yaml.safe_dump(PLAYBOOK, sort_keys=False))
+    site = [{"name": "Nodes", "ansible.builtin.import_playbook": "nodes.yml"}, {**PLAYBOOK[0], "roles": []}]
+    (tmp_path / "playbooks/site.yml").write_text(yaml.safe_dump(site, sort_keys=False))
     tasks = tmp_path / "roles/demo/tasks"
     tasks.mkdir(parents=True)
     change = {"name": "Change something", "ansible.builtin.command": "true", "changed_when": True}
@@ -86,6 +90,7 @@ def test_site_run_ends_with_a_per_node_summary_and_a_json_report(tmp_path):
     assert summary.count(NOTE) == 1 and f"note (node-a, node-b): {NOTE}" in summary
     reports = list((tmp_path / "reports").glob("site-*.json"))
     assert len(reports) == 1 and f"JSON report: {reports[0]}" in summary
+    assert re.search(r"^stage times: nodes \d+ s, site \d+ s$", summary, re.MULTILINE), summary
     assert json.loads(reports[0].read_text()) == {
         "node-a": {
             "changed": {"demo": 2},
