@@ -30,18 +30,19 @@ image_build=$!
 set +m
 trap 'kill -- -"$image_build" 2>/dev/null || true' EXIT
 
-stamp=.venv/.requirements.sha256
-wanted="$(cat requirements-dev.txt pyproject.toml | sha256sum | cut -d' ' -f1)"
-if [[ ! -f $stamp || "$(cat "$stamp")" != "$wanted" ]]; then
-    echo "python: installing the pinned toolchain into .venv"
-    python3 -m venv .venv
-    .venv/bin/pip install --quiet --disable-pip-version-check -r requirements-dev.txt -e .
-    echo "$wanted" > "$stamp"
-else
-    echo "python: .venv up to date"
-fi
+scripts/install.sh requirements-dev.txt
 
-.venv/bin/python scripts/install-collections.py
+# The wheels of the machine running Ansible's install, for the test that runs scripts/install.sh as an operator
+# would, without root and without a network (tests/unit/test_install.py).
+wheels=/var/cache/railforge/wheels
+wanted="$(cat requirements.txt pyproject.toml collections/offline-bundle.yml | sha256sum | cut -d' ' -f1)"
+if [[ "$(cat "$wheels/.sha256" 2>/dev/null)" != "$wanted" ]]; then
+    rm -rf "$wheels"
+    scripts/install.sh --download "$wheels"
+    echo "$wanted" >"$wheels/.sha256"
+else
+    echo "wheels: $wheels up to date"
+fi
 
 # The Kubernetes test bed: pinned upstream components built from Go modules into a versioned cache (cold: minutes).
 # The build needs a go command that understands GOTOOLCHAIN (Go 1.21+): it then fetches the pinned toolchain through
