@@ -9,6 +9,7 @@ import pytest
 from conftest import eventually
 from k8s_helpers import scrape, value
 
+from railforge.cli import main
 from railforge.k8s.dashboard import serve
 
 GPU = "nvidia.com/gpu"
@@ -30,7 +31,7 @@ def served(run_scheduler):
         server.stop()
 
 
-def test_metrics_follow_the_gangs_submitted(cluster, served):
+def test_metrics_follow_the_gangs_submitted(cluster, served, capsys):
     cluster.add_nodes(2, gpus=8)
     owner, borrower = f"{cluster.name}-owner", f"{cluster.name}-borrower"
     cluster.queue(owner, resources={GPU: {"quota": 8}})
@@ -85,6 +86,17 @@ def test_metrics_follow_the_gangs_submitted(cluster, served):
     counted = adapter.state.view().counters["decide_calls"]
     assert decided <= counted <= value(scrape(url), "railforge_decide_duration_seconds_count")
     assert value(samples, "railforge_leader") == 1
+
+    # railforge queue: the same gangs from the same endpoint, as an operator reads them
+    capsys.readouterr()
+    assert main(["queue", "--url", url]) == 0
+    listed = [line.split(maxsplit=7) for line in capsys.readouterr().out.splitlines()]
+    assert listed[0] == ["QUEUE", "GANG", "STATE", "GPUS", "PODS", "NODES", "START", "REASON"]
+    by_gang = {fields[1].rsplit("/", 1)[-1]: fields for fields in listed[1:]}
+    assert [by_gang[name][2] for name in ("b0", "b1") if name in by_gang].count("running") == 1, listed
+    assert by_gang["claim"][:5] == [owner, by_gang["claim"][1], "running", "8", "1"]
+    assert by_gang["huge"][:6] == [owner, by_gang["huge"][1], "waiting", "24", "3", "-"]
+    assert "24" in by_gang["huge"][7], listed  # its reason names the GPUs it needs
 
 
 def test_the_endpoint_is_read_only(cluster, served):
