@@ -8,7 +8,7 @@ export CONTAINERS_CONF := $(CURDIR)/molecule/containers.conf
 
 SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 
-.PHONY: setup test check lint unit docs testbed cluster-up test-slow molecule $(addprefix molecule-,$(SCENARIOS)) lab lab-down lab-test sim bench
+.PHONY: setup test check lint unit docs testbed cluster-up test-slow molecule $(addprefix molecule-,$(SCENARIOS)) lab lab-down lab-test sim bench arena
 
 setup:            ## host packages, test image, pinned .venv and collections (idempotent)
 	scripts/setup.sh
@@ -56,6 +56,9 @@ lab-test:         ## the lab end to end with its checks (tests/lab): up, job, se
 
 sim:              ## replay Philly and every ITP trace through all policies -> docs/simulation-results.md (long)
 	railforge simulate-report --all --period 60 --jobs 2 --cache reports/sim-cache
+
+arena:            ## railforge beside kube-scheduler on one API server with KWOK nodes: a Philly slice, an adversarial mix (root)
+	python benchmarks/bench_arena.py
 
 bench:            ## scheduler decide() timings, the exact search's reach, the whole Philly replay on a 1-minute cycle
 	python benchmarks/bench_decide.py --quick

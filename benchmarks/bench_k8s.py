@@ -183,8 +183,7 @@ def kube_scheduler_run(plane: ControlPlane, namespace: str, pods: int, qps: int 
     try:
         return watch.wait(pods, 600)
     finally:
-        process.stop()
-        plane.processes.remove(process)
+        plane.stop_component(process)
 
 
 def start_kube_scheduler_with_qps(plane: ControlPlane, qps: int):

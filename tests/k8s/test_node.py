@@ -96,8 +96,7 @@ def test_a_scheduled_pod_asking_too_many_devices_stays_pending_with_the_reason(c
         message = next(c.message for c in status.conditions if c.type == "PodScheduled")
         assert "Insufficient nvidia.com/gpu" in message, message  # judged on what the kubelet advertises (4)
     finally:
-        scheduler.stop()
-        control_plane.processes.remove(scheduler)
+        control_plane.stop_component(scheduler)
 
 
 def test_an_unhealthy_device_leaves_the_allocatable_count(control_plane, node, devices):

@@ -230,6 +230,25 @@ COMPONENTS = (
         {"registry": "github.com/distribution/distribution/v3/cmd/registry"},
         version_vars=("github.com/distribution/distribution/v3/version.version",),
     ),
+    # Benchmark and test tooling only: KWOK keeps fake nodes and their pods' lifecycles on the real API server (the
+    # arena, tests/k8s/test_arena.py); with it, the stages of the release this project uses (fake nodes made Ready and
+    # kept so by their Leases, pods made Running, deleted pods removed).
+    Component(
+        "kwok",
+        "kwok",
+        "versions_kwok",
+        "sigs.k8s.io/kwok",
+        {"kwok": "sigs.k8s.io/kwok/cmd/kwok"},
+        extra={
+            f"stage-{name}.yaml": f"sigs.k8s.io/kwok:kustomize/stage/{path}/{name}.yaml"
+            for path, name in (
+                ("node/fast", "node-initialize"),
+                ("node/heartbeat-with-lease", "node-heartbeat-with-lease"),
+                ("pod/fast", "pod-ready"),
+                ("pod/fast", "pod-delete"),
+            )
+        },
+    ),
     # The primary CNI's daemon (the lab's flannel image). Its main package links every backend: cgo for the udp
     # backend's C proxy, and the module proxy lacks the Tencent Cloud SDK of another, which tools/flannel replaces with
     # names only (see its go.mod).

@@ -190,6 +190,11 @@ class ControlPlane:
         wait_for("kube-scheduler /healthz", lambda: _healthz(int(port)), READY_TIMEOUT, [process])
         return process
 
+    def stop_component(self, process: Process) -> None:
+        """Stop a component started on request (start_scheduler) and forget it: the plane's waits watch the rest."""
+        process.stop()
+        self.processes.remove(process)
+
     def client(self):
         """A new kubernetes.client.ApiClient authenticated as cluster admin (close it when done)."""
         from kubernetes import config

@@ -1,0 +1,151 @@
+"""The arena: the same jobs, on the same API server and the same KWOK nodes, for railforge and its peers.
+
+    make arena        # as root, after make setup: python benchmarks/bench_arena.py (about 10 minutes on 2 cores)
+
+One test-bed control plane, KWOK (railforge.testbed.kwok) managing --nodes fake 8-GPU nodes in leaves of 8 under
+one spine; each pod runs its job's runtime once bound and then succeeds. Two workloads:
+
+- a slice of the Philly trace (the simulator's loader; --trace-dir), its first --jobs jobs of 1+ GPUs, submission
+  times and runtimes divided by --compress, jobs of more than 8 GPUs as gangs of 8-GPU pods;
+- an adversarial mix: 24 one-GPU jobs submitted just before a gang of the whole cluster, then two gangs of
+  three quarters of it each (together they deadlock a scheduler that binds pods one by one).
+
+Contenders, each on fresh namespaces of the same server, one after another: railforge (PodGroups), kube-scheduler
+with its defaults (lone pods). Not measured here: kube-scheduler's native gangs (the GenericWorkload and
+GangScheduling gates), scheduler-plugins' coscheduling and Kueue, which this benchmark does not build yet;
+Volcano and KAI-Scheduler, not served as Go modules here (KAI publishes a 512-pod gang on 512 nodes in 48.7 s).
+
+Prints one Markdown table per workload (docs/arena.md explains the metrics) and the load average at the start and
+the end. A metric is computed from the pods' own transitions, as a watch saw them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from pathlib import Path
+
+from bench_k8s import apply_crds, load_line
+from kubernetes import client
+
+from railforge.bench.arena import Contender, Job, run, summary
+from railforge.k8s.adapter import Adapter
+from railforge.k8s.settings import settings_from_mapping
+from railforge.sim.traces import load_trace
+from railforge.testbed.build import TEST_IMAGE
+from railforge.testbed.controlplane import ControlPlane, create_namespace
+from railforge.testbed.kwok import add_fake_nodes, start_kwok
+
+ROOT = Path(__file__).resolve().parents[1]
+GPUS_PER_NODE = 8
+POOL = "railforge.bench/pool"
+METRICS = (
+    ("completed", "jobs completed", "{:.0f}"),
+    ("never_started", "never started", "{:.0f}"),
+    ("mean_completion_s", "mean completion (s)", "{:.1f}"),
+    ("p99_completion_s", "p99 completion (s)", "{:.1f}"),
+    ("p99_wait_big_s", "p99 wait, 16+ GPUs (s)", "{:.1f}"),
+    ("makespan_s", "makespan (s)", "{:.1f}"),
+    ("gpu_utilisation", "GPU utilisation", "{:.2f}"),
+    ("gangs_partly_bound", "gangs ever partly bound", "{:.0f}"),
+    ("partly_bound_s", "partly bound, summed (s)", "{:.1f}"),
+)
+
+
+def trace_jobs(traces_dir: str, count: int, compress: float) -> list[Job]:
+    records = [record for record in load_trace("philly", traces_dir).jobs if record.gpus >= 1][:count]
+    start = records[0].submit
+    jobs = []
+    for index, record in enumerate(records):
+        pods = math.ceil(record.gpus / GPUS_PER_NODE)
+        jobs.append(
+            Job(
+                f"t{index:04d}",
+                pods,
+                min(record.gpus, GPUS_PER_NODE),
+                max(1.0, round(record.duration / compress, 1)),
+                round((record.submit - start) / compress, 2),
+            )
+        )
+    return jobs
+
+
+def adversarial_jobs(nodes: int) -> list[Job]:
+    small = [Job(f"s{index:02d}", 1, 1, 20, index * 0.05) for index in range(24)]
+    quarter = max(1, nodes * 3 // 4)
+    return [
+        *small,
+        Job("whole", nodes, GPUS_PER_NODE, 20, 1.5),
+        Job("big-a", quarter, GPUS_PER_NODE, 20, 2.0),
+        Job("big-b", quarter, GPUS_PER_NODE, 20, 2.0),
+    ]
+
+
+def contend(plane: ControlPlane, workload: str, jobs: list[Job], contender: Contender, args) -> dict:
+    """The contender's metrics for the workload, in a namespace of its own; its pods are deleted afterwards."""
+    namespace = f"{workload}-{contender.name}"
+    create_namespace(plane, namespace)
+    observed = run(plane.api, namespace, jobs, contender, TEST_IMAGE, args.timeout)
+    client.CoreV1Api(plane.api).delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+    return summary(jobs, observed, args.nodes * GPUS_PER_NODE)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=32)
+    parser.add_argument("--jobs", type=int, default=200)
+    parser.add_argument("--compress", type=float, default=600, help="trace seconds per arena second")
+    parser.add_argument("--timeout", type=float, default=240, help="seconds each contender has per workload")
+    parser.add_argument("--traces-dir", default=str(ROOT.parent / "shared/traces"))
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        print("bench_arena: run as root (the test bed's control plane)", file=sys.stderr)
+        return 2
+    workloads = {
+        f"philly-{args.jobs}": trace_jobs(args.traces_dir, args.jobs, args.compress),
+        "adversarial": adversarial_jobs(args.nodes),
+    }
+    settings = settings_from_mapping(
+        {"scheduler_name": "railforge", "node_selector": f"{POOL}=arena", "leader_election": {"enabled": False}}
+    )
+    load_before = os.getloadavg()
+    results: dict[str, dict[str, dict]] = {}
+    with ControlPlane.start() as plane:
+        apply_crds(plane)
+        kwok = start_kwok(plane, plane.directory / "kwok")
+        for index in range(args.nodes):
+            labels = {POOL: "arena", "railforge.io/leaf": f"leaf-{index // 8:02d}", "railforge.io/spine": "spine-0"}
+            resources = {"nvidia.com/gpu": str(GPUS_PER_NODE), "cpu": "128", "memory": "2Ti"}
+            add_fake_nodes(plane, [f"fake-{index:04d}"], resources, labels)
+        try:
+            for workload, jobs in workloads.items():
+                results[workload] = {}
+                adapter = Adapter(plane.client(), settings).start()
+                try:
+                    gangs = Contender("railforge", "railforge", gang=True)
+                    results[workload]["railforge"] = contend(plane, workload, jobs, gangs, args)
+                finally:
+                    adapter.stop()
+                scheduler = plane.start_scheduler()
+                try:
+                    lone = Contender("kube-scheduler", "default-scheduler", gang=False)
+                    results[workload]["kube-scheduler defaults"] = contend(plane, workload, jobs, lone, args)
+                finally:
+                    plane.stop_component(scheduler)
+        finally:
+            kwok.stop()
+    load_after = os.getloadavg()
+    for workload, by_contender in results.items():
+        print(f"\n{workload}: {len(workloads[workload])} jobs on {args.nodes} KWOK nodes x {GPUS_PER_NODE} GPUs")
+        print("| metric | " + " | ".join(by_contender) + " |")
+        print("| --- |" + " --- |" * len(by_contender))
+        for key, label, form in METRICS:
+            print(f"| {label} | " + " | ".join(form.format(metrics[key]) for metrics in by_contender.values()) + " |")
+    print(load_line(load_before, load_after))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""The arena's smoke test on the real API server: KWOK (built from its pinned module) runs the pods bound to two fake
+8-GPU nodes for the time their jobs say and ends them; the same three jobs go to railforge (gangs, as PodGroups) and
+then to kube-scheduler's defaults (lone pods), each in its own namespace on the same nodes, and each contender's
+metrics are computed from the pods' transitions a watch saw. The full arena and its report are a benchmark."""
+
+import json
+
+import pytest
+from kubernetes import client
+
+from railforge.bench.arena import Contender, Job, job_results, run, summary
+from railforge.testbed.build import TEST_IMAGE
+from railforge.testbed.controlplane import create_namespace
+from railforge.testbed.kwok import EXIT_CODE_ANNOTATION, RUNTIME_ANNOTATION, add_fake_nodes, start_kwok
+from railforge.testbed.procs import wait_for
+
+POOL_LABEL = "railforge.test/pool"
+POOL = "arena"
+JOBS = [
+    Job("a", pods=2, gpus=8, runtime=3),  # the whole pool
+    Job("b", pods=2, gpus=8, runtime=3, submit=0.2),  # the whole pool again: waits for a
+    Job("c", pods=1, gpus=4, runtime=2, submit=0.4),
+]
+
+
+@pytest.fixture(scope="module")
+def kwok(control_plane, tmp_path_factory):
+    process = start_kwok(control_plane, tmp_path_factory.mktemp("kwok"))
+    add_fake_nodes(control_plane, ["arena-n0", "arena-n1"], {"nvidia.com/gpu": "8", "cpu": "64", "memory": "512Gi"},
+                   labels={POOL_LABEL: POOL})  # fmt: skip
+    yield process
+    process.stop()
+    core = client.CoreV1Api(control_plane.api)
+    for name in ("arena-n0", "arena-n1"):
+        core.delete_node(name)
+
+
+def test_kwok_ends_a_pod_with_the_exit_code_it_was_given(control_plane, kwok):
+    create_namespace(control_plane, "arena-exit")
+    core = client.CoreV1Api(control_plane.api)
+    body = {
+        "metadata": {"name": "fails", "annotations": {RUNTIME_ANNOTATION: "1s", EXIT_CODE_ANNOTATION: "3"}},
+        "spec": {"nodeName": "arena-n0", "containers": [{"name": "main", "image": TEST_IMAGE}]},
+    }
+    core.create_namespaced_pod("arena-exit", body)
+
+    def ended() -> bool:
+        return core.read_namespaced_pod("fails", "arena-exit").status.phase == "Failed"
+
+    wait_for("KWOK to end the pod", ended, 30, [kwok])
+    status = core.read_namespaced_pod("fails", "arena-exit").status
+    assert status.container_statuses[0].state.terminated.exit_code == 3
+
+
+def test_railforge_and_kube_scheduler_run_the_same_jobs_and_the_metrics_follow_from_the_pods(
+    control_plane, scheduler_crds, kwok, run_scheduler
+):
+    capacity = 16
+    results = {}
+    # railforge: each job a gang; its own scheduler name, the fake nodes its pool
+    create_namespace(control_plane, "arena-railforge")
+    run_scheduler(
+        {
+            "scheduler_name": "arena-railforge",
+            "node_selector": f"{POOL_LABEL}={POOL}",
+            "min_period_seconds": 0.05,
+            "resync_seconds": 2,
+            "leader_election": {"enabled": False},
+        }
+    )
+    observed = run(control_plane.api, "arena-railforge", JOBS, Contender("railforge", "arena-railforge", True),
+                   TEST_IMAGE, timeout=60)  # fmt: skip
+    results["railforge"] = summary(JOBS, observed, capacity)
+    by_job = {result.name: result for result in job_results(JOBS, observed, results["railforge"]["makespan_s"])}
+    assert {times.phase for times in observed.pods.values()} == {"Succeeded"}, observed.pods  # ended by KWOK
+    assert results["railforge"]["completed"] == 3 and results["railforge"]["gangs_partly_bound"] == 0, results
+    assert by_job["a"].completion >= 3  # it ran its 3 s
+    assert by_job["b"].wait >= by_job["a"].completion - 0.2 - 0.5  # b needs the whole pool: it started after a
+    assert 0 < results["railforge"]["gpu_utilisation"] <= 1
+
+    # kube-scheduler's defaults: lone pods, on the same nodes once railforge's have ended
+    scheduler = control_plane.start_scheduler()
+    try:
+        create_namespace(control_plane, "arena-default")
+        lone = Contender("kube-scheduler", "default-scheduler", gang=False)
+        observed = run(control_plane.api, "arena-default", JOBS, lone, TEST_IMAGE, timeout=60)
+    finally:
+        control_plane.stop_component(scheduler)
+    results["kube-scheduler"] = summary(JOBS, observed, capacity)
+    assert results["kube-scheduler"]["completed"] == 3, results
+    assert {times.phase for times in observed.pods.values()} == {"Succeeded"}
+    print(json.dumps(results, indent=2))  # side by side (pytest -s)
