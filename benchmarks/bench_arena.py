@@ -5,8 +5,10 @@
 One test-bed control plane, KWOK (railforge.testbed.kwok) managing --nodes fake 8-GPU nodes in leaves of 8 under
 one spine; each pod runs its job's runtime once bound and then succeeds. Two workloads:
 
-- a slice of the Philly trace (the simulator's loader; --trace-dir), its first --jobs jobs of 1+ GPUs, submission
-  times and runtimes divided by --compress, jobs of more than 8 GPUs as gangs of 8-GPU pods;
+- a slice of the Philly trace (the simulator's loader; --traces-dir): --jobs consecutive jobs of 1+ GPUs from the
+  --offset-th (by default 5.7 hours of the trace, 14 of them gangs of 9+ GPUs, about 220 GPUs busy on average), their
+  submissions spread over --span seconds and their runtimes compressed alike, capped at --max-runtime; a job of
+  more than 8 GPUs becomes a gang of 8-GPU pods;
 - an adversarial mix: 24 one-GPU jobs submitted just before a gang of the whole cluster, then two gangs of
   three quarters of it each (together they deadlock a scheduler that binds pods one by one).
 
@@ -54,22 +56,22 @@ METRICS = (
 )
 
 
-def trace_jobs(traces_dir: str, count: int, compress: float) -> list[Job]:
-    records = [record for record in load_trace("philly", traces_dir).jobs if record.gpus >= 1][:count]
+def trace_jobs(traces_dir: str, offset: int, count: int, span: float, max_runtime: float) -> list[Job]:
+    """`count` consecutive jobs of 1+ GPUs from the `offset`-th, their submissions spread over `span` seconds and
+    their runtimes compressed alike, capped at `max_runtime`."""
+    records = [record for record in load_trace("philly", traces_dir).jobs if record.gpus >= 1][offset : offset + count]
     start = records[0].submit
-    jobs = []
-    for index, record in enumerate(records):
-        pods = math.ceil(record.gpus / GPUS_PER_NODE)
-        jobs.append(
-            Job(
-                f"t{index:04d}",
-                pods,
-                min(record.gpus, GPUS_PER_NODE),
-                max(1.0, round(record.duration / compress, 1)),
-                round((record.submit - start) / compress, 2),
-            )
+    compress = max(1e-9, records[-1].submit - start) / span
+    return [
+        Job(
+            f"t{index:04d}",
+            math.ceil(record.gpus / GPUS_PER_NODE),
+            min(record.gpus, GPUS_PER_NODE),
+            min(max_runtime, max(1.0, round(record.duration / compress, 1))),
+            round((record.submit - start) / compress, 2),
         )
-    return jobs
+        for index, record in enumerate(records)
+    ]
 
 
 def adversarial_jobs(nodes: int) -> list[Job]:
@@ -95,8 +97,10 @@ def contend(plane: ControlPlane, workload: str, jobs: list[Job], contender: Cont
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=32)
+    parser.add_argument("--offset", type=int, default=50500, help="the first trace job of the slice")
     parser.add_argument("--jobs", type=int, default=200)
-    parser.add_argument("--compress", type=float, default=600, help="trace seconds per arena second")
+    parser.add_argument("--span", type=float, default=120, help="seconds the slice's submissions spread over")
+    parser.add_argument("--max-runtime", type=float, default=60, help="seconds a job runs at most")
     parser.add_argument("--timeout", type=float, default=240, help="seconds each contender has per workload")
     parser.add_argument("--traces-dir", default=str(ROOT.parent / "shared/traces"))
     args = parser.parse_args()
@@ -104,7 +108,9 @@ def main() -> int:
         print("bench_arena: run as root (the test bed's control plane)", file=sys.stderr)
         return 2
     workloads = {
-        f"philly-{args.jobs}": trace_jobs(args.traces_dir, args.jobs, args.compress),
+        f"philly-{args.offset}-{args.jobs}": trace_jobs(
+            args.traces_dir, args.offset, args.jobs, args.span, args.max_runtime
+        ),
         "adversarial": adversarial_jobs(args.nodes),
     }
     settings = settings_from_mapping(
