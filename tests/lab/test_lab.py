@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from railforge.k8s.quantity import parse_quantity
-from railforge.lab import render_job
+from railforge.lab import JOB_NAME, render_job
 
 ROOT = Path(__file__).resolve().parents[2]
 INVENTORY = "inventories/lab/hosts.yml"
@@ -338,6 +338,15 @@ def test_second_run_and_check_run_change_nothing(lab):
         assert sorted(counts) == sorted(NODES)
         assert {host: c["changed"] for host, c in counts.items()} == dict.fromkeys(NODES, 0), result.stdout[-4000:]
         assert not re.search(r"changed: \[\S+\] => .*kubeadm (init|join)", result.stdout)
+    # another pin on the installed nodes: refused on every node before anything changes (kubeadm upgrades a cluster)
+    moved = run("ansible-playbook", "-i", INVENTORY, "-e", vars_file, "-e", "versions_kubernetes=1.36.4",
+                "playbooks/kubernetes.yml", check=False)  # fmt: skip
+    assert moved.returncode == 2, moved.stdout[-4000:]
+    assert {host: c["changed"] for host, c in recap(moved.stdout).items()} == dict.fromkeys(NODES, 0)
+    for host in NODES:
+        assert re.search(
+            rf"versions_kubernetes: {host} has kubelet 1\.36\.5-\S+ -> 1\.36\.4-\S+; kubeadm", moved.stdout
+        )
 
 
 SCALE_INVENTORIES = ("-i", INVENTORY, "-i", "inventories/lab/scale.yml")
@@ -393,28 +402,69 @@ def test_scale_joins_two_control_planes_and_leaves_the_running_hosts_alone(lab):
     assert etcd_members() == ["lab-cp-01", *ADDED]
 
 
-def test_reset_takes_the_control_planes_out_and_backs_up_what_it_removes(lab):
-    reset = ("-e", f"@{STATE / 'vars.yml'}", "-e", json.dumps({"kubernetes_reset_hosts": ADDED}), "playbooks/reset.yml")
+def test_reset_takes_one_control_plane_out_and_a_lost_one_without_contacting_it(lab):
+    """lab-cp-02 is reset; lab-cp-03 is gone for good (its container killed): kubernetes_reset_lost_hosts takes it
+    out through lab-cp-01 (its etcd member first, while etcd has a majority of live members), never reaching it."""
+    run("podman", "kill", "lab-cp-03")
+    hosts = {"kubernetes_reset_hosts": ["lab-cp-02"], "kubernetes_reset_lost_hosts": ["lab-cp-03"]}
+    reset = ("-e", f"@{STATE / 'vars.yml'}", "-e", json.dumps(hosts), "playbooks/reset.yml")
     run("ansible-playbook", *SCALE_INVENTORIES, "--check", *reset)
     assert etcd_members() == ["lab-cp-01", *ADDED]  # the check run changed nothing
     result = run("ansible-playbook", *SCALE_INVENTORIES, *reset)
     counts = recap(result.stdout)
     assert {host: counts[host]["changed"] for host in NODES} == dict.fromkeys(NODES, 0), result.stdout[-4000:]
+    assert counts["lab-cp-03"]["unreachable"] == 0 and counts["lab-cp-03"]["changed"] >= 2, result.stdout[-4000:]
     assert sorted(kubectl("get", "nodes", "-o", "name").split()) == [f"node/{name}" for name in sorted(NODES)]
     assert etcd_members() == ["lab-cp-01"]
+    assert kubectl("get", "pods", "--all-namespaces", "--field-selector", "spec.nodeName=lab-cp-03", "-o", "name") == ""
     for host in NODES:  # flannel dropped the routes to the removed nodes' pod ranges
         assert within(120, lambda host=host: not lab["added_ranges"] & flannel_routes(host)), host
-    for name in ADDED:
-        node = ("podman", "exec", name)
-        assert counts[name]["changed"] > 0
-        assert run(*node, "systemctl", "is-active", "kubelet", check=False).stdout.strip() != "active"
-        assert run(*node, "test", "-e", "/etc/kubernetes", check=False).returncode == 1
-        assert run(*node, "dpkg", "--status", "kubeadm", check=False).returncode != 0
-        backed_up = run(*node, "find", "/var/backups/railforge-kubernetes", "-type", "f").stdout.split()
-        for path in ("/etc/kubernetes/pki/ca.crt", "/etc/kubernetes/kubelet.conf", "/etc/containerd/config.toml"):
-            assert [f for f in backed_up if f.endswith(path)], (name, path, backed_up)
+    node = ("podman", "exec", "lab-cp-02")
+    assert counts["lab-cp-02"]["changed"] > 0
+    assert run(*node, "systemctl", "is-active", "kubelet", check=False).stdout.strip() != "active"
+    assert run(*node, "test", "-e", "/etc/kubernetes", check=False).returncode == 1
+    assert run(*node, "dpkg", "--status", "kubeadm", check=False).returncode != 0
+    backed_up = run(*node, "find", "/var/backups/railforge-kubernetes", "-type", "f").stdout.split()
+    for path in ("/etc/kubernetes/pki/ca.crt", "/etc/kubernetes/kubelet.conf", "/etc/containerd/config.toml"):
+        assert [f for f in backed_up if f.endswith(path)], (path, backed_up)
     again = recap(run("ansible-playbook", *SCALE_INVENTORIES, *reset).stdout)
     assert {host: c["changed"] for host, c in again.items()} == dict.fromkeys([*NODES, *ADDED], 0)
+
+
+def test_a_lost_worker_is_taken_out_and_its_gang_restarted_whole(lab):
+    """A running MPIJob (its launcher idle, its workers one per worker node) loses lab-node-02 for good: reset.yml
+    with kubernetes_reset_lost_hosts deletes the node's pods and the Node through lab-cp-01, never reaching it;
+    railforge restarts the gang whole, and with one worker node left its two workers cannot run: none stays bound
+    beside a waiting one."""
+    job = render_job("lost", "railforge-lab", 2, "100m")
+    job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"] = ["sleep", "3600"]
+
+    def placed() -> dict[str, str | None]:
+        """pod -> its node (None: unbound), of the job's Running or Pending pods"""
+        listed = kubectl("get", "pods", "--namespace", "railforge-lab", "-l", f"{JOB_NAME}=lost", "-o", "json")
+        return {
+            pod["metadata"]["name"]: pod["spec"].get("nodeName")
+            for pod in json.loads(listed)["items"]
+            if pod["status"].get("phase") in ("Pending", "Running") and not pod["metadata"].get("deletionTimestamp")
+        }
+
+    with submitted(job):
+        running = polled(placed, lambda pods: len(pods) == 3 and all(pods.values()), 180)
+        assert set(WORKERS) <= set(running.values()), running
+        run("podman", "kill", "lab-node-02")
+        lost = {"kubernetes_reset_lost_hosts": ["lab-node-02"]}
+        result = run("ansible-playbook", "-i", INVENTORY, "-e", f"@{STATE / 'vars.yml'}", "-e", json.dumps(lost),
+                     "playbooks/reset.yml")  # fmt: skip
+        counts = recap(result.stdout)
+        assert counts["lab-node-02"]["unreachable"] == 0 and counts["lab-node-02"]["changed"] >= 2, result.stdout
+        assert "node/lab-node-02" not in kubectl("get", "nodes", "-o", "name").split()
+        # whole again: none of its pods bound (waiting, or ended with the job), never two running without the third
+        settled = polled(placed, lambda pods: not any(pods.values()), 180)
+        assert not any(settled.values()), settled
+        proxy = "/api/v1/namespaces/railforge-system/services/railforge-scheduler:http/proxy/api/state"
+        recent = json.loads(kubectl("get", "--raw", proxy))["recent"]
+        ours = [d for d in recent if d["gang"] == "railforge-lab/lost" and d["kind"] in ("restart", "release")]
+        assert ours, recent
 
 
 def test_down_leaves_nothing_behind(lab):

@@ -111,6 +111,56 @@ def kubernetes_selection_problems(
     return problems
 
 
+def kubernetes_reset_problems(
+    reset, lost, cluster_hosts: list[str], control_planes: list[str], first_allowed: bool = False
+) -> list[str]:
+    """What is wrong with the hosts a reset run was asked to take out, one line each; [] when all is well. `reset`
+    are drained, reset and cleared; `lost` are gone for good (no SSH) and only removed from the cluster, through a
+    control plane that stays: never the first control plane, never a host of both lists."""
+    first = control_planes[0] if control_planes else ""
+    if reset == [] and lost == []:
+        return [
+            "kubernetes_reset_hosts, kubernetes_reset_lost_hosts: name the hosts to take out, e.g. -e "
+            '\'{"kubernetes_reset_hosts": ["host1"]}\' (or, for hosts that are gone, kubernetes_reset_lost_hosts); '
+            "got none"
+        ]
+    problems = (
+        []
+        if reset == []
+        else kubernetes_selection_problems(reset, "kubernetes_reset_hosts", cluster_hosts, first, first_allowed)
+    )
+    if lost != []:
+        problems += kubernetes_selection_problems(lost, "kubernetes_reset_lost_hosts", cluster_hosts, first)
+    if problems:
+        return problems
+    problems += [
+        f"kubernetes_reset_lost_hosts: {name} is also in kubernetes_reset_hosts, which reaches it to reset it; name "
+        "it in one of them"
+        for name in lost
+        if name in reset
+    ]
+    if lost and not [host for host in control_planes if host not in reset and host not in lost]:
+        problems.append("kubernetes_reset_lost_hosts: no control plane stays to remove them from the cluster")
+    return problems
+
+
+# What kubeadm upgrades, node by node: a newer kubelet than the API server breaks the version skew policy.
+KUBEADM_PACKAGES = ("kubeadm", "kubelet", "kubectl")
+
+
+def kubernetes_version_moves(pinned: list[str], installed: dict) -> list[str]:
+    """The kubeadm, kubelet and kubectl of `pinned` ("name=version" apt specs) that `installed` (package_facts'
+    ansible_facts.packages) holds at another version, as "NAME INSTALLED -> PINNED"; [] when none is installed or all
+    match."""
+    moves = []
+    for spec in pinned:
+        name, _, version = spec.partition("=")
+        found = sorted({entry["version"] for entry in installed.get(name, [])})
+        if name in KUBEADM_PACKAGES and found and found != [version]:
+            moves.append(f"{name} {', '.join(found)} -> {version}")
+    return moves
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -119,4 +169,6 @@ class FilterModule:
             "kubernetes_pod_mtu": kubernetes_pod_mtu,
             "kubernetes_archive_refs": kubernetes_archive_refs,
             "kubernetes_selection_problems": kubernetes_selection_problems,
+            "kubernetes_reset_problems": kubernetes_reset_problems,
+            "kubernetes_version_moves": kubernetes_version_moves,
         }

@@ -290,6 +290,19 @@ def _failed(pod: dict) -> bool:
     return (pod.get("status") or {}).get("phase") == "Failed"
 
 
+def _replaced_member(objects: GangObjects, bound: list[dict], unbound: list[dict]) -> bool:
+    """Whether a running gang lost a member whose owner made a new pod for it: fewer pods bound than its PodGroup's
+    minMember, a new one waiting, and no restart under way (none of the bound is being deleted). Left alone, the
+    rest would run short of that member (its node lost, its pod deleted) while the new pod waits for them to end."""
+    min_member = ((objects.group or {}).get("spec") or {}).get("minMember")
+    return (
+        bool(unbound)
+        and isinstance(min_member, int)
+        and len(bound) < min_member
+        and not any(pod["metadata"].get("deletionTimestamp") for pod in bound)
+    )
+
+
 def _queue_of(objects: GangObjects, namespaces: Mapping[str, dict], settings: Settings) -> tuple[str, str]:
     """The gang's queue and where it was named (for messages)."""
     key = settings.queue_key
@@ -586,6 +599,8 @@ def _add_gang(
                 and (pod["spec"]["nodeName"] not in ready_nodes or _failed(pod))
             )
         )
+        if _replaced_member(objects, bound, unbound):
+            failed = tuple(sorted({*failed, *(pod["metadata"]["name"] for pod in unbound)}))
         out.running.append(
             host.started(
                 gang,

@@ -306,3 +306,20 @@ def test_pods_being_deleted_are_not_failed_members():
     failed["metadata"].pop("deletionTimestamp")
     out = run([node("n1")], [failed, other], groups=[podgroup("job", 2)])
     assert [running.failed_members for running in out.running] == [("job-0",)]
+
+
+def test_a_member_recreated_unbound_fails_its_running_gang_once():
+    """A worker's node was lost and its pod deleted; the owner made a new one. The two still bound must not run short
+    of it: the new pod counts as the gang's failed member (the core restarts the gang whole). Pods added beyond
+    minMember wait, and a restart under way (pods being deleted) is not a new failure."""
+    launcher, worker = pod("job-launcher", 0, group="job"), pod("job-worker-0", 4, group="job")
+    for bound in (launcher, worker):
+        bound["spec"]["nodeName"] = "n1"
+    new = pod("job-worker-1", 4, group="job")
+    out = run([node("n1")], [launcher, worker, new], groups=[podgroup("job", 3)])
+    assert [(r.gang.name, r.failed_members) for r in out.running] == [("ml/job", ("job-worker-1",))]
+    out = run([node("n1")], [launcher, worker, new], groups=[podgroup("job", 2)])  # an extra pod: it waits
+    assert [r.failed_members for r in out.running] == [()]
+    worker["metadata"]["deletionTimestamp"] = "2026-11-23T20:01:00Z"
+    out = run([node("n1")], [launcher, worker, new], groups=[podgroup("job", 3)])
+    assert [r.failed_members for r in out.running] == [()]

@@ -177,3 +177,37 @@ def test_selection_problems_are_all_named_at_once():
     assert filters.kubernetes_selection_problems("w-1", "v", cluster, "cp-1") == [
         "v: expected a list of inventory host names, got 'w-1'"
     ]
+
+
+def test_reset_problems_keep_lost_hosts_apart_from_reset_ones_and_a_control_plane_in_the_cluster():
+    cluster, planes = ["cp-1", "cp-2", "cp-3", "w-1"], ["cp-1", "cp-2", "cp-3"]
+    assert filters.kubernetes_reset_problems(["cp-2"], ["cp-3", "w-1"], cluster, planes) == []
+    assert filters.kubernetes_reset_problems([], ["w-1"], cluster, planes) == []
+    assert filters.kubernetes_reset_problems([], [], cluster, planes) == [
+        "kubernetes_reset_hosts, kubernetes_reset_lost_hosts: name the hosts to take out, e.g. -e "
+        """'{"kubernetes_reset_hosts": ["host1"]}' (or, for hosts that are gone, """
+        "kubernetes_reset_lost_hosts); got none"
+    ]
+    assert filters.kubernetes_reset_problems(["w-1"], ["w-1", "cp-1", "x"], cluster, planes) == [
+        "kubernetes_reset_lost_hosts: x is not a host of k8s_cluster",
+        "kubernetes_reset_lost_hosts: cp-1 is the first control plane, which this run leaves alone",
+    ]
+    assert filters.kubernetes_reset_problems(["w-1"], ["w-1"], cluster, planes) == [
+        "kubernetes_reset_lost_hosts: w-1 is also in kubernetes_reset_hosts, which reaches it to reset it; name it in "
+        "one of them"
+    ]
+    # the first control plane reset on purpose and the others lost: none would stay to remove them through
+    assert filters.kubernetes_reset_problems(["cp-1"], ["cp-2", "cp-3"], cluster, planes, first_allowed=True) == [
+        "kubernetes_reset_lost_hosts: no control plane stays to remove them from the cluster"
+    ]
+
+
+def test_version_moves_name_the_kubeadm_packages_installed_at_another_version():
+    pinned = ["kubelet=1.36.5-1.1", "kubeadm=1.36.5-1.1", "kubectl=1.36.5-1.1", "containerd.io=2.3.7-1"]
+    installed = {
+        "kubelet": [{"version": "1.36.4-1.1"}],
+        "kubeadm": [{"version": "1.36.5-1.1"}],
+        "containerd.io": [{"version": "2.3.6-1"}],  # not kubeadm's to move: the role installs it as pinned
+    }
+    assert filters.kubernetes_version_moves(pinned, installed) == ["kubelet 1.36.4-1.1 -> 1.36.5-1.1"]
+    assert filters.kubernetes_version_moves(pinned, {}) == []  # a new node
