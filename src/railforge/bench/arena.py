@@ -14,10 +14,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from railforge.k8s.translate import GROUP_LABEL
+from railforge.scheduler import GPU
 from railforge.testbed.kwok import FAKE_NODE_LABEL, RUNTIME_ANNOTATION
 
-GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
-GPU = "nvidia.com/gpu"
 BIG_JOB_GPUS = 16  # "16+ GPU jobs"
 # A gang's pods are bound one call at a time: binds spread over less than this are one scheduling decision, not a
 # gang left partly bound.
@@ -157,9 +157,12 @@ class JobResult:
 
 def job_results(jobs: list[Job], observation: Observation, horizon: float) -> list[JobResult]:
     """Per job, from its pods' transitions; ``horizon`` closes what was still partly bound when watching stopped."""
+    by_job: dict[str, list[PodTimes]] = {}
+    for times in observation.pods.values():
+        by_job.setdefault(times.job, []).append(times)
     results = []
     for job in jobs:
-        pods = [times for times in observation.pods.values() if times.job == job.name]
+        pods = by_job.get(job.name, [])
         bound = sorted(times.bound for times in pods if times.bound is not None)
         whole = bound[-1] if len(bound) == job.pods else None
         ends = [times.ended for times in pods if times.ended is not None]

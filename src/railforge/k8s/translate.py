@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 from railforge.k8s import podaffinity
 from railforge.k8s.annotations import FAILED, Backoff, Start, decode_placement
@@ -98,6 +99,11 @@ class GangObjects:
 
     def annotations(self) -> dict:
         return self.owner["metadata"].get("annotations") or {}
+
+    @property
+    def min_member(self) -> Any:
+        """The PodGroup's spec.minMember as written (None without one); translation checks its type."""
+        return ((self.group or {}).get("spec") or {}).get("minMember")
 
     def planned(self) -> dict[str, str]:
         """Pod uid -> node of the placement written before binding ({} when none)."""
@@ -294,7 +300,7 @@ def _replaced_member(objects: GangObjects, bound: list[dict], unbound: list[dict
     """Whether a running gang lost a member whose owner made a new pod for it: fewer pods bound than its PodGroup's
     minMember, a new one waiting, and no restart under way (none of the bound is being deleted). Left alone, the
     rest would run short of that member (its node lost, its pod deleted) while the new pod waits for them to end."""
-    min_member = ((objects.group or {}).get("spec") or {}).get("minMember")
+    min_member = objects.min_member
     return (
         bool(unbound)
         and isinstance(min_member, int)
@@ -628,7 +634,7 @@ def _add_gang(
     if queue not in queue_names:
         refuse("input.unknown-queue", f"{named_by} names queue {queue!r}, which does not exist or is not usable")
         return
-    min_member = ((objects.group or {}).get("spec") or {}).get("minMember")
+    min_member = objects.min_member
     if min_member is not None and min_member > len(unbound):
         refuse(
             "input.min-member",

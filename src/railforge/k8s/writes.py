@@ -507,7 +507,7 @@ class WriteSide:
         plan = objects.planned()
         bound = [pod for pod in objects.pods if pod["spec"].get("nodeName")]
         todo = [pod for pod in objects.pods if not pod["spec"].get("nodeName") and pod["metadata"]["uid"] in plan]
-        need = ((objects.group or {}).get("spec") or {}).get("minMember") or len(plan)
+        need = objects.min_member or len(plan)
         left = {node: dict(room) for node, room in free.items()}
         why = None
         if len(bound) + len(todo) < need:
