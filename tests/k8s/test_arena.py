@@ -75,7 +75,8 @@ def test_railforge_and_kube_scheduler_run_the_same_jobs_and_the_metrics_follow_f
     assert {times.phase for times in observed.pods.values()} == {"Succeeded"}, observed.pods  # ended by KWOK
     assert results["railforge"]["completed"] == 3 and results["railforge"]["gangs_partly_bound"] == 0, results
     assert by_job["a"].completion >= 3  # it ran its 3 s
-    assert by_job["b"].wait >= by_job["a"].completion - 0.2 - 0.5  # b needs the whole pool: it started after a
+    # b needs the whole pool: it starts when a ends, not after c (later, 4 GPUs) took part of what a left
+    assert by_job["a"].completion - 0.2 - 0.5 <= by_job["b"].wait <= by_job["a"].completion - 0.2 + 1
     assert 0 < results["railforge"]["gpu_utilisation"] <= 1
 
     # kube-scheduler's defaults: lone pods, on the same nodes once railforge's have ended

@@ -83,6 +83,9 @@ class GangObjects:
     group: dict | None
     pods: list[dict]
     queue: str = ""  # the queue it names, once translated (what the decision log shows)
+    # a bound member has succeeded: the gang is ending (members of a gang end together), so what the others hold is
+    # expected back now, and a gang waiting for it can be reserved there instead of smaller ones backfilling it
+    ending: bool = False
 
     @property
     def owner(self) -> dict:
@@ -515,7 +518,10 @@ def translate(
     queue_names = {queue.name for queue in out.queues}
 
     grouped: dict[str, GangObjects] = {}
+    succeeded = set()
     for pod in pods:
+        if (pod.get("status") or {}).get("phase") == "Succeeded":
+            succeeded.add(gang_of(pod))
         if not live(pod) and not (_failed(pod) and pod["spec"].get("nodeName")):
             continue  # a bound pod that failed stays: it is a failed member of its gang
         name = gang_of(pod)
@@ -526,6 +532,8 @@ def translate(
     for name, objects in list(grouped.items()):
         if any(pod["spec"].get("nodeName") in unselected for pod in objects.pods):
             del grouped[name]  # running on nodes this scheduler does not use: not its to count or restart
+        else:
+            objects.ending = name in succeeded
     out.gangs = grouped
     hostnames = {node.labels[HOSTNAME]: node.name for node in out.nodes if HOSTNAME in node.labels}
     bound = [pod for pod in (*pods, *foreign_pods) if pod["spec"].get("nodeName") and live(pod)]
@@ -615,6 +623,7 @@ def _add_gang(
                 borrowed=start.borrowed,
                 backfilled_past=start.backfilled_past,
                 failed_members=failed,
+                ending_at=now if objects.ending else None,
             )
         )
         if unbound:

@@ -56,13 +56,18 @@ def started(
     borrowed: bool = False,
     backfilled_past: str | None = None,
     failed_members: tuple[str, ...] = (),
+    ending_at: float | None = None,
 ) -> RunningGang:
-    """The running gang a bind made at ``start_time``; it is expected to end after its max runtime."""
+    """The running gang a bind made at ``start_time``; it is expected to end after its max runtime, or at
+    ``ending_at`` (when sooner) once the host saw some of its members end."""
+    end = start_time + gang.max_runtime if gang.max_runtime is not None else math.inf
+    if ending_at is not None:
+        end = min(end, max(ending_at, start_time))
     return RunningGang(
         gang=gang,
         placement=dict(placement),
         start_time=start_time,
-        expected_end=start_time + gang.max_runtime if gang.max_runtime is not None else math.inf,
+        expected_end=end,
         borrowed=borrowed,
         failed_members=failed_members,
         backfilled_past=backfilled_past,

@@ -1,6 +1,7 @@
 """Kubernetes objects -> the core's model: topology paths from node labels, queues, gangs, and what is refused."""
 
 import importlib.util
+import math
 from pathlib import Path
 
 import pytest
@@ -323,3 +324,34 @@ def test_a_member_recreated_unbound_fails_its_running_gang_once():
     worker["metadata"]["deletionTimestamp"] = "2026-11-23T20:01:00Z"
     out = run([node("n1")], [launcher, worker, new], groups=[podgroup("job", 3)])
     assert [r.failed_members for r in out.running] == [()]
+
+
+def test_a_gang_whose_member_succeeded_is_ending_so_the_gang_waiting_for_it_is_reserved_there():
+    """Gang a holds both nodes; b (the whole pool, earlier) and c (4 GPUs, later) wait. Nothing says when a ends,
+    so nothing can be reserved and c may start anywhere a frees. Once one of a's pods has succeeded, a is ending: b is
+    reserved on a's nodes from now, and c may not take half of them (it would hold b back for its whole run)."""
+    running = [pod(f"a-{i}", group="a", annotations={"railforge.io/started-at": "100.0"}) for i in range(2)]
+    for member, name in zip(running, ("n0", "n1"), strict=True):
+        member["spec"]["nodeName"] = name
+        member["status"]["phase"] = "Running"
+    waiting = [pod("b-0", group="b"), pod("b-1", group="b"), pod("c-0", 4, group="c")]
+    waiting[2]["metadata"]["creationTimestamp"] = "2026-11-23T20:00:05Z"
+    groups = {("ml", name): podgroup(name, members) for name, members in (("a", 2), ("b", 2), ("c", 1))}
+
+    def decide(now: float):
+        view = translate([node("n0"), node("n1")], [*running, *waiting], [], groups, [], {}, SETTINGS, now)
+        snapshot = Snapshot(now, tuple(view.nodes), tuple(view.queues), tuple(view.pending), tuple(view.running),
+                            config=SETTINGS.policy)  # fmt: skip
+        return view, Scheduler().decide(snapshot)
+
+    view, decisions = decide(1e9)
+    assert [r.expected_end for r in view.running] == [math.inf]
+    assert decisions.binds == [] and decisions.reservations == []
+
+    running[0]["status"]["phase"] = "Succeeded"  # n0 is free; a-1 still runs on n1
+    view, decisions = decide(1e9 + 1)
+    assert [(dict(r.placement), r.expected_end) for r in view.running] == [({"a-1": "n1"}, 1e9 + 1)]
+    assert decisions.binds == []
+    assert [(r.gang_name, r.start, sorted({node for _, node in r.placement})) for r in decisions.reservations] == [
+        ("ml/b", 1e9 + 1, ["n0", "n1"])
+    ]
