@@ -1049,23 +1049,28 @@ def _unknown_variable(name: str, specs: dict[str, dict], prefixes: set[str]) -> 
     return []
 
 
-# A role default that only names a pin of roles/versions ("{{ versions_doca }}") stands for that pin.
+# A role default that names a pin of roles/versions ("{{ versions_doca }}") stands for that pin; one that writes pins
+# into text ("{{ versions_railforge_scheduler_registry }}/railforge-scheduler:{{ ... }}") for the text they make.
 PIN_REFERENCE = re.compile(r"^\{\{\s*(versions_[a-z0-9_]+)\s*\}\}$")
+PIN_IN_TEXT = re.compile(r"\{\{\s*(versions_[a-z0-9_]+)\s*\}\}")
 
 
 def _pins_read(name: str, specs: dict[str, dict]) -> list[str]:
     """The versions_* pins the default of `name` stands for (in a string or in list items)."""
     default = specs.get(name, {}).get("default")
     items = default if isinstance(default, list) else [default]
-    return [match[1] for item in items if isinstance(item, str) and (match := PIN_REFERENCE.match(item))]
+    return [pin for item in items if isinstance(item, str) for pin in PIN_IN_TEXT.findall(item)]
 
 
 def resolve_pins(value, lookup):
-    """`value` with each pin reference ("{{ versions_doca }}", alone or as a list item) replaced by lookup(pin)."""
+    """`value` with each pin reference ("{{ versions_doca }}", alone, in text or as a list item) replaced by
+    lookup(pin); a reference alone keeps the pin's type."""
     if isinstance(value, list):
         return [resolve_pins(item, lookup) for item in value]
-    match = PIN_REFERENCE.match(value) if isinstance(value, str) else None
-    return lookup(match[1]) if match else value
+    if not isinstance(value, str):
+        return value
+    match = PIN_REFERENCE.match(value)
+    return lookup(match[1]) if match else PIN_IN_TEXT.sub(lambda pin: str(lookup(pin[1])), value)
 
 
 def _effective(name: str, variables: dict, specs: dict[str, dict]):
@@ -1271,6 +1276,32 @@ def _check_existing_kubeconfig(cluster: Cluster) -> list[str]:
     ]
 
 
+def _check_local_images(cluster: Cluster) -> list[str]:
+    """An image the cluster stages deploy from the localhost registry (what a local build such as
+    deploy/scheduler/build.sh names it) is on no registry the nodes pull from: on nodes the kubernetes stage makes
+    (kubeadm mode) only kubernetes_image_archives can put it there, else it must be pushed and named by its
+    registry. The nodes of a cluster you bring may have it loaded by hand; the benchmark's images are left to
+    benchmark.yml, which runs on its own."""
+    if cluster.value("kubernetes_mode") != "kubeadm" or cluster.value("kubernetes_image_archives"):
+        return []
+    problems = []
+    for name, rule in sorted(RULES.items()):
+        # pins are read through the role variables that use them
+        if rule.get("format") != "image" or name.startswith(("versions_", "railforge_benchmark_")):
+            continue
+        if name not in cluster.specs or not cluster.usable(name):
+            continue
+        value = cluster.value(name)
+        if value.startswith("localhost/"):
+            problems.append(
+                f"{name} is {value!r} (set in {cluster.set_in(name)}), an image only the machine that built it has: "
+                "push it to a registry the nodes pull from and name that registry (the scheduler's: "
+                "versions_railforge_scheduler_registry), or load its archive onto the nodes with "
+                'kubernetes_image_archives (README, "Deploy")'
+            )
+    return problems
+
+
 def _networks(cluster: Cluster) -> list[tuple[str, ipaddress.IPv4Network | ipaddress.IPv6Network]]:
     """The cluster's networks, each named by its variable (and index): pod and service networks (kubeadm mode),
     rail networks and SR-IOV pools. Values that fail their own checks are left to those."""
@@ -1389,6 +1420,7 @@ CLUSTER_RULES = (
     _check_accelerated_storage,
     _check_control_plane_endpoint,
     _check_existing_kubeconfig,
+    _check_local_images,
     _check_network_overlaps,
     _check_rail_ranges,
     _check_benchmark_floors,

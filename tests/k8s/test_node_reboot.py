@@ -63,6 +63,8 @@ def inventory(tmp_path: Path, plane, names: list[str], host_vars: dict | None = 
         "all": {
             "vars": {
                 "railforge_cluster_name": "reboot-test",
+                # the pre-flight checks the whole inventory: where the scheduler's image would come from (not used)
+                "versions_railforge_scheduler_registry": "registry.test.internal/railforge",
                 "railforge_serial": 2,
                 "ansible_connection": "containers.podman.podman",
                 "ansible_python_interpreter": "/usr/bin/python3",

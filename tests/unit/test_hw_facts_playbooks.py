@@ -79,7 +79,11 @@ def cluster(tmp_path: Path, node: dict) -> Path:
     hand_set = {"ansible_host": "127.0.0.3", "railforge_hw_source": "inventory", "railforge_hw": HAND_SET}
     hosts = {
         "all": {
-            "vars": {"railforge_cluster_name": "facts", "railforge_gpu_count": 4},
+            "vars": {
+                "railforge_cluster_name": "facts",
+                "railforge_gpu_count": 4,
+                "versions_railforge_scheduler_registry": "registry.test.internal/railforge",
+            },
             "children": {
                 "k8s_cluster": {
                     "children": {

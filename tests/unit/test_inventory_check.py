@@ -77,12 +77,21 @@ def role_specs() -> dict:
     return specs
 
 
+# What every inventory below names: the cluster, the node's address and the registry the scheduler's image is pushed
+# to (its default is the local build, localhost/..., which no node can pull).
+CLUSTER = {
+    "railforge_cluster_name": "forge",
+    "railforge_node_ip": "10.0.0.1",
+    "versions_railforge_scheduler_registry": "registry.test.internal/railforge",
+}
+
+
 def test_every_role_default_set_explicitly_passes_every_rule():
     """The rules are no stricter than the roles' own defaults (templates left to the roles aside)."""
     checks = load_inventory_checks()
     specs = role_specs()
     defaults = {name: spec["default"] for name, spec in specs.items() if "{{" not in str(spec.get("default"))}
-    host = {**defaults, "railforge_cluster_name": "forge", "railforge_node_ip": "10.0.0.1", "railforge_gpu_count": 8}
+    host = {**defaults, **CLUSTER, "railforge_gpu_count": 8}  # the registry of CLUSTER: the one default to replace
     groups = {"all": ["gpu-01"], "kube_control_plane": ["gpu-01"], "kube_node": ["gpu-01"], "gpu_nodes": ["gpu-01"]}
     groups["nvswitch_nodes"] = groups["rdma_nodes"] = []  # the groups the roles name, set explicitly, must exist
     assert checks.validate(groups, {"gpu-01": host}, specs) == []
@@ -125,7 +134,7 @@ def test_a_pin_changed_in_versions_is_checked_against_the_role_variables_that_de
     checks = load_inventory_checks()
     specs = role_specs()
     groups = {"all": ["gpu-01"], "kube_control_plane": ["gpu-01"], "kube_node": ["gpu-01"]}
-    base = {"railforge_cluster_name": "forge", "railforge_node_ip": "10.0.0.1"}
+    base = dict(CLUSTER)
     older_branch = {**base, "versions_nvidia_driver_branch": "570", "nvidia_dcgm_cuda_major": 13}
     assert any(
         "nvidia_dcgm_cuda_major 13 needs nvidia_driver_branch 580 or newer, got branch 570" in problem
@@ -143,7 +152,7 @@ def test_key_fingerprints_are_forty_hex_digits():
     checks = load_inventory_checks()
     specs = role_specs()
     groups = {"all": ["n-01"], "kube_control_plane": ["n-01"], "kube_node": ["n-01"]}
-    base = {"railforge_cluster_name": "forge", "railforge_node_ip": "10.0.0.1"}
+    base = dict(CLUSTER)
     spaced = "EB69 3B30 35CD 5710 E231  E123 A4B4 6996 3BF8 63CC".replace("  ", " ")
     for good in ("C95B321B61E88C1809C4F759DDCAE044F796ECB0", spaced.lower()):
         assert checks.validate(groups, {"n-01": {**base, "doca_ofed_repo_key_fingerprint": good}}, specs) == []
@@ -177,7 +186,7 @@ def test_key_fingerprints_are_forty_hex_digits():
 def test_cluster_pins_and_kubernetes_inputs_are_checked(variable, bad, good, expected):
     checks = load_inventory_checks()
     groups = {"all": ["cp-01"], "kube_control_plane": ["cp-01"], "kube_node": ["cp-01"]}
-    host = {"railforge_cluster_name": "forge", "railforge_node_ip": "10.0.0.1"}
+    host = dict(CLUSTER)
     problems = checks.validate(groups, {"cp-01": {**host, variable: bad}}, role_specs())
     assert len(problems) == 1 and problems[0].startswith(f"cp-01: {variable} must be {expected}"), problems
     assert checks.validate(groups, {"cp-01": {**host, variable: good}}, role_specs()) == []
@@ -206,8 +215,7 @@ def gdrcopy_problems(host_variables: dict, rdma_group: list[str] | None = None) 
     if rdma_group is not None:
         groups.update({"rdma_nodes": rdma_group, "site_rdma": ["n-01"]})
     base = {
-        "railforge_cluster_name": "forge",
-        "railforge_node_ip": "10.0.0.1",
+        **CLUSTER,
         "railforge_rdma_hcas": ["mlx5_0"],
         "railforge_rdma_link_layer": "infiniband",
         "railforge_rdma_rate_gbps": 400,

@@ -27,6 +27,7 @@ ALL = {
     "railforge_cluster_name": "forge",
     "kubernetes_control_plane_endpoint": "k8s-api.forge.example.internal:6443",
     "rail_networks_cidrs": ["10.200.0.0/24", "10.201.0.0/24"],
+    "versions_railforge_scheduler_registry": "registry.forge.example.internal/railforge",
 }
 GROUP_VARS = {
     "gpu_nodes": {"railforge_gpu_count": 8},
@@ -226,6 +227,15 @@ CASES = {
         "kubernetes_mode is set per group or host (host_vars of cp-01: 'kubeadm')",
     ),
 }
+CASES["the scheduler's local build, loaded nowhere"] = (
+    {"all_vars": {"versions_railforge_scheduler_registry": "localhost"}},
+    "railforge_scheduler_image is 'localhost/railforge-scheduler:0.1.0' (set in its default), an image only the "
+    "machine that built it has: push it to a registry the nodes pull from",
+)
+CASES["a site's own operator build, named by hand"] = (
+    {"group_vars": {"k8s_cluster": {"mpi_operator_image": "localhost/mpi-operator:0.8.2"}}},
+    "mpi_operator_image is 'localhost/mpi-operator:0.8.2' (set in group k8s_cluster), an image only the machine",
+)
 # A /31 holds 2 addresses, a /30 2 usable ones: 3 RDMA nodes need a /29.
 CASES["rail range too small for its nodes"] = (
     {
@@ -284,6 +294,16 @@ def test_existing_mode_accepts_a_readable_kubeconfig(tmp_path):
 def test_a_cluster_without_rdma_nodes_needs_no_rail_networks():
     groups = {**GROUPS, "rdma_nodes": [], "nvswitch_nodes": []}
     assert problems_of(all_vars={"rail_networks_cidrs": []}, group_vars={"rdma_nodes": {}}, groups=groups) == []
+
+
+def test_local_images_pass_when_archives_load_them_onto_the_nodes_or_the_cluster_is_brought(tmp_path):
+    archives = ["/srv/images/railforge-scheduler.tar"]
+    local = {"versions_railforge_scheduler_registry": "localhost", "mpi_operator_image": "localhost/mpi-operator:0.8.2"}
+    assert problems_of({**local, "kubernetes_image_archives": archives}) == []
+    kubeconfig = tmp_path / "admin.conf"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
+    brought = {**local, "kubernetes_mode": "existing", "kubernetes_kubeconfig": str(kubeconfig)}
+    assert problems_of(brought) == []  # its nodes may have them loaded by hand
 
 
 def test_one_control_plane_needs_no_endpoint():

@@ -34,7 +34,10 @@ def test_validate_shows_the_fallbacks_of_the_hardware_facts(tmp_path):
         json.dumps(
             {
                 "all": {
-                    "vars": {"railforge_cluster_name": "one"},
+                    "vars": {
+                        "railforge_cluster_name": "one",
+                        "versions_railforge_scheduler_registry": "registry.test.internal/railforge",
+                    },
                     "children": {
                         "kube_control_plane": {"hosts": {"localhost": node}},
                         "kube_node": {"children": {"gpu_nodes": {"hosts": {"localhost": {}}}}},

@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[3]
 
 INVENTORY = """
 all:
-  vars: {ansible_host: 192.0.2.1, ansible_python_interpreter: /usr/bin/python3, railforge_cluster_name: test}
+  vars: {ansible_host: 192.0.2.1, ansible_python_interpreter: /usr/bin/python3, railforge_cluster_name: test,
+    versions_railforge_scheduler_registry: registry.test.internal/railforge}
   children:
     kube_control_plane:
       hosts:
