@@ -13,8 +13,9 @@ one spine; each pod runs its job's runtime once bound and then succeeds. Two wor
   three quarters of it each (together they deadlock a scheduler that binds pods one by one).
 
 Contenders, each on fresh namespaces of the same server, one after another: railforge (PodGroups), kube-scheduler
-with its defaults (lone pods). Not measured here: kube-scheduler's native gangs (the GenericWorkload and
-GangScheduling gates), scheduler-plugins' coscheduling and Kueue, which this benchmark does not build yet;
+with its defaults (lone pods), kube-scheduler with its own gangs (scheduling.k8s.io/v1alpha2 PodGroups, the
+GenericWorkload and GangScheduling gates on). Not measured here: scheduler-plugins' coscheduling and Kueue, which
+this benchmark does not build yet;
 Volcano and KAI-Scheduler, not served as Go modules here (KAI publishes a 512-pod gang on 512 nodes in 48.7 s).
 
 Prints one Markdown table per workload (docs/arena.md explains the metrics) and the load average at the start and
@@ -32,13 +33,14 @@ from pathlib import Path
 from bench_k8s import apply_crds, load_line
 from kubernetes import client
 
-from railforge.bench.arena import Contender, Job, run, summary
+from railforge.bench.arena import LONE, NATIVE, PODGROUP, Contender, Job, run, summary
 from railforge.k8s.adapter import Adapter
 from railforge.k8s.settings import settings_from_mapping
 from railforge.sim.traces import load_trace
 from railforge.testbed.build import TEST_IMAGE
 from railforge.testbed.controlplane import ControlPlane, create_namespace
 from railforge.testbed.kwok import add_fake_nodes, start_kwok
+from railforge.testbed.procs import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 GPUS_PER_NODE = 8
@@ -87,7 +89,7 @@ def adversarial_jobs(nodes: int) -> list[Job]:
 
 def contend(plane: ControlPlane, workload: str, jobs: list[Job], contender: Contender, args) -> dict:
     """The contender's metrics for the workload, in a namespace of its own; its pods are deleted afterwards."""
-    namespace = f"{workload}-{contender.name}"
+    namespace = f"{workload}-{contender.gang}"
     create_namespace(plane, namespace)
     observed = run(plane.api, namespace, jobs, contender, TEST_IMAGE, args.timeout)
     client.CoreV1Api(plane.api).delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
@@ -129,17 +131,19 @@ def main() -> int:
             for workload, jobs in workloads.items():
                 results[workload] = {}
                 adapter = Adapter(plane.client(), settings).start()
+                wait_for("railforge's caches", adapter.synced, 60)
                 try:
-                    gangs = Contender("railforge", "railforge", gang=True)
+                    gangs = Contender("railforge", "railforge", PODGROUP)
                     results[workload]["railforge"] = contend(plane, workload, jobs, gangs, args)
                 finally:
                     adapter.stop()
-                scheduler = plane.start_scheduler()
-                try:
-                    lone = Contender("kube-scheduler", "default-scheduler", gang=False)
-                    results[workload]["kube-scheduler defaults"] = contend(plane, workload, jobs, lone, args)
-                finally:
-                    plane.stop_component(scheduler)
+                for name, gang in (("kube-scheduler defaults", LONE), ("kube-scheduler native gangs", NATIVE)):
+                    scheduler = plane.start_scheduler(native_gangs=gang == NATIVE)
+                    try:
+                        contender = Contender(name, "default-scheduler", gang)
+                        results[workload][name] = contend(plane, workload, jobs, contender, args)
+                    finally:
+                        plane.stop_component(scheduler)
         finally:
             kwok.stop()
     load_after = os.getloadavg()

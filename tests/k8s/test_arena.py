@@ -1,6 +1,7 @@
 """The arena's smoke test on the real API server: KWOK (built from its pinned module) runs the pods bound to two fake
-8-GPU nodes for the time their jobs say and ends them; the same three jobs go to railforge (gangs, as PodGroups) and
-then to kube-scheduler's defaults (lone pods), each in its own namespace on the same nodes, and each contender's
+8-GPU nodes for the time their jobs say and ends them; the same three jobs go to railforge (gangs, as PodGroups), then
+to kube-scheduler's defaults (lone pods) and to kube-scheduler with its own gangs (scheduling.k8s.io PodGroups, the
+1.36 gates on), each in its own namespace on the same nodes, and each contender's
 metrics are computed from the pods' transitions a watch saw. The full arena and its report are a benchmark."""
 
 import json
@@ -8,7 +9,7 @@ import json
 import pytest
 from kubernetes import client
 
-from railforge.bench.arena import Contender, Job, job_results, run, summary
+from railforge.bench.arena import LONE, NATIVE, PODGROUP, Contender, Job, job_results, run, summary
 from railforge.testbed.build import TEST_IMAGE
 from railforge.testbed.controlplane import create_namespace
 from railforge.testbed.kwok import EXIT_CODE_ANNOTATION, RUNTIME_ANNOTATION, add_fake_nodes, start_kwok
@@ -59,7 +60,7 @@ def test_railforge_and_kube_scheduler_run_the_same_jobs_and_the_metrics_follow_f
     results = {}
     # railforge: each job a gang; its own scheduler name, the fake nodes its pool
     create_namespace(control_plane, "arena-railforge")
-    run_scheduler(
+    adapter = run_scheduler(
         {
             "scheduler_name": "arena-railforge",
             "node_selector": f"{POOL_LABEL}={POOL}",
@@ -68,7 +69,8 @@ def test_railforge_and_kube_scheduler_run_the_same_jobs_and_the_metrics_follow_f
             "leader_election": {"enabled": False},
         }
     )
-    observed = run(control_plane.api, "arena-railforge", JOBS, Contender("railforge", "arena-railforge", True),
+    wait_for("railforge's caches", adapter.synced, 30)  # as kube-scheduler's are before its first pod
+    observed = run(control_plane.api, "arena-railforge", JOBS, Contender("railforge", "arena-railforge", PODGROUP),
                    TEST_IMAGE, timeout=60)  # fmt: skip
     results["railforge"] = summary(JOBS, observed, capacity)
     by_job = {result.name: result for result in job_results(JOBS, observed, results["railforge"]["makespan_s"])}
@@ -79,15 +81,20 @@ def test_railforge_and_kube_scheduler_run_the_same_jobs_and_the_metrics_follow_f
     assert by_job["a"].completion - 0.2 - 0.5 <= by_job["b"].wait <= by_job["a"].completion - 0.2 + 1
     assert 0 < results["railforge"]["gpu_utilisation"] <= 1
 
-    # kube-scheduler's defaults: lone pods, on the same nodes once railforge's have ended
-    scheduler = control_plane.start_scheduler()
-    try:
-        create_namespace(control_plane, "arena-default")
-        lone = Contender("kube-scheduler", "default-scheduler", gang=False)
-        observed = run(control_plane.api, "arena-default", JOBS, lone, TEST_IMAGE, timeout=60)
-    finally:
-        control_plane.stop_component(scheduler)
-    results["kube-scheduler"] = summary(JOBS, observed, capacity)
-    assert results["kube-scheduler"]["completed"] == 3, results
-    assert {times.phase for times in observed.pods.values()} == {"Succeeded"}
+    # kube-scheduler's defaults (lone pods), then its own gangs (scheduling.k8s.io PodGroups), on the same nodes once
+    # the pods before have ended
+    for name, gang, native in (("kube-scheduler", LONE, False), ("kube-scheduler native gangs", NATIVE, True)):
+        scheduler = control_plane.start_scheduler(native_gangs=native)
+        try:
+            namespace = f"arena-{gang}"
+            create_namespace(control_plane, namespace)
+            observed = run(control_plane.api, namespace, JOBS, Contender(name, "default-scheduler", gang), TEST_IMAGE,
+                           timeout=60)  # fmt: skip
+        finally:
+            control_plane.stop_component(scheduler)
+        results[name] = summary(JOBS, observed, capacity)
+        assert results[name]["completed"] == 3, results
+        assert {times.phase for times in observed.pods.values()} == {"Succeeded"}
+    by_job = {result.name: result for result in job_results(JOBS, observed, results[name]["makespan_s"])}
+    assert by_job["b"].wait >= by_job["a"].completion - 0.2 - 0.5  # a native gang too: b waited for the whole pool
     print(json.dumps(results, indent=2))  # side by side (pytest -s)

@@ -2,8 +2,10 @@
 of what happened, computed from the pods' own transitions as a watch saw them.
 
 A job is a gang of pods, each asking ``gpus`` GPUs and running ``runtime`` seconds once Running (KWOK ends it,
-``railforge.testbed.kwok``). A contender names the scheduler the pods ask for and whether the job is submitted as a
-gang (a ``scheduling.x-k8s.io`` PodGroup its pods join) or as lone pods (what kube-scheduler's defaults see).
+``railforge.testbed.kwok``). A contender names the scheduler the pods ask for and how a job says it is a gang: a
+``scheduling.x-k8s.io`` PodGroup its pods join by label (railforge, coscheduling), a ``scheduling.k8s.io`` PodGroup
+its pods name in ``spec.schedulingGroup`` (Kubernetes' own gangs, alpha in 1.36), or not at all (lone pods: what
+kube-scheduler's defaults see).
 """
 
 from __future__ import annotations
@@ -33,11 +35,35 @@ class Job:
     submit: float = 0.0  # seconds after the workload starts
 
 
+LONE, PODGROUP, NATIVE = "lone", "podgroup", "native"  # how a contender's jobs say they are gangs (above)
+NATIVE_GANG_API = ("scheduling.k8s.io", "v1alpha2")
+
+
 @dataclass(frozen=True)
 class Contender:
     name: str
     scheduler_name: str
-    gang: bool  # a PodGroup per job; otherwise lone pods
+    gang: str  # LONE, PODGROUP or NATIVE
+
+
+def group_body(job: Job, gang: str) -> tuple[tuple[str, str], dict] | None:
+    """The (group, version) and body of the job's PodGroup, None for lone pods."""
+    metadata = {"name": job.name}
+    if gang == PODGROUP:
+        return ("scheduling.x-k8s.io", "v1alpha1"), {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": metadata,
+            "spec": {"minMember": job.pods},
+        }
+    if gang == NATIVE:
+        return NATIVE_GANG_API, {
+            "apiVersion": "/".join(NATIVE_GANG_API),
+            "kind": "PodGroup",
+            "metadata": metadata,
+            "spec": {"schedulingPolicy": {"gang": {"minCount": job.pods}}},
+        }
+    return None
 
 
 @dataclass
@@ -71,7 +97,8 @@ class Observation:
 
 
 def pod_body(job: Job, index: int, contender: Contender, image: str) -> dict:
-    labels = {"railforge.io/arena-job": job.name, **({GROUP_LABEL: job.name} if contender.gang else {})}
+    labels = {"railforge.io/arena-job": job.name, **({GROUP_LABEL: job.name} if contender.gang == PODGROUP else {})}
+    native = {"schedulingGroup": {"podGroupName": job.name}} if contender.gang == NATIVE else {}
     return {
         "metadata": {
             "name": f"{job.name}-{index}",
@@ -80,6 +107,7 @@ def pod_body(job: Job, index: int, contender: Contender, image: str) -> dict:
         },
         "spec": {
             "schedulerName": contender.scheduler_name,
+            **native,
             "nodeSelector": {FAKE_NODE_LABEL: "fake"},
             "restartPolicy": "Never",
             "containers": [
@@ -120,14 +148,10 @@ def run(api, namespace: str, jobs: list[Job], contender: Contender, image: str, 
     try:
         for job in sorted(jobs, key=lambda job: job.submit):
             time.sleep(max(0.0, job.submit - (time.monotonic() - observation.started)))
-            if contender.gang:
-                body = {
-                    "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-                    "kind": "PodGroup",
-                    "metadata": {"name": job.name},
-                    "spec": {"minMember": job.pods},
-                }
-                custom.create_namespaced_custom_object("scheduling.x-k8s.io", "v1alpha1", namespace, "podgroups", body)
+            group = group_body(job, contender.gang)
+            if group is not None:
+                (api_group, version), body = group
+                custom.create_namespaced_custom_object(api_group, version, namespace, "podgroups", body)
             for index in range(job.pods):
                 # the client sends a mapping as it is: the API server checks it
                 core.create_namespaced_pod(namespace, cast(Any, pod_body(job, index, contender, image)))

@@ -29,6 +29,9 @@ SERVICE_CIDR = "10.96.0.0/16"
 # API-only nodes send no heartbeats; the node-lifecycle controller must not mark them unreachable during a run.
 NODE_MONITOR_GRACE = "24h"
 READY_TIMEOUT = 60
+# The feature gates of Kubernetes' own gang scheduling (1.36: the Workload and PodGroup API, and the scheduler's
+# GangScheduling plugin, which needs the first).
+NATIVE_GANG_GATES = "GenericWorkload=true,GangScheduling=true"
 
 
 @dataclass
@@ -125,6 +128,9 @@ class ControlPlane:
                     "--kubelet-preferred-address-types=InternalIP",  # never a DNS lookup of a node name
                     "--allow-privileged=true",
                     "--profiling=false",
+                    # Kubernetes' own gangs (alpha in 1.36): the API a scheduler started with the gates reads
+                    f"--feature-gates={NATIVE_GANG_GATES}",
+                    "--runtime-config=scheduling.k8s.io/v1alpha2=true",
                 ],
             )
             wait_for("kube-apiserver /readyz", plane._ready, READY_TIMEOUT, plane.processes)
@@ -180,11 +186,13 @@ class ControlPlane:
     def _default_service_account(self) -> bool:
         return self._get("/api/v1/namespaces/default/serviceaccounts/default")[0] == 200
 
-    def start_scheduler(self) -> Process:
-        """The default kube-scheduler (benchmarks compare against it)."""
+    def start_scheduler(self, *, native_gangs: bool = False) -> Process:
+        """The default kube-scheduler (benchmarks compare against it); with ``native_gangs`` its gang scheduling of
+        scheduling.k8s.io PodGroups on (the GangScheduling plugin of the default profile)."""
+        flags = [f"--feature-gates={NATIVE_GANG_GATES}"] if native_gangs else []
         process = self._launch(
             "kube-scheduler",
-            [binary("kube-scheduler"), *self._component_flags("scheduler", "system:kube-scheduler")],
+            [binary("kube-scheduler"), *self._component_flags("scheduler", "system:kube-scheduler"), *flags],
         )
         port = next(a.split("=")[1] for a in process.argv if a.startswith("--secure-port="))
         wait_for("kube-scheduler /healthz", lambda: _healthz(int(port)), READY_TIMEOUT, [process])
