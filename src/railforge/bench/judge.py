@@ -9,6 +9,7 @@ validation off), ``pass``, or ``info`` (a figure with no floor for this class).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import PurePath
@@ -21,6 +22,9 @@ from railforge.bench.nccl import NcclRun, Row
 from railforge.bench.perftest import PerftestRun
 from railforge.bench.resnet import ResnetRun, scaling_series
 
+# perftest's "Link type" for the words of a class's link, and a GPU model in its GPU text (H100, A100, L40S ...)
+CLASS_LINK_LAYERS = (("InfiniBand", "IB"), ("RoCE", "Ethernet"))
+GPU_MODEL = re.compile(r"\b[A-Z]+\d+[A-Z]*\b")
 FALLBACK = "NCCL fell back to sockets (NCCL_IB_DISABLE or no RDMA device in the pod)"
 STATUSES = ("fail", "warn", "pass", "info")
 _Row = TypeVar("_Row")
@@ -183,7 +187,30 @@ def judge_perftest(node: str, run: PerftestRun, hw: HardwareClass, server: str =
         wanted = "GPU memory (--use_cuda, GPUDirect RDMA)" if floor.memory == "gpu" else "host memory"
         message = f"{subject}: {run.tool} ran in {memory}, but the {hw.name} floor is for {wanted}"
         verdicts.append(Verdict(subject, "buffers", "warn", message))
+    verdicts += _class_mismatches(subject, run, hw)
     return [replace(v, nodes=(node,), rail=run.device, log=run.source) for v in verdicts]
+
+
+def _class_mismatches(subject: str, run: PerftestRun, hw: HardwareClass) -> list[Verdict]:
+    """Warnings where the log contradicts the hardware class it is judged against: its link type, its GPU, a
+    DMA-BUF buffer asked for and not confirmed."""
+    found = []
+    link = run.parameters.get("Link type")
+    expected = next((layer for word, layer in CLASS_LINK_LAYERS if word in hw.link), None)
+    if link and expected and link != expected:
+        message = f"{subject}: the log's link type is {link}, but class {hw.name} is {hw.link}"
+        found.append(Verdict(subject, "link", "warn", message))
+    model = GPU_MODEL.search(hw.gpu)
+    if run.cuda_gpu and model and model[0] not in run.cuda_gpu:
+        message = f"{subject}: the log's GPU is {run.cuda_gpu}, but class {hw.name} is for {model[0]}"
+        found.append(Verdict(subject, "gpu", "warn", message))
+    if run.asked_dma_buf and not run.dma_buf:
+        message = (
+            f"{subject}: --use_cuda_dmabuf was asked for, but the log does not confirm a DMA-BUF buffer ('using "
+            "DMA-BUF for GPU buffer' missing): the figure may not be GPUDirect RDMA through DMA-BUF"
+        )
+        found.append(Verdict(subject, "dma-buf", "warn", message))
+    return found
 
 
 def rail_suspects(pairs: Sequence[tuple[Verdict, str]]) -> list[Verdict]:

@@ -1,8 +1,9 @@
 """perftest client output: ``ib_write_bw`` / ``ib_read_bw`` (and ``ib_send_bw``) and ``ib_write_lat`` /
 ``ib_read_lat`` (and ``ib_send_lat``).
 
-Read: the test title (``RDMA_Write BW Test``), the parameter block (``Device``, ``Link type``, ``Mtu`` ...),
-the ``--use_cuda`` lines (GPU name, ``using DMA-BUF for GPU buffer``) and the results table. Bandwidth is kept as
+Read: the command line when the log has it (a paste's prompt line, before the title), the test title (``RDMA_Write
+BW Test``), the parameter block (``Device``, ``Link type``, ``Mtu`` ...), the ``--use_cuda`` lines (GPU name,
+``using DMA-BUF for GPU buffer``) and the results table. Bandwidth is kept as
 printed and in Gb/s: perftest's ``MB/sec`` (without ``--report_gbits``; ``MiB/sec`` in later releases, which
 name the unit they always meant) is 2^20 bytes per second, its ``Gb/sec``
 10^9 bits per second. Lines between the table header and the rows (CPU frequency warnings) are skipped.
@@ -26,6 +27,7 @@ LAT_COLUMNS = re.compile(r"t_min|t_max|t_typical|t_avg|t_stdev|99\.9% percentile
 ROW = re.compile(r"^\s*\d+\s+\d+\s")
 CUDA_GPU = re.compile(r"device name = \[(?P<name>[^\]]+)\]")
 CUDA_PICK = re.compile(r"^Picking device No\. (\d+)")
+COMMAND = re.compile(r"(?:^|\s)ib_(?:write|read|send)_(?:bw|lat)\s+(?P<arguments>.*)$")
 MIB_PER_S_TO_GBPS = 2**20 * 8 / 1e9
 
 
@@ -66,6 +68,12 @@ class PerftestRun:
     cuda_gpu: str | None = None
     dma_buf: bool = False
     missing: tuple[str, ...] = ()
+    arguments: tuple[str, ...] = ()  # of the command line, when the log has it
+
+    @property
+    def asked_dma_buf(self) -> bool:
+        """The command asked for GPU buffers through DMA-BUF (perftest's --use_cuda_dmabuf)."""
+        return "--use_cuda_dmabuf" in self.arguments
 
     @property
     def device(self) -> str:
@@ -87,6 +95,8 @@ def parse_perftest(text: str, source: str = "") -> PerftestRun:
     if found is None:
         raise ParseError(source, None, "a perftest title line such as 'RDMA_Write BW Test'")
     title_at, title = found
+    commands = [match for line in lines[:title_at] if (match := COMMAND.search(line))]
+    arguments = tuple(commands[-1]["arguments"].split()) if commands else ()
     tool = f"{TOOLS.get(title['verb'], title['verb'].lower())}_{'bw' if title['kind'] == 'BW' else 'lat'}"
 
     cuda_device = cuda_gpu = None
@@ -145,5 +155,6 @@ def parse_perftest(text: str, source: str = "") -> PerftestRun:
         cuda_device=cuda_device,
         cuda_gpu=cuda_gpu,
         dma_buf=dma_buf,
+        arguments=arguments,
         missing=() if closed else ("the dashes line that closes the results (cut paste or killed run)",),
     )

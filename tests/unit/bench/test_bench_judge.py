@@ -127,9 +127,42 @@ def test_rail_below_and_above_floor():
         # the H200 floor is Azure's GPUDirect figure: a run in host memory is named as not testing it
         "node dgx-03 rail mlx5_0: ib_write_bw ran in host memory, but the h200-sxm-cx7-ndr floor is for "
         "GPU memory (--use_cuda, GPUDirect RDMA)",
+        # and the log is of a RoCE port, the class of InfiniBand ones
+        "node dgx-03 rail mlx5_0: the log's link type is Ethernet, but class h200-sxm-cx7-ndr is InfiniBand NDR "
+        "400 Gb/s",
     ]
     passed = judge(Results(perftest=(("gpu-rdma-pod-2", run),)), load_floors("l40s-roce-200g"))
     assert [(v.status, v.measured, v.limit) for v in passed] == [("pass", 196.07, 196.07)]
+
+
+def test_a_log_that_contradicts_its_class_is_warned_about():
+    """The GPU the log names and a DMA-BUF buffer asked for on the command line, against the class judged: the real
+    200G RoCE paste with perftest's --use_cuda lines for an L40S put in, run with --use_cuda_dmabuf (whose buffer
+    line, 'using DMA-BUF for GPU buffer', is missing: a perftest built without DMA-BUF support falls back)."""
+    command, rest = read_body(BW200).split("\n", 1)
+    cuda = "Picking device No. 0\n[pid = 29, dev = 0] device name = [NVIDIA L40S]\ncreating CUDA Ctx\n"
+    run = parse_perftest(f"{command} --use_cuda=0 --use_cuda_dmabuf\n{cuda}{rest}")
+    assert run.asked_dma_buf and not run.dma_buf
+    warnings = [
+        v for v in judge(Results(perftest=(("pod-2", run),)), load_floors("l40s-roce-200g")) if v.status == "warn"
+    ]
+    assert [(v.check, v.message) for v in warnings] == [
+        (
+            "buffers",
+            "node pod-2 rail mlx5_0: ib_write_bw ran in GPU memory, but the l40s-roce-200g floor is for host memory",
+        ),
+        (
+            "dma-buf",
+            "node pod-2 rail mlx5_0: --use_cuda_dmabuf was asked for, but the log does not confirm a DMA-BUF buffer "
+            "('using DMA-BUF for GPU buffer' missing): the figure may not be GPUDirect RDMA through DMA-BUF",
+        ),
+    ]
+    other = [v.message for v in judge(Results(perftest=(("pod-2", run),)), load_floors("h100-sxm-cx7-ndr"))]
+    assert "node pod-2 rail mlx5_0: the log's GPU is NVIDIA L40S, but class h100-sxm-cx7-ndr is for H100" in other
+    assert (
+        "node pod-2 rail mlx5_0: the log's link type is Ethernet, but class h100-sxm-cx7-ndr is InfiniBand NDR 400 Gb/s"
+        in other
+    )
 
 
 def test_rail_in_host_memory_and_a_cut_paste():
@@ -231,7 +264,8 @@ def test_table_and_json():
     assert data["failed"] == 2 and data["hardware_class"]["floors"]["ib_write_bw"]["value"] == 360.0
     assert data["results"]["nccl"][0]["env"]["NCCL_IB_DISABLE"] == "1"
     assert data["results"]["perftest"][0][1]["bandwidth"][-1]["average"] == 196.07
-    assert [v["status"] for v in data["verdicts"]] == ["fail", "info", "fail", "warn"]  # warn: host-memory run
+    # warn: a host-memory run, and a RoCE log judged against an InfiniBand class
+    assert [v["status"] for v in data["verdicts"]] == ["fail", "info", "fail", "warn", "warn"]
     assert data["verdicts"][2]["nodes"] == ["dgx-03"] and data["verdicts"][2]["rail"] == "mlx5_0"
     assert data["verdicts"][0]["nodes"] == ["nvidiatools-dgx-2d-workload", "nvidiatools-dgx-9d-workload"]
 
