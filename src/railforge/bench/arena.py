@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from railforge.k8s.translate import GROUP_LABEL
+from railforge.k8s.translate import GROUP_LABEL, PODGROUP_API
 from railforge.scheduler import GPU
 from railforge.testbed.kwok import FAKE_NODE_LABEL, RUNTIME_ANNOTATION
 
@@ -36,7 +36,7 @@ class Job:
 
 
 LONE, PODGROUP, NATIVE = "lone", "podgroup", "native"  # how a contender's jobs say they are gangs (above)
-NATIVE_GANG_API = ("scheduling.k8s.io", "v1alpha2")
+NATIVE_GANG_API = ("scheduling.k8s.io", "v1alpha2", "podgroups")
 
 
 @dataclass(frozen=True)
@@ -46,24 +46,16 @@ class Contender:
     gang: str  # LONE, PODGROUP or NATIVE
 
 
-def group_body(job: Job, gang: str) -> tuple[tuple[str, str], dict] | None:
-    """The (group, version) and body of the job's PodGroup, None for lone pods."""
-    metadata = {"name": job.name}
-    if gang == PODGROUP:
-        return ("scheduling.x-k8s.io", "v1alpha1"), {
-            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-            "kind": "PodGroup",
-            "metadata": metadata,
-            "spec": {"minMember": job.pods},
-        }
-    if gang == NATIVE:
-        return NATIVE_GANG_API, {
-            "apiVersion": "/".join(NATIVE_GANG_API),
-            "kind": "PodGroup",
-            "metadata": metadata,
-            "spec": {"schedulingPolicy": {"gang": {"minCount": job.pods}}},
-        }
-    return None
+def group_body(job: Job, gang: str) -> tuple[tuple[str, str, str], dict] | None:
+    """The (group, version, plural) and body of the job's PodGroup, None for lone pods."""
+    if gang == LONE:
+        return None
+    api, spec = (
+        (PODGROUP_API, {"minMember": job.pods})
+        if gang == PODGROUP
+        else (NATIVE_GANG_API, {"schedulingPolicy": {"gang": {"minCount": job.pods}}})
+    )
+    return api, {"apiVersion": f"{api[0]}/{api[1]}", "kind": "PodGroup", "metadata": {"name": job.name}, "spec": spec}
 
 
 @dataclass
@@ -150,8 +142,8 @@ def run(api, namespace: str, jobs: list[Job], contender: Contender, image: str, 
             time.sleep(max(0.0, job.submit - (time.monotonic() - observation.started)))
             group = group_body(job, contender.gang)
             if group is not None:
-                (api_group, version), body = group
-                custom.create_namespaced_custom_object(api_group, version, namespace, "podgroups", body)
+                (api_group, version, plural), body = group
+                custom.create_namespaced_custom_object(api_group, version, namespace, plural, body)
             for index in range(job.pods):
                 # the client sends a mapping as it is: the API server checks it
                 core.create_namespaced_pod(namespace, cast(Any, pod_body(job, index, contender, image)))

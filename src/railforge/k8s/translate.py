@@ -520,11 +520,11 @@ def translate(
     grouped: dict[str, GangObjects] = {}
     succeeded = set()
     for pod in pods:
+        name = gang_of(pod)
         if (pod.get("status") or {}).get("phase") == "Succeeded":
-            succeeded.add(gang_of(pod))
+            succeeded.add(name)
         if not live(pod) and not (_failed(pod) and pod["spec"].get("nodeName")):
             continue  # a bound pod that failed stays: it is a failed member of its gang
-        name = gang_of(pod)
         meta = pod["metadata"]
         group_name = (meta.get("labels") or {}).get(GROUP_LABEL)
         group = groups.get((meta["namespace"], group_name)) if group_name else None
