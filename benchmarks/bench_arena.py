@@ -33,8 +33,9 @@ from pathlib import Path
 from bench_k8s import apply_crds, load_line
 from kubernetes import client
 
-from railforge.bench.arena import LONE, NATIVE, PODGROUP, Contender, Job, run, summary
+from railforge.bench.arena import Contender, Job, run, summary
 from railforge.k8s.adapter import Adapter
+from railforge.k8s.gangapis import NATIVE, SCHEDULER_PLUGINS
 from railforge.k8s.settings import settings_from_mapping
 from railforge.sim.traces import load_trace
 from railforge.testbed.build import TEST_IMAGE
@@ -89,7 +90,7 @@ def adversarial_jobs(nodes: int) -> list[Job]:
 
 def contend(plane: ControlPlane, workload: str, jobs: list[Job], contender: Contender, args) -> dict:
     """The contender's metrics for the workload, in a namespace of its own; its pods are deleted afterwards."""
-    namespace = f"{workload}-{contender.gang}"
+    namespace = f"{workload}-{contender.gangs_as}"
     create_namespace(plane, namespace)
     observed = run(plane.api, namespace, jobs, contender, TEST_IMAGE, args.timeout)
     client.CoreV1Api(plane.api).delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
@@ -133,12 +134,12 @@ def main() -> int:
                 adapter = Adapter(plane.client(), settings).start()
                 wait_for("railforge's caches", adapter.synced, 60)
                 try:
-                    gangs = Contender("railforge", "railforge", PODGROUP)
+                    gangs = Contender("railforge", "railforge", SCHEDULER_PLUGINS)
                     results[workload]["railforge"] = contend(plane, workload, jobs, gangs, args)
                 finally:
                     adapter.stop()
-                for name, gang in (("kube-scheduler defaults", LONE), ("kube-scheduler native gangs", NATIVE)):
-                    scheduler = plane.start_scheduler(native_gangs=gang == NATIVE)
+                for name, gang in (("kube-scheduler defaults", None), ("kube-scheduler native gangs", NATIVE)):
+                    scheduler = plane.start_scheduler(native_gangs=gang is NATIVE)
                     try:
                         contender = Contender(name, "default-scheduler", gang)
                         results[workload][name] = contend(plane, workload, jobs, contender, args)

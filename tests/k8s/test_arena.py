@@ -9,7 +9,8 @@ import json
 import pytest
 from kubernetes import client
 
-from railforge.bench.arena import LONE, NATIVE, PODGROUP, Contender, Job, job_results, run, summary
+from railforge.bench.arena import Contender, Job, job_results, run, summary
+from railforge.k8s.gangapis import NATIVE, SCHEDULER_PLUGINS
 from railforge.testbed.build import TEST_IMAGE
 from railforge.testbed.controlplane import create_namespace
 from railforge.testbed.kwok import EXIT_CODE_ANNOTATION, RUNTIME_ANNOTATION, add_fake_nodes, start_kwok
@@ -70,8 +71,8 @@ def test_railforge_and_kube_scheduler_run_the_same_jobs_and_the_metrics_follow_f
         }
     )
     wait_for("railforge's caches", adapter.synced, 30)  # as kube-scheduler's are before its first pod
-    observed = run(control_plane.api, "arena-railforge", JOBS, Contender("railforge", "arena-railforge", PODGROUP),
-                   TEST_IMAGE, timeout=60)  # fmt: skip
+    railforge = Contender("railforge", "arena-railforge", SCHEDULER_PLUGINS)
+    observed = run(control_plane.api, "arena-railforge", JOBS, railforge, TEST_IMAGE, timeout=60)
     results["railforge"] = summary(JOBS, observed, capacity)
     by_job = {result.name: result for result in job_results(JOBS, observed, results["railforge"]["makespan_s"])}
     assert {times.phase for times in observed.pods.values()} == {"Succeeded"}, observed.pods  # ended by KWOK
@@ -83,13 +84,13 @@ def test_railforge_and_kube_scheduler_run_the_same_jobs_and_the_metrics_follow_f
 
     # kube-scheduler's defaults (lone pods), then its own gangs (scheduling.k8s.io PodGroups), on the same nodes once
     # the pods before have ended
-    for name, gang, native in (("kube-scheduler", LONE, False), ("kube-scheduler native gangs", NATIVE, True)):
-        scheduler = control_plane.start_scheduler(native_gangs=native)
+    for name, gang in (("kube-scheduler", None), ("kube-scheduler native gangs", NATIVE)):
+        scheduler = control_plane.start_scheduler(native_gangs=gang is NATIVE)
+        contender = Contender(name, "default-scheduler", gang)
         try:
-            namespace = f"arena-{gang}"
+            namespace = f"arena-{contender.gangs_as}"
             create_namespace(control_plane, namespace)
-            observed = run(control_plane.api, namespace, JOBS, Contender(name, "default-scheduler", gang), TEST_IMAGE,
-                           timeout=60)  # fmt: skip
+            observed = run(control_plane.api, namespace, JOBS, contender, TEST_IMAGE, timeout=60)
         finally:
             control_plane.stop_component(scheduler)
         results[name] = summary(JOBS, observed, capacity)

@@ -102,6 +102,8 @@ def test_the_role_applies_the_scheduler_idempotently_with_least_privilege(contro
         ("create", "events"),
         ("list", "nodes"),
         ("patch", "podgroups.scheduling.x-k8s.io"),
+        ("watch", "podgroups.scheduling.k8s.io"),
+        ("patch", "podgroups.scheduling.k8s.io:status"),
         ("patch", "queues.railforge.io:status"),
     ):
         assert can(control_plane, verb, resource), (verb, resource)

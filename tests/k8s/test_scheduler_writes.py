@@ -30,7 +30,7 @@ def test_pods_it_must_not_bind_keep_their_gang_waiting_and_the_loop_deciding(clu
         cluster.pod(f"held-{i}", 1, group="held", **({"schedulingGates": GATE} if i == 3 else {}))
     cluster.pod("lone-gated", 1, schedulingGates=GATE)
     cluster.pod("claims", 1, resourceClaims=[{"name": "gpu", "resourceClaimName": "gpu-claim"}])
-    # Kubernetes' own gang API, which the test bed serves: a pod of a native PodGroup of 3 is not bound alone
+    # Kubernetes' own gang API, which the test bed serves: one pod of a native PodGroup of 3 is not bound alone
     native = {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup", "metadata": {"name": "native"}}
     native["spec"] = {"schedulingPolicy": {"gang": {"minCount": 3}}}
     cluster.custom.create_namespaced_custom_object("scheduling.k8s.io", "v1alpha2", cluster.name, "podgroups", native)
@@ -44,7 +44,11 @@ def test_pods_it_must_not_bind_keep_their_gang_waiting_and_the_loop_deciding(clu
         assert "pod held-3 has spec.schedulingGates example.com/hold" in held["railforge.io/reason"]
         assert "spec.schedulingGates example.com/hold" in condition(cluster, "lone-gated").message
         assert "spec.resourceClaims (gpu)" in condition(cluster, "claims").message
-        assert "sets spec.schedulingGroup (Kubernetes' gang API)" in condition(cluster, "native-0").message
+        native = cluster.custom.get_namespaced_custom_object(
+            "scheduling.k8s.io", "v1alpha2", cluster.name, "podgroups", "native"
+        )
+        waits = native["metadata"]["annotations"]["railforge.io/reason"]
+        assert "minCount is 3 but fewer pods carry spec.schedulingGroup.podGroupName=native" in waits
         assert any(e.startswith("InvalidSpec: pod claims has spec.resourceClaims") for e in cluster.events("claims"))
 
     eventually(said_why)

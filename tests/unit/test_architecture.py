@@ -6,15 +6,16 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-K8S_LEAVES = {"rest", "quantity", "settings", "views", "annotations"}
+K8S_LEAVES = {"rest", "quantity", "settings", "views", "annotations", "gangapis"}
 # module (or package) -> the railforge modules (or packages) it may import
 ALLOWED = {
     "railforge.scheduler": {"railforge.scheduler"},
     "railforge.sim": {"railforge.scheduler", "railforge.sim", "railforge.cliargs"},
     "railforge.k8s.annotations": {"railforge.k8s.settings"},
+    "railforge.k8s.gangapis": {"railforge.k8s.rest", "railforge.k8s.settings"},
     "railforge.k8s.translate": {
         "railforge.scheduler",
-        *(f"railforge.k8s.{m}" for m in ("annotations", "podaffinity", "quantity", "settings")),
+        *(f"railforge.k8s.{m}" for m in ("annotations", "gangapis", "podaffinity", "quantity", "settings")),
     },
     "railforge.k8s.podaffinity": {"railforge.scheduler"},
     "railforge.k8s.writes": {
@@ -27,9 +28,9 @@ ALLOWED = {
     "railforge.k8s.evidence": {"railforge.k8s.rest"},
     "railforge.k8s.reporting": {
         "railforge.scheduler",
-        *(f"railforge.k8s.{m}" for m in ("annotations", "events", "metrics", "translate", "views")),
+        *(f"railforge.k8s.{m}" for m in ("annotations", "events", "gangapis", "metrics", "translate", "views")),
     },
-    "railforge.k8s.events": {"railforge.k8s.rest"},
+    "railforge.k8s.events": {"railforge.k8s.gangapis", "railforge.k8s.rest"},
 }
 
 

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from railforge.k8s.translate import GROUP_LABEL, PODGROUP_API
+from railforge.k8s.gangapis import GROUP_LABEL, NATIVE, SCHEDULER_PLUGINS, GangApi
 from railforge.scheduler import GPU
 from railforge.testbed.kwok import FAKE_NODE_LABEL, RUNTIME_ANNOTATION
 
@@ -35,27 +35,24 @@ class Job:
     submit: float = 0.0  # seconds after the workload starts
 
 
-LONE, PODGROUP, NATIVE = "lone", "podgroup", "native"  # how a contender's jobs say they are gangs (above)
-NATIVE_GANG_API = ("scheduling.k8s.io", "v1alpha2", "podgroups")
-
-
 @dataclass(frozen=True)
 class Contender:
     name: str
     scheduler_name: str
-    gang: str  # LONE, PODGROUP or NATIVE
+    gang: GangApi | None  # the PodGroup API its jobs are gangs of; None: lone pods
+
+    @property
+    def gangs_as(self) -> str:
+        """How its jobs are gangs, in a word (namespaces): podgroup, native or lone."""
+        return "lone" if self.gang is None else ("native" if self.gang is NATIVE else "podgroup")
 
 
-def group_body(job: Job, gang: str) -> tuple[tuple[str, str, str], dict] | None:
-    """The (group, version, plural) and body of the job's PodGroup, None for lone pods."""
-    if gang == LONE:
-        return None
-    api, spec = (
-        (PODGROUP_API, {"minMember": job.pods})
-        if gang == PODGROUP
-        else (NATIVE_GANG_API, {"schedulingPolicy": {"gang": {"minCount": job.pods}}})
+def group_body(job: Job, api: GangApi) -> dict:
+    """The job's PodGroup of ``api``."""
+    spec = (
+        {"minMember": job.pods} if api is SCHEDULER_PLUGINS else {"schedulingPolicy": {"gang": {"minCount": job.pods}}}
     )
-    return api, {"apiVersion": f"{api[0]}/{api[1]}", "kind": "PodGroup", "metadata": {"name": job.name}, "spec": spec}
+    return {"apiVersion": api.api_version, "kind": "PodGroup", "metadata": {"name": job.name}, "spec": spec}
 
 
 @dataclass
@@ -89,8 +86,11 @@ class Observation:
 
 
 def pod_body(job: Job, index: int, contender: Contender, image: str) -> dict:
-    labels = {"railforge.io/arena-job": job.name, **({GROUP_LABEL: job.name} if contender.gang == PODGROUP else {})}
-    native = {"schedulingGroup": {"podGroupName": job.name}} if contender.gang == NATIVE else {}
+    labels = {
+        "railforge.io/arena-job": job.name,
+        **({GROUP_LABEL: job.name} if contender.gang is SCHEDULER_PLUGINS else {}),
+    }
+    native = {"schedulingGroup": {"podGroupName": job.name}} if contender.gang is NATIVE else {}
     return {
         "metadata": {
             "name": f"{job.name}-{index}",
@@ -140,10 +140,11 @@ def run(api, namespace: str, jobs: list[Job], contender: Contender, image: str, 
     try:
         for job in sorted(jobs, key=lambda job: job.submit):
             time.sleep(max(0.0, job.submit - (time.monotonic() - observation.started)))
-            group = group_body(job, contender.gang)
-            if group is not None:
-                (api_group, version, plural), body = group
-                custom.create_namespaced_custom_object(api_group, version, namespace, plural, body)
+            if contender.gang is not None:
+                body = group_body(job, contender.gang)
+                custom.create_namespaced_custom_object(
+                    contender.gang.group, contender.gang.version, namespace, "podgroups", body
+                )
             for index in range(job.pods):
                 # the client sends a mapping as it is: the API server checks it
                 core.create_namespaced_pod(namespace, cast(Any, pod_body(job, index, contender, image)))

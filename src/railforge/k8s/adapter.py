@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 import railforge.scheduler as core
 from railforge.k8s import reporting
 from railforge.k8s.events import Reporter
+from railforge.k8s.gangapis import served
 from railforge.k8s.informer import Informer, Resource
 from railforge.k8s.leader import LeaderElector
 from railforge.k8s.metrics import SchedulerMetrics
@@ -26,7 +27,7 @@ from railforge.k8s.reporting import state_view
 from railforge.k8s.settings import Settings
 from railforge.k8s.translate import Translation, translate
 from railforge.k8s.views import SchedulerState
-from railforge.k8s.writes import PODGROUPS, WriteSide
+from railforge.k8s.writes import WriteSide
 from railforge.scheduler import host
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,7 @@ class Adapter:
         self.wake = threading.Event()
         self.stopping = threading.Event()
         name = settings.scheduler_name
+        self.gang_apis = served(api)
         self.informers = {
             # every node: one outside node_selector still exists, so gangs bound there are not "lost"
             "nodes": Resource("Node", "/api/v1/nodes", trim=_trim_meta),
@@ -72,7 +74,7 @@ class Adapter:
                 "status.phase!=Failed",
                 trim=_trim_pod,
             ),
-            "groups": Resource("PodGroup", PODGROUPS, trim=_trim_meta),
+            **{api.kind: Resource(api.kind, api.collection, trim=_trim_meta) for api in self.gang_apis},
             "queues": Resource("Queue", QUEUES, trim=_trim_meta),
             "namespaces": Resource("Namespace", "/api/v1/namespaces", trim=_trim_meta),
         }
@@ -157,8 +159,9 @@ class Adapter:
     # -- one pass ------------------------------------------------------------------------------------------------
     def translate(self, now: float) -> Translation:
         groups = {
-            (g["metadata"]["namespace"], g["metadata"]["name"]): self.writes.overlay_owner(g)
-            for g in self.caches["groups"].items()
+            (api, g["metadata"]["namespace"], g["metadata"]["name"]): self.writes.overlay_owner(g)
+            for api in self.gang_apis
+            for g in self.caches[api.kind].items()
         }
         namespaces = {n["metadata"]["name"]: n for n in self.caches["namespaces"].items()}
         return translate(

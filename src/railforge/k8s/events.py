@@ -20,14 +20,14 @@ from dataclasses import dataclass
 from kubernetes.client import ApiException
 
 from railforge.k8s import rest
+from railforge.k8s.gangapis import GANG_APIS
 
 log = logging.getLogger(__name__)
 
-PODGROUP_PATH = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups/{name}"
-KINDS = {  # kind -> (apiVersion, path of one object)
+KINDS = {  # kind (with its API group where two share a name) -> (apiVersion, path of one object)
     "Pod": ("v1", "/api/v1/namespaces/{namespace}/pods/{name}"),
-    "PodGroup": ("scheduling.x-k8s.io/v1alpha1", PODGROUP_PATH),
     "Queue": ("railforge.io/v1alpha1", "/apis/railforge.io/v1alpha1/queues/{name}"),
+    **{api.kind: (api.api_version, api.path("{namespace}", "{name}")) for api in GANG_APIS},
 }
 EVENT_NAMESPACE_OF_CLUSTER_OBJECTS = "default"
 MAX_OBJECTS_REMEMBERED = 100_000
@@ -175,7 +175,7 @@ class Reporter:
             body = {
                 "metadata": {"name": f"{meta['name'][:200]}.{digest}", "namespace": namespace},
                 "involvedObject": {
-                    "kind": kind,
+                    "kind": kind.split(".", 1)[0],
                     "apiVersion": obj.get("apiVersion") or KINDS[kind][0],
                     "name": meta["name"],
                     "namespace": meta.get("namespace"),

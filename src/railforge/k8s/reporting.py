@@ -6,19 +6,19 @@ told as waiting, with the write side's reason."""
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import railforge.scheduler as core
 from railforge.k8s.annotations import FAILED, REASON, REASON_CODE
 from railforge.k8s.events import Reporter
+from railforge.k8s.gangapis import joined
 from railforge.k8s.metrics import SchedulerMetrics
 from railforge.k8s.translate import (
-    GROUP_LABEL,
     Translation,
     Waiting,
     add_amounts,
+    gang_of,
     pod_requests,
     timestamp,
 )
@@ -87,29 +87,25 @@ def tell(
             for pod in unbound:
                 reporter.pod_condition(pod, label, reason)
                 reporter.event("Pod", pod, event, reason, warning=True)
-        if objects.group is not None:
-            group = objects.group
-            running, succeeded, failed = counts.get((objects.namespace, group["metadata"]["name"]), (0, 0, 0))
-            if phase == "Running" and running < len(objects.pods):
+        if objects.group is not None and objects.api is not None:
+            group, kind = objects.group, objects.kind
+            phase_counts = counts.get(objects.name, (0, 0, 0))
+            if phase == "Running" and phase_counts[0] < len(objects.pods):
                 phase = "Scheduled"
-            status: dict[str, object] = {"phase": phase, "running": running, "succeeded": succeeded, "failed": failed}
-            if phase == "Scheduled" and not (group.get("status") or {}).get("scheduleStartTime"):
-                status["scheduleStartTime"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-            reporter.status("PodGroup", group, status)
-            reporter.annotate("PodGroup", group, {REASON: reason or None, REASON_CODE: code or None})
+            reporter.status(kind, group, objects.api.status(group, phase, phase_counts, reason))
+            reporter.annotate(kind, group, {REASON: reason or None, REASON_CODE: code or None})
             if reason and unbound:
-                reporter.event("PodGroup", group, event, reason, warning=True)
+                reporter.event(kind, group, event, reason, warning=True)
     metrics.reasons({name: str(getattr(why, "code", "")) for name, why in told.reasons.items() if name not in bound})
 
 
-def _phase_counts(pods: Iterable[dict]) -> dict[tuple[str, str], tuple[int, int, int]]:
-    """(namespace, gang label) -> its pods Running, Succeeded, Failed."""
-    counts: dict[tuple[str, str], list[int]] = {}
+def _phase_counts(pods: Iterable[dict]) -> dict[str, tuple[int, int, int]]:
+    """Gang -> its pods Running, Succeeded, Failed (the gangs of PodGroups)."""
+    counts: dict[str, list[int]] = {}
     for pod in pods:
-        group = (pod["metadata"].get("labels") or {}).get(GROUP_LABEL)
-        if not group:
+        if joined(pod) is None:
             continue
-        entry = counts.setdefault((pod["metadata"]["namespace"], group), [0, 0, 0])
+        entry = counts.setdefault(gang_of(pod), [0, 0, 0])
         phase = (pod.get("status") or {}).get("phase")
         for index, wanted in enumerate(("Running", "Succeeded", "Failed")):
             entry[index] += phase == wanted

@@ -17,6 +17,7 @@ from typing import Any
 
 from railforge.k8s import podaffinity
 from railforge.k8s.annotations import FAILED, Backoff, Start, decode_placement
+from railforge.k8s.gangapis import GANG_APIS, NATIVE, SCHEDULE_TIMEOUT, SCHEDULER_PLUGINS, GangApi, joined
 from railforge.k8s.quantity import resource_map
 from railforge.k8s.settings import LABEL_PREFIX, Settings, TopologyLevel
 from railforge.scheduler import (
@@ -33,8 +34,6 @@ from railforge.scheduler import (
     topology_path,
 )
 
-GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
-PODGROUP_API = ("scheduling.x-k8s.io", "v1alpha1", "podgroups")
 QUEUE_API = ("railforge.io", "v1alpha1", "queues")
 # what users set; what the scheduler writes and reads back is in annotations.py
 RUNTIME = LABEL_PREFIX + "runtime"
@@ -76,10 +75,11 @@ class Waiting(str):
 
 @dataclass
 class GangObjects:
-    """One gang's Kubernetes side: its PodGroup (None for a lone pod) and its live pods."""
+    """One gang's Kubernetes side: its PodGroup and the API it is of (None for a lone pod) and its live pods."""
 
     name: str
     namespace: str
+    api: GangApi | None
     group: dict | None
     pods: list[dict]
     queue: str = ""  # the queue it names, once translated (what the decision log shows)
@@ -94,7 +94,8 @@ class GangObjects:
 
     @property
     def kind(self) -> str:
-        return "PodGroup" if self.group is not None else "Pod"
+        """The owner's kind, with its API group for a PodGroup (two APIs have one)."""
+        return self.api.kind if self.group is not None and self.api is not None else "Pod"
 
     @property
     def owner_name(self) -> str:
@@ -105,8 +106,8 @@ class GangObjects:
 
     @property
     def min_member(self) -> Any:
-        """The PodGroup's spec.minMember as written (None without one); translation checks its type."""
-        return ((self.group or {}).get("spec") or {}).get("minMember")
+        """The PodGroup's minimum count as written (None without one); translation checks its type."""
+        return self.api.min_count(self.group) if self.group is not None and self.api is not None else None
 
     def planned(self) -> dict[str, str]:
         """Pod uid -> node of the placement written before binding ({} when none)."""
@@ -285,10 +286,14 @@ def _queue(name: str, spec: dict) -> Queue:
 
 
 def gang_of(pod: dict) -> str:
-    """A pod's gang name: ``namespace/podgroup``, or ``namespace/pod/name`` for a pod without a PodGroup."""
+    """A pod's gang name: ``namespace/podgroup`` (scheduler-plugins'), ``namespace/scheduling.k8s.io/podgroup``
+    (Kubernetes' own: a PodGroup of each may share a name), or ``namespace/pod/name`` for a pod on its own."""
     meta = pod["metadata"]
-    group = (meta.get("labels") or {}).get(GROUP_LABEL)
-    return f"{meta['namespace']}/{group}" if group else f"{meta['namespace']}/pod/{meta['name']}"
+    group = joined(pod)
+    if group is None:
+        return f"{meta['namespace']}/pod/{meta['name']}"
+    api, name = group
+    return f"{meta['namespace']}/{name}" if api is SCHEDULER_PLUGINS else f"{meta['namespace']}/{api.group}/{name}"
 
 
 def live(pod: dict) -> bool:
@@ -346,7 +351,25 @@ def _topology_constraint(objects: GangObjects, settings: Settings) -> TopologyCo
             if level not in names:
                 raise ValueError(f"annotation {key} is {level!r}; expected one of the levels {', '.join(names)}")
             return TopologyConstraint(level, required)
+    if objects.api is NATIVE:
+        return _native_topology(objects.group or {}, settings)
     return None
+
+
+def _native_topology(group: dict, settings: Settings) -> TopologyConstraint | None:
+    """A Kubernetes PodGroup's ``schedulingConstraints.topology``: every pod in one domain of the node label it
+    names, which must be a label of one of the topology's levels."""
+    constraints = ((group.get("spec") or {}).get("schedulingConstraints") or {}).get("topology") or []
+    if not constraints:
+        return None
+    if len(constraints) > 1:
+        raise ValueError(f"spec.schedulingConstraints.topology has {len(constraints)} entries; expected one")
+    key = constraints[0].get("key")
+    for level in settings.topology:
+        if key in level.labels:
+            return TopologyConstraint(level.name, True)
+    labels = ", ".join(label for level in settings.topology for label in level.labels)
+    raise ValueError(f"spec.schedulingConstraints.topology key is {key!r}; expected a topology label: {labels}")
 
 
 def _affinity(pod_spec: dict) -> tuple[NodeSelectorRequirement, ...]:
@@ -413,6 +436,14 @@ def build_gang(
     pins = _pins(pods, hostnames)
     node_selector = {key: value for key, value in (spec.get("nodeSelector") or {}).items() if key != HOSTNAME}
     group_spec = (objects.group or {}).get("spec") or {}
+    schedule_timeout = None
+    if group_spec.get("scheduleTimeoutSeconds"):
+        schedule_timeout = float(group_spec["scheduleTimeoutSeconds"])
+    elif objects.api is NATIVE and objects.annotations().get(SCHEDULE_TIMEOUT):
+        try:
+            schedule_timeout = runtime_seconds(objects.annotations()[SCHEDULE_TIMEOUT])
+        except ValueError as error:
+            raise ValueError(f"annotation {SCHEDULE_TIMEOUT} is {error}") from None
     runtimes = [pod["spec"]["activeDeadlineSeconds"] for pod in pods if pod["spec"].get("activeDeadlineSeconds")]
     annotated = _first_annotation(objects, RUNTIME)
     max_runtime = None
@@ -438,9 +469,7 @@ def build_gang(
         priority=max(int(pod["spec"].get("priority") or 0) for pod in pods),
         submit_time=timestamp(owner_meta.get("creationTimestamp"), now),
         max_runtime=max_runtime,
-        schedule_timeout=float(group_spec["scheduleTimeoutSeconds"])
-        if group_spec.get("scheduleTimeoutSeconds")
-        else None,
+        schedule_timeout=schedule_timeout,
         topology=_topology_constraint(objects, settings),
         node_selector=node_selector,
         affinity=_affinity(spec) + pod_rules,
@@ -462,10 +491,15 @@ def _not_bindable(pod: dict) -> tuple[str, str] | None:
     if spec.get("resourceClaims"):
         claims = ", ".join(claim.get("name", "") for claim in spec["resourceClaims"])
         return "input.unsupported", f"has spec.resourceClaims ({claims}), which this scheduler does not allocate"
-    for field_name in ("schedulingGroup", "workloadRef"):  # the field of 1.36, and of 1.35
-        if spec.get(field_name):
-            what = f"sets spec.{field_name} (Kubernetes' gang API)"
-            return "input.unsupported", f"{what}, which this scheduler does not read"
+    if spec.get("workloadRef"):  # Kubernetes 1.35's field, replaced by spec.schedulingGroup in 1.36
+        return (
+            "input.unsupported",
+            "sets spec.workloadRef (Kubernetes 1.35's gang API), which this scheduler does not read",
+        )
+    apis = [api for api in GANG_APIS if api.member_of(pod)]
+    if len(apis) > 1:
+        named = " and ".join(api.joined_by for api in apis)
+        return "input.invalid", f"names a PodGroup in {named}; expected one of them"
     return None
 
 
@@ -479,7 +513,7 @@ def translate(
     nodes: Iterable[dict],
     pods: Iterable[dict],
     foreign_pods: Iterable[dict],
-    groups: Mapping[tuple[str, str], dict],
+    groups: Mapping[tuple[GangApi, str, str], dict],
     queues: Iterable[dict],
     namespaces: Mapping[str, dict],
     settings: Settings,
@@ -525,10 +559,12 @@ def translate(
             succeeded.add(name)
         if not live(pod) and not (_failed(pod) and pod["spec"].get("nodeName")):
             continue  # a bound pod that failed stays: it is a failed member of its gang
-        meta = pod["metadata"]
-        group_name = (meta.get("labels") or {}).get(GROUP_LABEL)
-        group = groups.get((meta["namespace"], group_name)) if group_name else None
-        grouped.setdefault(name, GangObjects(name, meta["namespace"], group, [])).pods.append(pod)
+        namespace = pod["metadata"]["namespace"]
+        if name not in grouped:
+            api, group_name = joined(pod) or (None, "")
+            group = groups.get((api, namespace, group_name)) if api is not None else None
+            grouped[name] = GangObjects(name, namespace, api, group, [])
+        grouped[name].pods.append(pod)
     for name, objects in list(grouped.items()):
         if any(pod["spec"].get("nodeName") in unselected for pod in objects.pods):
             del grouped[name]  # running on nodes this scheduler does not use: not its to count or restart
@@ -579,7 +615,7 @@ def _add_gang(
     hostnames: Mapping[str, str],
     neighbours: Neighbours,
 ) -> None:
-    group_label = (objects.pods[0]["metadata"].get("labels") or {}).get(GROUP_LABEL)
+    group_name = objects.api.member_of(objects.pods[0]) if objects.api is not None else None
     bound = [pod for pod in objects.pods if pod["spec"].get("nodeName")]
     unbound = [pod for pod in objects.pods if not pod["spec"].get("nodeName")]
     if not unbound and not any(live(pod) for pod in bound):
@@ -634,23 +670,27 @@ def _add_gang(
     if objects.annotations().get(FAILED):
         out.waiting[objects.name] = Waiting("gang.failed", f"the gang failed: {objects.annotations()[FAILED]}")
         return
-    if group_label and objects.group is None:
+    if objects.api is not None and objects.group is None:
         refuse(
             "input.podgroup-missing",
-            f"label {GROUP_LABEL} names PodGroup {group_label!r}, which does not exist in {objects.namespace}",
+            f"{objects.api.joined_by} names {objects.api.kind} {group_name!r}, which does not exist in "
+            f"{objects.namespace}" + (" (or its API is not served)" if objects.api is NATIVE else ""),
         )
         return
     if queue not in queue_names:
         refuse("input.unknown-queue", f"{named_by} names queue {queue!r}, which does not exist or is not usable")
         return
     min_member = objects.min_member
-    if min_member is not None and min_member > len(unbound):
+    if objects.api is not None and min_member is not None and min_member > len(unbound):
         refuse(
             "input.min-member",
             # the same words while the pods come one by one: one Event, one status write, not one per pod
-            f"spec.minMember is {min_member} but fewer pods carry {GROUP_LABEL}={objects.owner_name}; "
-            f"expected at least {min_member} (waiting for the rest)",
+            f"{objects.api.min_field} is {min_member} but fewer pods carry "
+            f"{objects.api.member_key}={objects.owner_name}; expected at least {min_member} (waiting for the rest)",
         )
+        return
+    if objects.api is NATIVE and ((objects.group or {}).get("spec") or {}).get("resourceClaims"):
+        refuse("input.unsupported", "spec.resourceClaims is set, which this scheduler does not allocate")
         return
     for pod in unbound:
         why = _not_bindable(pod)

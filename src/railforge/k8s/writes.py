@@ -21,6 +21,7 @@ twice or bound in a recreated copy.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -45,7 +46,6 @@ from railforge.scheduler import host
 
 log = logging.getLogger(__name__)
 
-PODGROUPS = "/apis/scheduling.x-k8s.io/v1alpha1/podgroups"
 # kind of removal -> (what the decision log says, counter, Event reason)
 REMOVALS = {
     "evict": ("evicted ({cause})", "evictions", "Evicted"),
@@ -185,8 +185,8 @@ class WriteSide:
 
     def patch_owner(self, objects: GangObjects, annotations: dict[str, str | None]) -> None:
         meta = objects.owner["metadata"]
-        if objects.group is not None:
-            path = f"{PODGROUPS.replace('/podgroups', '')}/namespaces/{objects.namespace}/podgroups/{meta['name']}"
+        if objects.group is not None and objects.api is not None:
+            path = objects.api.path(objects.namespace, meta["name"])
         else:
             path = f"/api/v1/namespaces/{objects.namespace}/pods/{meta['name']}"
         body = {"metadata": {"annotations": annotations}}
@@ -282,8 +282,7 @@ class WriteSide:
         self.state.record(kind, objects.name, f"{what}: {reason}", objects.queue, nodes)
         self.state.count(counter)
         self.metrics.removed(cause or kind)
-        target = ("PodGroup", objects.group) if objects.group is not None else ("Pod", objects.pods[0])
-        self.reporter.event(*target, event, f"{what}: {reason}", warning=True)
+        self.reporter.event(objects.kind, objects.owner, event, f"{what}: {reason}", warning=True)
         return nodes
 
     def keep_evidence(self, objects: GangObjects, reason: str) -> str:
@@ -408,8 +407,7 @@ class WriteSide:
         nodes = [pod["spec"]["nodeName"] for pod in pods]
         self.state.record("blocked", objects.name, refusal, objects.queue, nodes)
         self.state.count("evictions_blocked")
-        target = ("PodGroup", objects.group) if objects.group is not None else ("Pod", objects.pods[0])
-        self.reporter.event(*target, "EvictionBlocked", refusal, warning=True)
+        self.reporter.event(objects.kind, objects.owner, "EvictionBlocked", refusal, warning=True)
         return refusal
 
     def _bind_gangs(self, binds: list[core.Bind], view: Translation, now: float) -> None:
@@ -454,7 +452,7 @@ class WriteSide:
             if objects.group is not None:
                 complete = bound == len(bind.placement)
                 reason = "Scheduled" if complete else "FailedBinding"
-                self.reporter.event("PodGroup", objects.group, reason, f"bound: {detail}", warning=not complete)
+                self.reporter.event(objects.kind, objects.group, reason, f"bound: {detail}", warning=not complete)
 
     # -- gangs an interrupted run left partly bound --------------------------------------------------------------
     def settle(self, view: Translation) -> None:
@@ -535,7 +533,7 @@ class WriteSide:
                 for pod in todo
                 if pod["metadata"]["uid"] in self.assumed
             ]
-            objects = GangObjects(objects.name, objects.namespace, objects.group, bound + placed, objects.queue)
+            objects = dataclasses.replace(objects, pods=bound + placed)
         self._fence_unbound(objects, f"gang {objects.name} released: a previous run bound it in part and its {why}")
         self.remove(objects, f"a previous run bound it in part and its {why}", "release")
         self.patch_owner(objects, {PLACEMENT: None})

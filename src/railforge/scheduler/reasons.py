@@ -210,8 +210,12 @@ def declined(reason: Reason, action: str, why: str) -> Reason:
     return Reason(f"{reason}; not {action}: {DECLINED[action, why]}", reason.code)
 
 
-def no_start_time() -> Reason:
-    text = "cannot be reserved: running gangs without a max runtime hold the capacity it needs"
+def no_start_time(need: int, free: int) -> Reason:
+    """``need``: its required members' GPUs; ``free``: the cluster's free GPUs now."""
+    text = (
+        f"needs {amount(GPU, need)}, {free} free now; cannot be reserved: running gangs without a max runtime hold "
+        "the capacity it needs"
+    )
     return Reason(text, ReasonCode.RESERVED_NO_START)
 
 

@@ -5,6 +5,7 @@ import math
 import time
 
 from railforge.k8s.events import EVENT_BURST, EVENTS_PER_SECOND, Reporter, WriteQueue
+from railforge.k8s.gangapis import SCHEDULER_PLUGINS
 
 
 def pod(index: int) -> dict:
@@ -35,10 +36,10 @@ def test_events_over_all_objects_are_rate_limited():
 def test_a_status_equal_to_the_last_written_is_not_written_again():
     reporter = Reporter(api=None, component="railforge", interval=60)
     group = {"metadata": {"name": "g", "namespace": "ml", "uid": "uid-g"}}
-    reporter.status("PodGroup", group, {"phase": "Pending"})
-    reporter.status("PodGroup", group, {"phase": "Pending"})
+    reporter.status(SCHEDULER_PLUGINS.kind, group, {"phase": "Pending"})
+    reporter.status(SCHEDULER_PLUGINS.kind, group, {"phase": "Pending"})
     assert len(reporter.work) == 1
-    reporter.status("PodGroup", group, {"phase": "Scheduled"})  # replaces the Pending still waiting
+    reporter.status(SCHEDULER_PLUGINS.kind, group, {"phase": "Scheduled"})  # replaces the Pending still waiting
     assert len(reporter.work) == 1
     assert reporter.written[("status", "uid-g")] == {"phase": "Scheduled"}
 
@@ -84,7 +85,7 @@ def test_a_dropped_status_is_forgotten_so_the_next_pass_asks_for_it_again():
     reporter.work.limit = 2
     groups = [{"metadata": {"name": f"g{i}", "namespace": "ml", "uid": f"uid-{i}"}} for i in range(3)]
     for group in groups:
-        reporter.status("PodGroup", group, {"phase": "Pending"})
+        reporter.status(SCHEDULER_PLUGINS.kind, group, {"phase": "Pending"})
     assert len(reporter.work) == 2 and ("status", "uid-0") not in reporter.written
-    reporter.status("PodGroup", groups[0], {"phase": "Pending"})  # the next pass: asked again, queued again
+    reporter.status(SCHEDULER_PLUGINS.kind, groups[0], {"phase": "Pending"})  # the next pass: asked again, queued again
     assert ("status", "uid-0") in reporter.work.ordinary

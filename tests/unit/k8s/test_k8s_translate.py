@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from railforge.k8s.gangapis import NATIVE, SCHEDULER_PLUGINS
 from railforge.k8s.settings import settings_from_mapping
 from railforge.k8s.translate import node_topology, queues_from, runtime_seconds, translate
 from railforge.scheduler import Scheduler, Snapshot
@@ -59,12 +60,16 @@ def podgroup(name: str, min_member: int, namespace: str = "ml", **meta) -> dict:
     }
 
 
-def run(nodes, pods, groups=(), queues=(), namespaces=(), foreign=()):
+def run(nodes, pods, groups=(), queues=(), namespaces=(), foreign=(), native_groups=()):
     return translate(
         nodes,
         pods,
         foreign,
-        {(g["metadata"]["namespace"], g["metadata"]["name"]): g for g in groups},
+        {
+            (api, g["metadata"]["namespace"], g["metadata"]["name"]): g
+            for api, kind in ((SCHEDULER_PLUGINS, groups), (NATIVE, native_groups))
+            for g in kind
+        },
         queues,
         {n["metadata"]["name"]: n for n in namespaces},
         SETTINGS,
@@ -235,7 +240,8 @@ def test_each_refusal_names_the_field_and_is_coded():
         ),
         "ml/missing": (
             "input.podgroup-missing",
-            "label scheduling.x-k8s.io/pod-group names PodGroup 'missing', which does not exist in ml",
+            "label scheduling.x-k8s.io/pod-group names PodGroup.scheduling.x-k8s.io 'missing', which does not exist "
+            "in ml",
         ),
         "ml/pod/lost-0": (
             "input.unknown-queue",
@@ -259,7 +265,10 @@ def test_gangs_on_nodes_outside_the_selection_are_left_alone():
         [node("mine", labels={"pool": "mine"}), node("other")],
         [bound, lost],
         [],
-        {("ml", "theirs"): podgroup("theirs", 1), ("ml", "lost"): podgroup("lost", 1)},
+        {
+            (SCHEDULER_PLUGINS, "ml", "theirs"): podgroup("theirs", 1),
+            (SCHEDULER_PLUGINS, "ml", "lost"): podgroup("lost", 1),
+        },
         [],
         {},
         settings,
@@ -282,7 +291,9 @@ def unbindable(name: str, **spec) -> dict:
     [
         ({"schedulingGates": [{"name": "example.com/quota"}]}, "gang.gated", "spec.schedulingGates example.com/quota"),
         ({"resourceClaims": [{"name": "gpu", "resourceClaimName": "c"}]}, "input.unsupported", "does not allocate"),
-        ({"schedulingGroup": {"podGroupName": "g"}}, "input.unsupported", "spec.schedulingGroup"),
+        ({"workloadRef": {"name": "w", "podGroup": "g"}}, "input.unsupported", "spec.workloadRef"),
+        # joins a scheduler-plugins PodGroup by label and a Kubernetes one by field: which gang it is is unclear
+        ({"schedulingGroup": {"podGroupName": "g"}}, "input.invalid", "spec.schedulingGroup.podGroupName"),
     ],
 )
 def test_a_pod_the_scheduler_must_not_bind_keeps_its_whole_gang_waiting(spec, code, words):
@@ -294,6 +305,81 @@ def test_a_pod_the_scheduler_must_not_bind_keeps_its_whole_gang_waiting(spec, co
     assert "pod job-1" in waiting and words in waiting and "the gang waits whole" in waiting
     # a gate is a normal wait; what the scheduler cannot do is a problem on the objects
     assert bool(out.problems) is code.startswith("input.")
+
+
+def native_pod(name: str, group: str, gpus: int = 8) -> dict:
+    member = pod(name, gpus)
+    member["spec"]["schedulingGroup"] = {"podGroupName": group}
+    return member
+
+
+def native_group(name: str, policy: dict, **spec) -> dict:
+    meta = {"name": name, "namespace": "ml", "uid": f"uid-native-{name}", "creationTimestamp": CREATED}
+    return {"metadata": meta, "spec": {"schedulingPolicy": policy, **spec}}
+
+
+def test_kubernetes_podgroups_are_gangs_beside_scheduler_plugins_ones_of_the_same_name():
+    pods = [*(native_pod(f"n-{i}", "train") for i in range(3)), *(pod(f"p-{i}", group="train") for i in range(2))]
+    out = run(
+        [node("n1"), node("n2")],
+        pods,
+        groups=[podgroup("train", 2)],
+        native_groups=[native_group("train", {"gang": {"minCount": 3}})],
+    )
+    gangs = {gang.name: gang for gang in out.pending}
+    assert set(gangs) == {"ml/train", "ml/scheduling.k8s.io/train"}
+    native = gangs["ml/scheduling.k8s.io/train"]
+    assert (native.min_member, [m.name for m in native.members]) == (3, ["n-0", "n-1", "n-2"])
+    assert out.gangs["ml/scheduling.k8s.io/train"].kind == "PodGroup.scheduling.k8s.io"
+    assert gangs["ml/train"].min_member == 2 and not out.problems
+
+
+@pytest.mark.parametrize(
+    ("group", "code", "words"),
+    [
+        (
+            native_group("train", {"gang": {"minCount": 4}}),
+            "input.min-member",
+            "spec.schedulingPolicy.gang.minCount is 4 but fewer pods carry spec.schedulingGroup.podGroupName=train",
+        ),
+        (None, "input.podgroup-missing", "names PodGroup.scheduling.k8s.io 'train', which does not exist in ml (or"),
+        (
+            native_group("train", {"gang": {"minCount": 3}}, schedulingConstraints={"topology": [{"key": "rack"}]}),
+            "input.invalid",
+            "spec.schedulingConstraints.topology key is 'rack'; expected a topology label: railforge.io/spine",
+        ),
+        (
+            native_group("train", {"gang": {"minCount": 3}}, resourceClaims=[{"name": "imex"}]),
+            "input.unsupported",
+            "spec.resourceClaims is set",
+        ),
+    ],
+)
+def test_a_kubernetes_podgroup_that_cannot_be_scheduled_says_which_field(group, code, words):
+    pods = [native_pod(f"n-{i}", "train") for i in range(3)]
+    out = run([node("n1"), node("n2")], pods, native_groups=[group] if group else [])
+    assert not out.pending
+    assert out.waiting["ml/scheduling.k8s.io/train"].code == code
+    assert words in out.waiting["ml/scheduling.k8s.io/train"]
+    # the problem is the PodGroup's, or the first pod's when there is no PodGroup
+    owner = "PodGroup.scheduling.k8s.io ml/train" if group else "Pod ml/n-0"
+    assert [str(problem).split(":")[0] for problem in out.problems] == [owner]
+
+
+def test_kubernetes_podgroup_topology_timeout_and_basic_policy_are_read():
+    constrained = native_group(
+        "train",
+        {"gang": {"minCount": 2}},
+        schedulingConstraints={"topology": [{"key": "fabric.topograph.run/tier-0"}]},
+    )
+    constrained["metadata"]["annotations"] = {"railforge.io/schedule-timeout": "5m"}
+    loose = native_group("sweep", {"basic": {}})
+    pods = [native_pod("t-0", "train"), native_pod("t-1", "train"), native_pod("s-0", "sweep", 1)]
+    out = run([node("n1"), node("n2")], [*pods, native_pod("s-1", "sweep", 1)], native_groups=[constrained, loose])
+    gangs = {gang.name: gang for gang in out.pending}
+    train, sweep = gangs["ml/scheduling.k8s.io/train"], gangs["ml/scheduling.k8s.io/sweep"]
+    assert (train.topology.level, train.topology.required, train.schedule_timeout) == ("leaf", True, 300.0)
+    assert (sweep.min_member, len(sweep.members)) == (1, 2)  # basic: the pods need not start together
 
 
 def test_pods_being_deleted_are_not_failed_members():
@@ -336,7 +422,9 @@ def test_a_gang_whose_member_succeeded_is_ending_so_the_gang_waiting_for_it_is_r
         member["status"]["phase"] = "Running"
     waiting = [pod("b-0", group="b"), pod("b-1", group="b"), pod("c-0", 4, group="c")]
     waiting[2]["metadata"]["creationTimestamp"] = "2026-11-23T20:00:05Z"
-    groups = {("ml", name): podgroup(name, members) for name, members in (("a", 2), ("b", 2), ("c", 1))}
+    groups = {
+        (SCHEDULER_PLUGINS, "ml", name): podgroup(name, members) for name, members in (("a", 2), ("b", 2), ("c", 1))
+    }
 
     def decide(now: float):
         view = translate([node("n0"), node("n1")], [*running, *waiting], [], groups, [], {}, SETTINGS, now)

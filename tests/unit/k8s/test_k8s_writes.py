@@ -46,7 +46,7 @@ def test_annotations_written_on_an_owner_hold_until_the_informer_shows_them():
 
 def test_a_replica_not_leading_writes_nothing():
     writes = write_side(leading=False)
-    objects = GangObjects("ml/job", "ml", None, [pod("a")])
+    objects = GangObjects("ml/job", "ml", None, None, [pod("a")])
     assert writes.bind(pod("a"), "n1", {}) is False
     assert writes.write_plan(objects, Bind("ml/job", {"a": "n1"})) is False
     assert writes.assumed == {} and writes.patched == {}

@@ -6,6 +6,7 @@ import math
 import pytest
 
 from railforge.k8s.annotations import BORROWED, STARTED_AT
+from railforge.k8s.gangapis import SCHEDULER_PLUGINS
 from railforge.k8s.settings import settings_from_mapping
 from railforge.k8s.translate import translate
 from railforge.scheduler import GPU, Gang, Member, Restart, RunningGang, Scheduler, SchedulerConfig, host
@@ -151,7 +152,16 @@ def test_a_bind_becomes_the_same_running_gang_in_the_simulator_and_in_the_adapte
         "metadata": {"name": "job", "namespace": "ml", "uid": "uid-job", "creationTimestamp": "2026-11-23T20:00:00Z"},
         "spec": {"minMember": len(pods)},
     }
-    view = translate(nodes, pods, [], {("ml", "job"): group}, [], {}, settings_from_mapping({}), now=bound_at + 60.0)
+    view = translate(
+        nodes,
+        pods,
+        [],
+        {(SCHEDULER_PLUGINS, "ml", "job"): group},
+        [],
+        {},
+        settings_from_mapping({}),
+        now=bound_at + 60.0,
+    )
     [adapted] = view.running
     seen = (adapted.placement, adapted.start_time, adapted.expected_end, adapted.borrowed, adapted.failed_members)
     assert seen == (

@@ -1,0 +1,80 @@
+"""Kubernetes' own gangs (``podgroups.scheduling.k8s.io``, served by the test bed's API server with its gates on) on
+the real API server: bound whole beside a scheduler-plugins PodGroup of the same name in one queue; one that cannot
+fit waits whole and says why in its condition and Events, beside a scheduler-plugins gang whose minimum count its
+owner lowers."""
+
+from conftest import eventually
+
+NATIVE = ("scheduling.k8s.io", "v1alpha2")
+
+
+def native_podgroup(cluster, name: str, min_count: int) -> None:
+    body = {
+        "apiVersion": "/".join(NATIVE),
+        "kind": "PodGroup",
+        "metadata": {"name": name},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}},
+    }
+    cluster.custom.create_namespaced_custom_object(*NATIVE, cluster.name, "podgroups", body)
+
+
+def native_gang(cluster, name: str, pods: int, gpus: int) -> list[str]:
+    native_podgroup(cluster, name, pods)
+    names = [f"{name}-native-{i}" for i in range(pods)]
+    for pod in names:
+        cluster.pod(pod, gpus, schedulingGroup={"podGroupName": name})
+    return names
+
+
+def scheduled(cluster, name: str) -> dict:
+    """The native PodGroup's PodGroupScheduled condition."""
+    group = cluster.custom.get_namespaced_custom_object(*NATIVE, cluster.name, "podgroups", name)
+    conditions = {c["type"]: c for c in (group.get("status") or {}).get("conditions") or []}
+    assert "PodGroupScheduled" in conditions, group.get("status")
+    return conditions["PodGroupScheduled"]
+
+
+def is_scheduled(cluster, name: str) -> None:
+    condition = scheduled(cluster, name)
+    assert (condition["status"], condition["reason"]) == ("True", "Scheduled"), condition
+
+
+def test_kubernetes_podgroups_are_gangs_beside_scheduler_plugins_ones(cluster, run_scheduler):
+    cluster.add_nodes(3, gpus=8)
+    adapter = run_scheduler(cluster.settings())
+    native = native_gang(cluster, "train", 2, gpus=4)
+    plugins = cluster.gang("train", 2, gpus=4)  # the same name, the other API: another gang
+    cluster.wait("both gangs named train bound", lambda: len(cluster.bound()) == 4)
+    assert set(cluster.bound()) == {*native, *plugins}
+    eventually(lambda: is_scheduled(cluster, "train"))
+    assert cluster.group_object("train")["status"]["phase"] in ("Scheduled", "Running")
+    running = {view.gang for view in adapter.state.view().running}
+    assert {f"{cluster.name}/train", f"{cluster.name}/scheduling.k8s.io/train"} <= running
+
+    big = native_gang(cluster, "big", 3, gpus=8)  # 24 GPUs; 8 are free
+
+    def waits_whole() -> None:
+        condition = scheduled(cluster, "big")
+        assert (condition["status"], condition["reason"]) == ("False", "Unschedulable"), condition
+        assert condition["message"].startswith("needs 24 GPUs, 8 free now"), condition
+        assert any(e.startswith("FailedScheduling:") and "24 GPUs" in e for e in cluster.events("big"))
+        assert any(e.startswith("FailedScheduling:") for e in cluster.events(big[0]))
+
+    eventually(waits_whole)
+    assert not set(big) & set(cluster.bound())
+
+    # a scheduler-plugins gang in the same queue, short of room too, until its owner lowers its minMember (a
+    # Kubernetes PodGroup's minCount is immutable, and the PodGroup is protected from deletion while pods use it)
+    wide = cluster.gang("wide", 3, gpus=8)
+    eventually(lambda: said(cluster, "wide", "24 GPUs"))
+    cluster.custom.patch_namespaced_custom_object(
+        "scheduling.x-k8s.io", "v1alpha1", cluster.name, "podgroups", "wide", {"spec": {"minMember": 1}}
+    )
+    cluster.wait("the smaller gang bound", lambda: len(set(wide) & set(cluster.bound())) == 1)
+    assert not set(big) & set(cluster.bound()) and scheduled(cluster, "big")["status"] == "False"
+
+
+def said(cluster, group: str, words: str) -> bool:
+    reason = cluster.group_object(group)["metadata"].get("annotations", {}).get("railforge.io/reason", "")
+    assert words in reason, reason
+    return True
