@@ -1,9 +1,12 @@
 """Kubernetes' own gangs (``podgroups.scheduling.k8s.io``, served by the test bed's API server with its gates on) on
 the real API server: bound whole beside a scheduler-plugins PodGroup of the same name in one queue; one that cannot
 fit waits whole and says why in its condition and Events, beside a scheduler-plugins gang whose minimum count its
-owner lowers."""
+owner lowers; an Indexed Job that is a gang through the PodGroup its controller makes (WorkloadWithJob)."""
 
 from conftest import eventually
+from kubernetes import client
+
+from railforge.testbed.build import TEST_IMAGE
 
 NATIVE = ("scheduling.k8s.io", "v1alpha2")
 
@@ -78,3 +81,46 @@ def said(cluster, group: str, words: str) -> bool:
     reason = cluster.group_object(group)["metadata"].get("annotations", {}).get("railforge.io/reason", "")
     assert words in reason, reason
     return True
+
+
+def test_an_indexed_job_is_a_gang_through_the_podgroup_its_controller_makes(cluster, run_scheduler):
+    """The test bed's API server and controller manager run with WorkloadWithJob: a plain Indexed Job of three
+    pods gets a Kubernetes PodGroup of minimum count three, and railforge places the three whole or not at all."""
+    cluster.add_nodes(2, gpus=8)
+    run_scheduler(cluster.settings())
+    container = {
+        "name": "main",
+        "image": TEST_IMAGE,
+        "resources": {"requests": {"nvidia.com/gpu": "8", "cpu": "1"}, "limits": {"nvidia.com/gpu": "8"}},
+    }
+    job = {
+        "metadata": {"name": "sweep"},
+        "spec": {
+            "completions": 3,
+            "parallelism": 3,
+            "completionMode": "Indexed",
+            "template": {"spec": {"schedulerName": cluster.name, "restartPolicy": "Never", "containers": [container]}},
+        },
+    }
+    client.BatchV1Api(cluster.plane.api).create_namespaced_job(cluster.name, job)
+
+    def its_podgroup() -> dict:
+        groups = cluster.custom.list_namespaced_custom_object(*NATIVE, cluster.name, "podgroups")["items"]
+        assert [g["metadata"]["ownerReferences"][0]["name"] for g in groups] == ["sweep"], groups
+        return groups[0]
+
+    group = eventually(its_podgroup)
+    assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 3}}
+    name = group["metadata"]["name"]
+    cluster.wait("the Job's three pods", lambda: len(cluster.pods()) == 3)
+
+    def waits_whole() -> None:  # 24 GPUs; the pool has 16
+        condition = scheduled(cluster, name)
+        assert (condition["status"], condition["reason"]) == ("False", "Unschedulable"), condition
+        assert "24 GPUs" in condition["message"], condition
+
+    eventually(waits_whole)
+    assert cluster.bound() == {}
+    cluster.add_nodes(1, gpus=8, prefix="more-")
+    cluster.wait("the Job bound whole", lambda: len(cluster.bound()) == 3)
+    eventually(lambda: is_scheduled(cluster, name))

@@ -113,7 +113,9 @@ SCHEDULER_PLUGINS = SchedulerPluginsApi("scheduling.x-k8s.io", "v1alpha1", GROUP
 NATIVE = NativeApi(
     "scheduling.k8s.io", "v1alpha2", "spec.schedulingGroup.podGroupName", "spec.schedulingPolicy.gang.minCount"
 )
-GANG_APIS = (SCHEDULER_PLUGINS, NATIVE)  # the first a pod joins is its gang's
+# The first a pod joins is its gang's: a pod labelled for a scheduler-plugins PodGroup that also joins the Kubernetes
+# PodGroup its Job's controller made (the WorkloadWithJob gate) is in the gang its owner chose by label.
+GANG_APIS = (SCHEDULER_PLUGINS, NATIVE)
 
 
 def joined(pod: dict) -> tuple[GangApi, str] | None:

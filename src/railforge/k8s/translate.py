@@ -17,7 +17,7 @@ from typing import Any
 
 from railforge.k8s import podaffinity
 from railforge.k8s.annotations import FAILED, Backoff, Start, decode_placement
-from railforge.k8s.gangapis import GANG_APIS, NATIVE, SCHEDULE_TIMEOUT, SCHEDULER_PLUGINS, GangApi, joined
+from railforge.k8s.gangapis import NATIVE, SCHEDULE_TIMEOUT, SCHEDULER_PLUGINS, GangApi, joined
 from railforge.k8s.quantity import resource_map
 from railforge.k8s.settings import LABEL_PREFIX, Settings, TopologyLevel
 from railforge.scheduler import (
@@ -496,10 +496,6 @@ def _not_bindable(pod: dict) -> tuple[str, str] | None:
             "input.unsupported",
             "sets spec.workloadRef (Kubernetes 1.35's gang API), which this scheduler does not read",
         )
-    apis = [api for api in GANG_APIS if api.member_of(pod)]
-    if len(apis) > 1:
-        named = " and ".join(api.joined_by for api in apis)
-        return "input.invalid", f"names a PodGroup in {named}; expected one of them"
     return None
 
 

@@ -32,6 +32,9 @@ READY_TIMEOUT = 60
 # The feature gates of Kubernetes' own gang scheduling (1.36: the Workload and PodGroup API, and the scheduler's
 # GangScheduling plugin, which needs the first).
 NATIVE_GANG_GATES = "GenericWorkload=true,GangScheduling=true"
+# ... and the Job controller's: an Indexed Job of N pods (completions = parallelism > 1) gets its Workload and a
+# PodGroup of minimum count N, which its pods join (the API server validates such Jobs, so it has the gate too)
+JOB_GANG_GATES = f"{NATIVE_GANG_GATES},WorkloadWithJob=true"
 
 
 @dataclass
@@ -129,7 +132,7 @@ class ControlPlane:
                     "--allow-privileged=true",
                     "--profiling=false",
                     # Kubernetes' own gangs (alpha in 1.36): the API a scheduler started with the gates reads
-                    f"--feature-gates={NATIVE_GANG_GATES}",
+                    f"--feature-gates={JOB_GANG_GATES}",
                     "--runtime-config=scheduling.k8s.io/v1alpha2=true",
                 ],
             )
@@ -145,6 +148,7 @@ class ControlPlane:
                     f"--cluster-signing-cert-file={ca.cert_path}",
                     f"--cluster-signing-key-file={ca.key_path}",
                     f"--node-monitor-grace-period={NODE_MONITOR_GRACE}",
+                    f"--feature-gates={JOB_GANG_GATES}",
                 ],
             )
             wait_for("the default ServiceAccount", plane._default_service_account, READY_TIMEOUT, plane.processes)

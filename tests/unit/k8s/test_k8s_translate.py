@@ -292,8 +292,6 @@ def unbindable(name: str, **spec) -> dict:
         ({"schedulingGates": [{"name": "example.com/quota"}]}, "gang.gated", "spec.schedulingGates example.com/quota"),
         ({"resourceClaims": [{"name": "gpu", "resourceClaimName": "c"}]}, "input.unsupported", "does not allocate"),
         ({"workloadRef": {"name": "w", "podGroup": "g"}}, "input.unsupported", "spec.workloadRef"),
-        # joins a scheduler-plugins PodGroup by label and a Kubernetes one by field: which gang it is is unclear
-        ({"schedulingGroup": {"podGroupName": "g"}}, "input.invalid", "spec.schedulingGroup.podGroupName"),
     ],
 )
 def test_a_pod_the_scheduler_must_not_bind_keeps_its_whole_gang_waiting(spec, code, words):
