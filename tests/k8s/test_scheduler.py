@@ -386,3 +386,21 @@ def test_a_gang_past_its_restarts_fails_and_is_not_scheduled_again(cluster, run_
 
     eventually(kept_waiting)
     assert cluster.bound("doomed") == {}
+
+
+def test_a_node_reserved_for_maintenance_takes_only_gangs_that_end_before(cluster, run_scheduler):
+    (node,) = cluster.add_nodes(1, gpus=8)
+    window = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
+    cluster.core.patch_node(node, {"metadata": {"annotations": {"railforge.io/maintenance-from": window}}})
+    run_scheduler(cluster.settings())
+    cluster.gang("long", 1, gpus=8, annotations={"railforge.io/runtime": "2h"})
+    cluster.gang("short", 1, gpus=4, annotations={"railforge.io/runtime": "30m"})
+    cluster.wait("the short gang bound", lambda: cluster.bound() == {"short-0": node})
+
+    def told() -> None:
+        annotations = cluster.group_object("long")["metadata"]["annotations"]
+        assert annotations["railforge.io/reason-code"] == "reserved.maintenance", annotations
+        assert f"maintenance of {node} from {window}" in annotations["railforge.io/reason"], annotations
+
+    eventually(told)
+    assert "long-0" not in cluster.bound()

@@ -39,6 +39,7 @@ QUEUE_API = ("railforge.io", "v1alpha1", "queues")
 RUNTIME = LABEL_PREFIX + "runtime"
 TOPOLOGY_REQUIRED = LABEL_PREFIX + "topology-required"
 TOPOLOGY_PREFERRED = LABEL_PREFIX + "topology-preferred"
+MAINTENANCE_FROM = LABEL_PREFIX + "maintenance-from"  # on a Node: reserved for maintenance from then on
 TERMINAL = ("Succeeded", "Failed")
 HOSTNAME = "kubernetes.io/hostname"  # a pod's nodeSelector on it pins the pod to that node
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
@@ -178,6 +179,14 @@ def to_node(obj: dict, levels: tuple[TopologyLevel, ...], used: Mapping[str, int
         for t in spec.get("taints") or []
         if t.get("effect") in ("NoSchedule", "PreferNoSchedule", "NoExecute")
     )
+    maintenance = (meta.get("annotations") or {}).get(MAINTENANCE_FROM)
+    maintenance_from = None
+    if maintenance is not None:
+        maintenance_from = timestamp(maintenance, math.nan)
+        if math.isnan(maintenance_from):
+            raise ValueError(
+                f"annotation {MAINTENANCE_FROM} is {maintenance!r}; expected a time as 2026-12-01T02:00:00Z"
+            )
     return Node(
         name=name,
         allocatable=allocatable,
@@ -186,6 +195,7 @@ def to_node(obj: dict, levels: tuple[TopologyLevel, ...], used: Mapping[str, int
         schedulable=not spec.get("unschedulable", False),
         ready=_ready(obj),
         topology=node_topology(name, labels, levels),
+        maintenance_from=maintenance_from,
     )
 
 

@@ -62,6 +62,7 @@ class CycleState:
         self.reservations_made = 0
         self.depth = {"none": 0, "easy": 1}.get(self.config.backfill, self.config.reservation_depth)
         self.first_reservation: Reservation | None = None
+        self.maintenance: list[tuple[float, tuple[str, ...]]] = []  # (from, nodes) soonest first: held from then on
         self.promised = {reservation.gang_name: reservation for reservation in snapshot.reservations}
         self.limited: dict[str, bool] = {}  # queue -> some queue on its path has a limit
         self.version = 0  # bumped whenever binds, evictions or reservations change the cluster

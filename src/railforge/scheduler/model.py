@@ -217,10 +217,13 @@ class Node:
     # root->leaf, e.g. ("spine0", "leaf03", "nvl-07"); when empty, decide() reads the path from the
     # labels named by SchedulerConfig.topology_label_keys
     topology: tuple[str, ...] = ()
+    # reserved for maintenance from this time on: only gangs expected to end before it start here
+    maintenance_from: float | None = None
 
     def __post_init__(self) -> None:
         _freeze(self, "allocatable", "labels", "taints", "topology")
         _check_resources(f"Node {self.name}", "allocatable", self.allocatable)
+        _check_finite(f"Node {self.name}", "maintenance_from", self.maintenance_from, optional=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -576,6 +579,7 @@ class ReasonCode(enum.StrEnum):
     RESERVED = "reserved.holder"
     RESERVED_BLOCKED = "reserved.blocked"
     RESERVED_NO_START = "reserved.no-start"
+    MAINTENANCE = "reserved.maintenance"
     STRICT_ORDER = "order.strict"
     UNDECLARED_QUEUE = "queue.undeclared"
     BACKOFF = "restart.backoff"

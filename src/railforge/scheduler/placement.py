@@ -365,6 +365,7 @@ class Static:
         "index",
         "level_names",
         "levels",
+        "maintenance",
         "node_type",
         "nodes",
         "total_gpu",
@@ -375,6 +376,10 @@ class Static:
         eligible = sorted((n for n in nodes if n.schedulable and n.ready), key=lambda n: n.name)
         self.nodes = eligible
         self.index = {node.name: i for i, node in enumerate(eligible)}
+        self.maintenance: dict[float, list[int]] = {}  # window start -> the nodes held from then on
+        for i, node in enumerate(eligible):
+            if node.maintenance_from is not None:
+                self.maintenance.setdefault(node.maintenance_from, []).append(i)
         self.total_gpu = sum(node.allocatable.get(GPU, 0) for node in eligible)
         # nodes alike in allocatable share a type: each node's type, and each type's allocatable
         self.node_type: list[int] = []

@@ -195,6 +195,27 @@ def behind_reservation(gang: str, start: float, now: float) -> Reason:
     return Reason(text, ReasonCode.RESERVED_BLOCKED)
 
 
+def behind_maintenance(start: float, nodes: tuple[str, ...]) -> Reason:
+    text = (
+        f"the nodes it fits on now are reserved for maintenance from {clock(start)} ({names(list(nodes))}); "
+        "it starts there only with a max runtime that ends before"
+    )
+    return Reason(text, ReasonCode.MAINTENANCE)
+
+
+def no_start_before_maintenance(need: int, free: int, start: float, nodes: list[str]) -> Reason:
+    text = (
+        f"needs {amount(GPU, need)}, {free} free now; cannot be reserved: no start leaves it its max runtime before "
+        f"the maintenance of {names(nodes)} from {clock(start)}"
+    )
+    return Reason(text, ReasonCode.MAINTENANCE)
+
+
+def in_maintenance(reason: Reason, since: float, nodes: list[str]) -> Reason:
+    """``reason`` with the nodes it may use that are in maintenance now (not counted as free from then on)."""
+    return Reason(f"{reason}; {names(nodes)} in maintenance since {clock(since)}", reason.code)
+
+
 # Why the head of the line did not evict: (what it would have done, why not) -> text
 DECLINED = {
     ("reclaiming", "cost"): "evicting the borrowers would destroy more work than the wait it saves",

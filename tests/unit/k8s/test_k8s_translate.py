@@ -441,3 +441,14 @@ def test_a_gang_whose_member_succeeded_is_ending_so_the_gang_waiting_for_it_is_r
     assert [(r.gang_name, r.start, sorted({node for _, node in r.placement})) for r in decisions.reservations] == [
         ("ml/b", 1e9 + 1, ["n0", "n1"])
     ]
+
+
+def test_a_node_annotated_for_maintenance_is_held_from_that_time_and_a_bad_time_is_refused():
+    held, bad = node("held"), node("bad")
+    held["metadata"]["annotations"] = {"railforge.io/maintenance-from": "2026-12-01T02:00:00Z"}
+    bad["metadata"]["annotations"] = {"railforge.io/maintenance-from": "tomorrow"}
+    out = run([held, bad, node("free")], [])
+    assert {n.name: n.maintenance_from for n in out.nodes} == {"held": 1796090400.0, "free": None}
+    assert [str(problem) for problem in out.problems] == [
+        "Node bad: annotation railforge.io/maintenance-from is 'tomorrow'; expected a time as 2026-12-01T02:00:00Z"
+    ]

@@ -15,7 +15,7 @@ import math
 
 from railforge.scheduler import reasons
 from railforge.scheduler.cycle import CycleState
-from railforge.scheduler.model import Bind, Gang, add_resources
+from railforge.scheduler.model import Bind, Gang, ReasonCode, add_resources
 from railforge.scheduler.placement import Acceptance, Assignment, GangProfile
 from railforge.scheduler.stages import admit, explain, reclaim, reserve
 from railforge.scheduler.stages.reclaim import Claim
@@ -102,7 +102,10 @@ def try_start(state: CycleState, gang: Gang, profile: GangProfile) -> bool:
         state.reservations_made += 1
         if expected is None:
             expected = reserve.earliest_start(state, gang, profile, allowed, runtime, finest, widest)
-        reserve.reserve(state, gang, profile, runtime, expected)
+        if expected is not None:
+            reserve.reserve(state, gang, profile, runtime, expected)
+        elif decisions.reasons.code(gang.name) is not ReasonCode.MAINTENANCE:  # else that says more
+            decisions.reasons[gang.name] = explain.unreserved(state, profile, allowed)
     for action, why in declined:
         decisions.reasons[gang.name] = reasons.declined(decisions.reasons[gang.name], action, why)
     return False

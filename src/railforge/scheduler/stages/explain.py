@@ -18,7 +18,7 @@ from itertools import compress
 
 from railforge.scheduler import reasons
 from railforge.scheduler.cycle import CycleState
-from railforge.scheduler.model import GPU, Gang, Reason, Reservation
+from railforge.scheduler.model import GPU, Gang, Reason
 from railforge.scheduler.placement import Acceptance, Cluster, GangProfile, is_spread_key, node_loads
 from railforge.scheduler.stages import admit
 
@@ -69,6 +69,35 @@ def frozen_reason(state: CycleState, gang: Gang) -> bool:
 def capacity_reason(
     state: CycleState, gang: Gang, profile: GangProfile, allowed: Acceptance | None, finest: int, widest: int
 ) -> Reason:
+    """Why the gang cannot start now (``shortfall``), and which of the nodes it may use are in maintenance."""
+    return with_maintenance(state, shortfall(state, gang, profile, allowed, finest, widest), allowed)
+
+
+def unreserved(state: CycleState, profile: GangProfile, allowed: Acceptance | None) -> Reason:
+    """Why no start can be promised to a blocked gang: a maintenance window ahead on nodes it may use leaves its
+    max runtime no room, else gangs without a max runtime hold what it needs."""
+    need, free = profile.required_gpu, state.cluster.total_free_gpu
+    index = state.cluster.index
+    for start, nodes in state.maintenance:
+        usable = [name for name in nodes if allowed is None or allowed[index[name]]]
+        if start > state.now and usable:
+            return reasons.no_start_before_maintenance(need, free, start, usable)
+    return with_maintenance(state, state.reason(reasons.no_start_time, need, free), allowed)
+
+
+def with_maintenance(state: CycleState, reason: Reason, allowed: Acceptance | None) -> Reason:
+    """``reason`` with the nodes the gang may use that are in maintenance now, if any."""
+    started = [(start, nodes) for start, nodes in state.maintenance if start <= state.now]
+    index = state.cluster.index
+    closed = [name for _, nodes in started for name in nodes if allowed is None or allowed[index[name]]]
+    if not closed:
+        return reason
+    return reasons.in_maintenance(reason, min(start for start, _ in started), closed)
+
+
+def shortfall(
+    state: CycleState, gang: Gang, profile: GangProfile, allowed: Acceptance | None, finest: int, widest: int
+) -> Reason:
     """Why the gang cannot start now, the first that holds of: too few free GPUs in its widest
     domain, in the cluster or on the nodes it may use; a reservation holds what it would fit
     in; a resource its pods find too little of, in all or node by node; the pods' requests
@@ -100,9 +129,9 @@ def capacity_reason(
                 need, view.total_gpu, *admit.excluded(state, gang, profile)
             )
         return made
-    if state.decisions.reservations and cluster.fits(profile, allowed, (state.now, state.now), finest, widest):
-        blocking = blocking_reservation(state, profile, allowed, finest, widest)
-        return reasons.behind_reservation(blocking.gang_name, blocking.start, state.now)
+    holds = future_holds(state)
+    if holds and cluster.fits(profile, allowed, (state.now, state.now), finest, widest):
+        return blocking_hold(state, holds, profile, allowed, finest, widest)
     return requests_reason(profile, view, state.reason)
 
 
@@ -121,19 +150,36 @@ def pinned_shortfall(state: CycleState, profile: GangProfile, allowed: Acceptanc
     return None
 
 
-def blocking_reservation(
-    state: CycleState, profile: GangProfile, allowed: Acceptance | None, finest: int, widest: int
-) -> Reservation:
-    """The reservation, soonest first, whose start the gang (which fits free capacity now)
-    cannot run past: it fits until that start, and not once that reservation begins. The gang
-    does not fit for its whole run, so when none before it blocks, the latest does: it is not
-    tried."""
-    *earlier, latest = sorted(state.decisions.reservations, key=operator.attrgetter("start"))
-    for reservation in earlier:
-        until = math.nextafter(reservation.start, math.inf)  # a window that overlaps the reservation
+Hold = tuple[float, Callable[[], Reason]]  # when it starts, and the words of a gang that cannot run past it
+
+
+def future_holds(state: CycleState) -> list[Hold]:
+    """What holds capacity from a time on, soonest first: the gangs' reservations and the maintenance
+    windows still to come."""
+    holds: list[Hold] = [
+        (r.start, functools.partial(reasons.behind_reservation, r.gang_name, r.start, state.now))
+        for r in state.decisions.reservations
+    ]
+    holds += [
+        (start, functools.partial(reasons.behind_maintenance, start, nodes))
+        for start, nodes in state.maintenance
+        if start > state.now
+    ]
+    return sorted(holds, key=operator.itemgetter(0))
+
+
+def blocking_hold(
+    state: CycleState, holds: list[Hold], profile: GangProfile, allowed: Acceptance | None, finest: int, widest: int
+) -> Reason:
+    """Why the gang, which fits free capacity now, waits: the first hold, soonest first, whose start
+    it cannot run past (it fits until that start, and not once the hold begins). The gang does not
+    fit for its whole run, so when none before it blocks, the latest does: it is not tried."""
+    *earlier, latest = holds
+    for start, words in earlier:
+        until = math.nextafter(start, math.inf)  # a window that overlaps the hold
         if not state.cluster.fits(profile, allowed, (state.now, until), finest, widest):
-            return reservation
-    return latest
+            return words()
+    return latest[1]()
 
 
 class FreeView:

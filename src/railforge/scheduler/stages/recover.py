@@ -3,10 +3,13 @@
 A running gang is restarted (whole) or failed when a member failed, or a node it uses is lost,
 not ready, or has a NoExecute taint the gang does not tolerate (Kubernetes evicts such pods). The
 survivors are indexed, and their use per node and per queue gives the cycle's free-capacity view
-(``state.cluster``) and queue usage.
+(``state.cluster``) and queue usage. A node reserved for maintenance is held whole from its window's
+start on, as a reservation is: only gangs expected to end before then start there.
 """
 
 from __future__ import annotations
+
+import math
 
 from railforge.scheduler.cycle import CycleState
 from railforge.scheduler.incremental import RunningIndex
@@ -85,4 +88,9 @@ def build_cluster(state: CycleState) -> Cluster:
         state.usage.add(queue, index.by_queue[queue])
     config = state.config
     static = state.memo.static(state.snapshot.nodes, tuple(state.level_names), tuple(config.topology_label_keys))
-    return Cluster(static, index.used, index.use_version)
+    cluster = Cluster(static, index.used, index.use_version)
+    for start in sorted(static.maintenance):
+        held = static.maintenance[start]
+        cluster.reserve({i: cluster.nodes[i].allocatable for i in held}, start, math.inf)
+        state.maintenance.append((start, tuple(cluster.nodes[i].name for i in held)))
+    return cluster

@@ -139,14 +139,9 @@ def reserve(
     gang: Gang,
     profile: GangProfile,
     runtime: float,
-    expected: Start | None,
+    expected: Start,
 ) -> None:
     """Hold what the gang needs from its earliest start (``earliest_start``) for its run."""
-    if expected is None:
-        state.decisions.reasons[gang.name] = state.reason(
-            reasons.no_start_time, profile.required_gpu, state.cluster.total_free_gpu
-        )
-        return
     start, assignment = expected
     holds = node_loads(profile, assignment)
     indexes = sorted(holds)
