@@ -795,6 +795,24 @@ def _kubernetes_version_served(v: dict) -> str | None:
     )
 
 
+def _gang_scheduling_api_served(v: dict) -> str | None:
+    """Kubernetes' own gang API is set on an API server kubeadm makes, and only 1.36 serves the version the
+    scheduler reads (scheduling.k8s.io/v1alpha2; 1.37 moves it to v1beta1)."""
+    if not v["kubernetes_gang_scheduling_api"]:
+        return None
+    if v["kubernetes_mode"] != "kubeadm":
+        return (
+            "kubernetes_gang_scheduling_api is true but kubernetes_mode is existing: an API server Railforge does not "
+            "make is its owner's to configure (turn the gates on there)"
+        )
+    if not v["kubernetes_version"].startswith("1.36."):
+        return (
+            f"kubernetes_gang_scheduling_api is true but kubernetes_version is {v['kubernetes_version']}: expected "
+            "1.36.x, whose API server serves scheduling.k8s.io/v1alpha2, the version the scheduler reads"
+        )
+    return None
+
+
 def _iommu_passthrough_has_arguments(v: dict) -> str | None:
     if not v["gpudirect_iommu_passthrough"] or v["gpudirect_kernel_args"]:
         return None
@@ -818,6 +836,7 @@ CROSS_RULES = (
         _time_slicing_shares_a_resource,
     ),
     (("gpudirect_kernel_args", "gpudirect_iommu_passthrough"), _iommu_passthrough_has_arguments),
+    (("kubernetes_gang_scheduling_api", "kubernetes_mode", "kubernetes_version"), _gang_scheduling_api_served),
 )
 
 

@@ -130,6 +130,26 @@ CASES = {
         {"all_vars": {"kubernetes_version": "1.35.2"}},
         "kubernetes_version 1.35.2 is not served by kubernetes_apt_repo_url https://pkgs.k8s.io/core:/stable:/v1.36/deb/",
     ),
+    "Kubernetes' gang API on a version that serves another": (
+        {
+            "all_vars": {
+                "kubernetes_gang_scheduling_api": True,
+                "kubernetes_version": "1.35.2",
+                "kubernetes_apt_repo_url": "https://pkgs.k8s.io/core:/stable:/v1.35/deb/",
+            }
+        },
+        "kubernetes_gang_scheduling_api is true but kubernetes_version is 1.35.2: expected 1.36.x",
+    ),
+    "Kubernetes' gang API on a cluster Railforge does not make": (
+        {
+            "all_vars": {
+                "kubernetes_gang_scheduling_api": True,
+                "kubernetes_mode": "existing",
+                "kubernetes_kubeconfig": str(ROOT / "inventories/lab/hosts.yml"),  # any file that is there
+            }
+        },
+        "kubernetes_gang_scheduling_api is true but kubernetes_mode is existing",
+    ),
     "scheduler settings the scheduler refuses": (
         {"all_vars": {"railforge_scheduler_settings": {"bind_workers": 0}}},
         "railforge_scheduler_settings must be settings the scheduler accepts (docs/scheduler.md): bind_workers is 0",

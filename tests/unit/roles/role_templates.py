@@ -27,7 +27,8 @@ def render(role: str, template: str, **overrides) -> list[dict]:
     filter_loader.add_directory(str(ROOT / f"roles/{role}/filter_plugins"))
     variables = {}
     for path in ("roles/versions/defaults/main.yml", f"roles/{role}/defaults/main.yml", f"roles/{role}/vars/main.yml"):
-        variables.update(trusted(yaml.safe_load((ROOT / path).read_text())))
+        if (ROOT / path).exists():  # not every role has vars
+            variables.update(trusted(yaml.safe_load((ROOT / path).read_text())))
     variables.update({"groups": {}, "hostvars": {}, **overrides})
     text = Templar(loader=DataLoader(), variables=variables).template(
         trust_as_template((ROOT / f"roles/{role}/templates/{template}").read_text())
