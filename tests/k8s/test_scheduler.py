@@ -404,3 +404,19 @@ def test_a_node_reserved_for_maintenance_takes_only_gangs_that_end_before(cluste
 
     eventually(told)
     assert "long-0" not in cluster.bound()
+
+
+def test_a_gang_past_its_walltime_is_ended_and_says_why(cluster, run_scheduler):
+    cluster.add_nodes(1, gpus=8)
+    run_scheduler(cluster.settings(policy={"walltime_grace": 1}))
+    cluster.gang("overrun", 2, gpus=4, annotations={"railforge.io/runtime": "2s"})
+    cluster.wait("the gang bound", lambda: len(cluster.bound("overrun")) == 2)
+
+    def ended() -> None:
+        annotations = cluster.group_object("overrun")["metadata"].get("annotations", {})
+        expected = "ran past its max runtime of 2s and the walltime grace of 1s"
+        assert annotations.get("railforge.io/failed") == expected, annotations
+        assert not cluster.pods("overrun")
+        assert any(e.startswith("Failed: failed: ran past its max runtime") for e in cluster.events("overrun"))
+
+    eventually(ended)

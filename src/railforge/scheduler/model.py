@@ -428,6 +428,9 @@ class SchedulerConfig:
     restart_backoff_base: float = 30.0
     restart_backoff_max: float = 3600.0
     max_restarts: int | None = None  # beyond it a failing gang fails; None: unlimited
+    # Walltime (Slurm's time limit): a gang still running this long past its own max runtime fails, its pods
+    # ended. None: off; a gang without a max runtime is never ended.
+    walltime_grace: float | None = None
     topology_label_keys: tuple[str, ...] = DEFAULT_TOPOLOGY_LABEL_KEYS
     topology_level_names: tuple[str, ...] = DEFAULT_TOPOLOGY_LEVEL_NAMES
 
@@ -442,6 +445,7 @@ class SchedulerConfig:
         for name in ("fair_share_half_life", "min_runtime_before_reclaim", "restart_backoff_base"):
             _check_time(owner, name, getattr(self, name))
         _check_time(owner, "aging_bound", self.aging_bound)
+        _check_time(owner, "walltime_grace", self.walltime_grace)
         _require(
             self.restart_backoff_max >= self.restart_backoff_base,
             owner,

@@ -254,5 +254,10 @@ def backoff(end: float) -> Reason:
     return Reason(f"restarting after a failure; backoff ends at {clock(end)}", ReasonCode.BACKOFF)
 
 
+def walltime(max_runtime: float, grace: float) -> str:
+    """Why a running gang is ended (a ``Fail``'s reason)."""
+    return f"ran past its max runtime of {duration(max_runtime)} and the walltime grace of {duration(grace)}"
+
+
 def schedule_timeout(timeout: float) -> Reason:
     return Reason(f"not scheduled within its schedule timeout of {duration(timeout)}", ReasonCode.SCHEDULE_TIMEOUT)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+from railforge.scheduler import reasons
 from railforge.scheduler.cycle import CycleState
 from railforge.scheduler.incremental import RunningIndex
 from railforge.scheduler.model import Fail, Restart, RunningGang
@@ -35,11 +36,16 @@ def handle_failures(state: CycleState) -> None:
             ready.add(node.name)
         if node.taints and any(taint.effect == "NoExecute" for taint in node.taints):
             evicting.add(node.name)
-    if not index.failed and ready.issuperset(index.node_gangs) and evicting.isdisjoint(index.node_gangs):
+    overdue = _overdue(state)
+    healthy = ready.issuperset(index.node_gangs) and evicting.isdisjoint(index.node_gangs)
+    if not index.failed and healthy and not overdue:
         return
     nodes = {node.name: node for node in snapshot.nodes}
     survivors = []
     for running in sorted(snapshot.running, key=lambda r: r.gang.name):
+        if running.gang.name in overdue:
+            state.decisions.failures.append(Fail(running.gang.name, overdue[running.gang.name]))
+            continue
         used = state.memo.placed_by_node(running)[0]
         if not running.failed_members and ready.issuperset(used) and evicting.isdisjoint(used):
             survivors.append(running)
@@ -59,6 +65,18 @@ def handle_failures(state: CycleState) -> None:
                 Restart(gang.name, state.now + delay, f"{problem}; restarting the whole gang")
             )
     state.running_index = RunningIndex(state.memo).update(survivors)
+
+
+def _overdue(state: CycleState) -> dict[str, str]:
+    """The running gangs past their max runtime plus the walltime grace, with why they end ({} when off)."""
+    grace = state.config.walltime_grace
+    if grace is None:
+        return {}
+    return {
+        running.gang.name: reasons.walltime(running.gang.max_runtime, grace)
+        for running in state.snapshot.running
+        if running.gang.max_runtime is not None and state.now > running.start_time + running.gang.max_runtime + grace
+    }
 
 
 def _problem(running: RunningGang, nodes: dict) -> str | None:
