@@ -7,6 +7,8 @@ from pathlib import Path
 
 from conftest import borrowers_bound, eventually, reserved_in
 
+from railforge.k8s.annotations import EXPECTED_START, decode_expected_start
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -320,6 +322,16 @@ def test_a_reservation_is_held_while_smaller_gangs_backfill(cluster, run_schedul
     assert cluster.bound("big") == {} and cluster.bound("long") == {}
     pending = {p.gang: p for p in adapter.state.view().pending}
     assert pending[f"{cluster.name}/big"].reserved_start is not None
+
+    def planned() -> None:  # long, behind big's reservation, is expected to start when big's 3 h end
+        starts = {
+            name: decode_expected_start(cluster.group_object(name)["metadata"]["annotations"][EXPECTED_START])
+            for name in ("big", "long")
+        }
+        assert 7080 < starts["big"] - time.time() <= 7260, starts
+        assert starts["long"] - starts["big"] == 3 * 3600, starts
+
+    eventually(planned)
 
 
 def test_a_failed_member_restarts_the_whole_gang_after_its_backoff(cluster, run_scheduler):

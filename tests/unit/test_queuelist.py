@@ -1,7 +1,7 @@
 """`railforge queue`'s table from the scheduler's state document (the dashboard's /api/state, as
 railforge.k8s.dashboard.state_document writes it): running gangs by start, then waiting ones in submission order,
-a reservation's expected start, the reason last; the command against the test bed's scheduler is
-tests/k8s/test_scheduler_metrics.py."""
+their expected starts (a reservation's, or the plan's behind it), the reason last; the command against the test
+bed's scheduler is tests/k8s/test_scheduler_metrics.py."""
 
 import calendar
 import json
@@ -22,7 +22,9 @@ STATE = {
         {"gang": "ml/big", "queue": "team-a", "gpus": 32, "pods": 5, "submitted": NOW - 30, "reason": "needs 32 GPUs",
          "reserved_start": NOW + 240, "reserved_nodes": ["n1", "n2", "n3", "n4", "n5"]},
         {"gang": "ml/small", "queue": "", "gpus": 1, "pods": 1, "submitted": NOW - 10, "reason": "behind ml/big",
-         "reserved_start": None, "reserved_nodes": []},
+         "reserved_start": None, "reserved_nodes": [], "expected_start": NOW + 600},
+        {"gang": "ml/open", "queue": "", "gpus": 8, "pods": 1, "submitted": NOW - 5, "reason": "cannot be reserved",
+         "reserved_start": None, "reserved_nodes": [], "expected_start": None},
     ],
 }  # fmt: skip
 
@@ -32,7 +34,8 @@ def test_running_by_start_then_waiting_in_order_with_expected_starts():
         ("team-a", "ml/early", "running", "16", "3", "n1,n2", "2026-11-29T06:30Z (90m ago)", ""),
         ("team-b", "ml/late", "running", "8", "1", "n3", "2026-11-29T07:59Z (60s ago)", ""),
         ("team-a", "ml/big", "reserved", "32", "5", "n1,n2,n3,...(+2)", "2026-11-29T08:04Z (in 4m)", "needs 32 GPUs"),
-        ("-", "ml/small", "waiting", "1", "1", "-", "-", "behind ml/big"),
+        ("-", "ml/small", "waiting", "1", "1", "-", "2026-11-29T08:10Z (in 10m)", "behind ml/big"),
+        ("-", "ml/open", "waiting", "8", "1", "-", "-", "cannot be reserved"),
     ]
     assert [row[1] for row in rows(STATE, NOW, queue="team-a")] == ["ml/early", "ml/big"]
 

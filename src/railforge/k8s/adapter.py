@@ -10,6 +10,7 @@ Only the leader acts, and each of its writes is fenced by its leadership; a stan
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import threading
@@ -29,8 +30,11 @@ from railforge.k8s.translate import Translation, translate
 from railforge.k8s.views import SchedulerState
 from railforge.k8s.writes import WriteSide
 from railforge.scheduler import host
+from railforge.scheduler.expected import expected_starts
 
 log = logging.getLogger(__name__)
+
+EXPECTED_EVERY_SECONDS = 5.0  # expected starts are planned at most this often (a what-if costs a decide())
 
 QUEUES = "/apis/railforge.io/v1alpha1/queues"
 
@@ -98,6 +102,8 @@ class Adapter:
             self.wake.set,
         )
         self.reservations: tuple[core.Reservation, ...] = ()
+        self.expected: dict[str, float] = {}  # waiting gang -> expected start, as last planned
+        self.expected_at = -math.inf
         self.usage: dict[str, float] = {}
         self.usage_at: float | None = None
         self.thread: threading.Thread | None = None
@@ -200,8 +206,11 @@ class Adapter:
         self.state.count("decide_calls")
         self.state.count("decide_seconds", spent)
         self.reservations = tuple(decisions.reservations)
+        if self.settings.expected_start_depth and time.monotonic() - self.expected_at >= EXPECTED_EVERY_SECONDS:
+            self.expected = expected_starts(snapshot, decisions, self.settings.expected_start_depth)
+            self.expected_at = time.monotonic()
         held = self.writes.act(decisions, view, now) if self.leading() else {}  # else another replica acts
-        told = reporting.outcome(decisions, view, held)
+        told = reporting.outcome(decisions, view, held, self.expected)
         log.debug(
             "pass: %d nodes, %d gangs waiting, %d running; %d bound, %d evicted, %d restarted, %d failed, "
             "%d reserved, %d held back; decide %.3f s",

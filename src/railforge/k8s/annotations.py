@@ -3,14 +3,17 @@
 On a bound pod (a Binding's annotations, which the API server copies onto the pod): when its gang started, whether it
 borrowed quota, what it was backfilled past (``Start``). On the gang's owner (its PodGroup, or the lone pod): the
 placement written before binding (``encode_placement``), the restart count and backoff (``Backoff``), the failure
-(``FAILED``), the evidence of the last failed members (``LAST_FAILURE``, railforge.k8s.evidence) and the reason
-shown to users (``REASON``, ``REASON_CODE``). What users set (queue, runtime, topology)
-is read in translate.py.
+(``FAILED``), the evidence of the last failed members (``LAST_FAILURE``, railforge.k8s.evidence), the reason
+shown to users (``REASON``, ``REASON_CODE``) and a waiting gang's expected start (``EXPECTED_START``). What users
+set (queue, runtime, topology) is read in translate.py.
 """
 
 from __future__ import annotations
 
+import calendar
 import json
+import math
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -26,6 +29,16 @@ FAILED = LABEL_PREFIX + "failed"
 LAST_FAILURE = LABEL_PREFIX + "last-failure"  # what ended the failed members of the last restart or failure
 REASON = LABEL_PREFIX + "reason"
 REASON_CODE = LABEL_PREFIX + "reason-code"
+EXPECTED_START = LABEL_PREFIX + "expected-start"  # when a waiting gang should start, to the minute
+
+
+def encode_expected_start(at: float) -> str:
+    """``EXPECTED_START``'s value: UTC, rounded up to the minute, so a start of "now" is not rewritten every pass."""
+    return time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime(math.ceil(at / 60) * 60))
+
+
+def decode_expected_start(text: str) -> float:
+    return float(calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%MZ")))
 
 
 @dataclass(frozen=True)

@@ -88,6 +88,20 @@ class _StateCollector:
         for (queue, code), count in sorted(Tally((p.queue, _code(p.reason)) for p in view.pending).items()):
             pending.add_metric([queue, code], count)
         yield pending
+        waits = GaugeMetricFamily(
+            "railforge_queue_expected_wait_seconds",
+            "Longest time from the last pass to the expected start of one of the queue's waiting gangs.",
+            None,
+            ["queue"],
+        )
+        longest: dict[str, float] = {}
+        for gang in view.pending:
+            if gang.expected_start is not None:
+                wait = max(0.0, gang.expected_start - view.updated)
+                longest[gang.queue] = max(wait, longest.get(gang.queue, 0.0))
+        for queue, wait in sorted(longest.items()):
+            waits.add_metric([queue], wait)
+        yield waits
         running = GaugeMetricFamily("railforge_running_gangs", "Gangs bound, by queue.", None, ["queue"])
         for queue, count in sorted(Tally(r.queue for r in view.running).items()):
             running.add_metric([queue], count)

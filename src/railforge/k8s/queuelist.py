@@ -83,7 +83,8 @@ def _document(body: bytes, where: str) -> dict:
 
 def rows(state: dict, now: float, queue: str | None = None) -> list[tuple[str, ...]]:
     """One row per gang of the state (``/api/state``): the running ones by start, then the waiting ones in the order
-    they were submitted. A waiting gang's START is the expected start of its reservation, else "-"."""
+    they were submitted. A waiting gang's START is its expected start (its reservation's, or the plan's for the gangs
+    behind the reserved ones), else "-"."""
     found: list[tuple[str, ...]] = []
     for gang in sorted(state["running"], key=lambda gang: gang["started"]):
         started = _when(gang["started"], now)
@@ -92,7 +93,10 @@ def rows(state: dict, now: float, queue: str | None = None) -> list[tuple[str, .
         reserved = gang.get("reserved_start")
         state_name = "reserved" if reserved is not None else "waiting"
         nodes = _nodes(gang.get("reserved_nodes") or [])
-        start = _when(reserved, now) if reserved is not None else "-"
+        expected = gang.get("expected_start")
+        if expected is None:  # a state document of a scheduler before expected starts
+            expected = reserved
+        start = _when(expected, now) if expected is not None else "-"
         found.append(_row(gang, state_name, nodes, gang["pods"], start, gang["reason"]))
     return [row for row in found if queue is None or row[0] == queue]
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import railforge.scheduler as core
-from railforge.k8s.annotations import FAILED, REASON, REASON_CODE
+from railforge.k8s.annotations import EXPECTED_START, FAILED, REASON, REASON_CODE, encode_expected_start
 from railforge.k8s.events import Reporter
 from railforge.k8s.gangapis import joined
 from railforge.k8s.metrics import SchedulerMetrics
@@ -34,18 +34,25 @@ class Outcome:
     decisions: core.Decisions
     reasons: dict[str, str]
     reserved: dict[str, core.Reservation]
+    expected: dict[str, float]  # waiting gang -> expected start (its reservation's, or the plan behind them)
 
     @property
     def bound(self) -> set[str]:
         return {bind.gang_name for bind in self.decisions.binds}
 
 
-def outcome(decisions: core.Decisions, view: Translation, held: dict[str, Waiting]) -> Outcome:
-    """``held``: gangs decided bound that the write side kept waiting, and why."""
+def outcome(
+    decisions: core.Decisions, view: Translation, held: dict[str, Waiting], expected: dict[str, float]
+) -> Outcome:
+    """``held``: gangs decided bound that the write side kept waiting, and why; ``expected``: the planned starts
+    (``railforge.scheduler.expected``)."""
     binds = [bind for bind in decisions.binds if bind.gang_name not in held]
     reasons: dict[str, str] = {**decisions.reasons, **view.waiting, **held}
     reserved = {r.gang_name: r for r in decisions.reservations}
-    return Outcome(dataclasses.replace(decisions, binds=binds), reasons, reserved)
+    waiting = {gang.name for gang in view.pending} - {bind.gang_name for bind in binds}
+    starts = {**expected, **{name: r.start for name, r in reserved.items()}}  # planned a pass or two ago, or now
+    expected_now = {name: start for name, start in starts.items() if name in waiting}
+    return Outcome(dataclasses.replace(decisions, binds=binds), reasons, reserved, expected_now)
 
 
 def tell(
@@ -93,7 +100,11 @@ def tell(
             if phase == "Running" and phase_counts[0] < len(objects.pods):
                 phase = "Scheduled"
             reporter.status(kind, group, objects.api.status(group, phase, phase_counts, reason))
-            reporter.annotate(kind, group, {REASON: reason or None, REASON_CODE: code or None})
+            start = told.expected.get(name) if unbound and name not in bound else None
+            expected = encode_expected_start(start) if start is not None else None
+            reporter.annotate(
+                kind, group, {REASON: reason or None, REASON_CODE: code or None, EXPECTED_START: expected}
+            )
             if reason and unbound:
                 reporter.event(kind, group, event, reason, warning=True)
     metrics.reasons({name: str(getattr(why, "code", "")) for name, why in told.reasons.items() if name not in bound})
@@ -168,6 +179,7 @@ def state_view(told: Outcome, view: Translation, now: float, usage: dict[str, fl
                 told.reasons.get(gang.name, ""),
                 reservation.start if reservation else None,
                 reservation.nodes if reservation else (),
+                told.expected.get(gang.name),
             )
         )
     for name, message in view.waiting.items():

@@ -72,6 +72,8 @@ class Settings:
     # grace period of the pods an eviction, restart or failure deletes; None: each pod's own
     eviction_grace_seconds: int | None = None
     event_interval_seconds: float = 60.0  # the same reason on an object is repeated as an Event at most this often
+    # waiting gangs behind the reserved ones given an expected start (railforge.scheduler.expected); 0: none
+    expected_start_depth: int = 32
     leader_election: LeaderElection = field(default_factory=LeaderElection)
     topology: tuple[TopologyLevel, ...] = DEFAULT_TOPOLOGY
     policy: SchedulerConfig = field(default_factory=SchedulerConfig)
@@ -227,11 +229,12 @@ def settings_from_mapping(raw: object) -> Settings:
     ):
         if name in given:
             values[name] = _number(name, given[name], 0, strict)
-    if "bind_workers" in given:
-        workers = given["bind_workers"]
-        if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 256:
-            raise SettingsError(f"bind_workers is {workers!r}; expected a whole number from 1 to 256")
-        values["bind_workers"] = workers
+    for name, low, high in (("bind_workers", 1, 256), ("expected_start_depth", 0, 1024)):
+        if name in given:
+            number = given[name]
+            if isinstance(number, bool) or not isinstance(number, int) or not low <= number <= high:
+                raise SettingsError(f"{name} is {number!r}; expected a whole number from {low} to {high}")
+            values[name] = number
     if given.get("eviction_grace_seconds") is not None:
         grace = given["eviction_grace_seconds"]
         if isinstance(grace, bool) or not isinstance(grace, int) or grace < 0:

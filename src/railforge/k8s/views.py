@@ -41,6 +41,7 @@ class PendingView:
     reason: str
     reserved_start: float | None = None  # when the gang holds a reservation
     reserved_nodes: tuple[str, ...] = ()
+    expected_start: float | None = None  # its reservation's start, or the plan's for the gangs behind (none: unknown)
 
 
 @dataclass

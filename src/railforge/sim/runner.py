@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
-from railforge.scheduler.model import SchedulerConfig
+from railforge.scheduler.model import Decisions, SchedulerConfig, Snapshot
 from railforge.sim.cluster import ClusterShape, build_nodes
 from railforge.sim.engine import SimJob, Simulator
 from railforge.sim.estimates import MODELS
@@ -83,7 +83,14 @@ def _long_lived_heap(young_threshold: int = 10_000) -> Iterator[None]:
         gc.unfreeze()
 
 
-def simulate(spec: RunSpec, trace: Trace | None = None, progress: Callable[[int], None] | None = None) -> SimResult:
+def simulate(
+    spec: RunSpec,
+    trace: Trace | None = None,
+    progress: Callable[[int], None] | None = None,
+    decide: Callable[[Snapshot], Decisions] | None = None,
+) -> SimResult:
+    """Replay ``trace`` (else the spec's, loaded); ``decide``: the core's, or one wrapping it (the default: a fresh
+    ``Scheduler``)."""
     if trace is None:
         trace = load_trace(spec.trace, spec.traces_dir)
     shape = spec.shape
@@ -97,6 +104,7 @@ def simulate(spec: RunSpec, trace: Trace | None = None, progress: Callable[[int]
         queues,
         jobs,
         config,
+        decide,
         failure_rate=spec.failure_rate,
         repair_time=spec.repair_time,
         resync=spec.resync,

@@ -11,6 +11,7 @@ from railforge.scheduler.model import GPU, Bind, Decisions, Queue, Restart, Sche
 from railforge.sim.cluster import ClusterShape, build_nodes
 from railforge.sim.engine import ARRIVE, COMPLETE, FAIL, REPAIR, SimJob, Simulator
 from railforge.sim.metrics import summarise
+from railforge.sim.predictions import Predictor, accuracy
 from railforge.sim.traces import JobRecord, Trace, load_trace
 from railforge.sim.workload import build_gang, build_queues
 
@@ -205,3 +206,18 @@ def test_every_call_of_a_replay_decides_as_a_cold_start(traces_dir, policy, fail
     assert (sim.counters["restarts"] > 0) == (failure_rate > 0)
     assert (sim.counters["reclaims"] > 0) == (policy == "railforge" and failure_rate > 0)
     assert all(j.end is not None for j in out.values())
+
+
+def test_expected_starts_recorded_when_gangs_first_wait_are_exact_with_exact_runtimes():
+    # one 8-GPU node: a runs 100 s; b (submitted at 1) and c (at 2) wait; b is reserved, c planned behind it
+    predictor = Predictor()
+    res, _, _ = run([("a", 0, 100, 8), ("b", 1, 50, 8), ("c", 2, 30, 8)], policy="railforge", decide=predictor)
+    assert predictor.predicted == {"b": 100.0, "c": 150.0}
+    measured = accuracy(predictor.predicted, res.jobs)
+    assert measured == {
+        "waited": 2.0,
+        "predicted": 2.0,
+        "median_error_s": 0.0,
+        "p90_error_s": 0.0,
+        "median_wait_s": 123.5,
+    }

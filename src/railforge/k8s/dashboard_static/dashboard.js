@@ -52,7 +52,8 @@ function draw(state) {
   fill("pending", state.pending.map((p) => element("tr", { "data-gang": p.gang, "data-reason-code": p.reason_code },
     cell(p.gang), cell(p.queue), cell(p.pods, true), cell(p.gpus, true), cell(duration(now - p.submitted)),
     cell(p.reason),
-    cell(p.reserved_start === null ? "" : `${utc(p.reserved_start)} (in ${duration(p.reserved_start - now)}) on ${p.reserved_nodes.length} nodes`))));
+    cell(p.expected_start === null ? "" : `${utc(p.expected_start)} (in ${duration(p.expected_start - now)})` +
+      (p.reserved_start === null ? "" : `, reserved on ${p.reserved_nodes.length} nodes`)))));
 
   fill("running", state.running.map((r) => {
     const notes = [r.borrowed ? "borrowed" : "", r.backfilled_past ? `backfilled past ${r.backfilled_past}` : ""];
