@@ -96,6 +96,7 @@ class Adapter:
             self.pool,
             self.leading,
             settings.eviction_grace_seconds,
+            settings.avoid_failed_nodes_seconds,
             self.state,
             self.metrics,
             self.reporter,

@@ -4,8 +4,8 @@ On a bound pod (a Binding's annotations, which the API server copies onto the po
 borrowed quota, what it was backfilled past (``Start``). On the gang's owner (its PodGroup, or the lone pod): the
 placement written before binding (``encode_placement``), the restart count and backoff (``Backoff``), the failure
 (``FAILED``), the evidence of the last failed members (``LAST_FAILURE``, railforge.k8s.evidence), the reason
-shown to users (``REASON``, ``REASON_CODE``) and a waiting gang's expected start (``EXPECTED_START``). What users
-set (queue, runtime, topology) is read in translate.py.
+shown to users (``REASON``, ``REASON_CODE``), a waiting gang's expected start (``EXPECTED_START``) and the nodes
+a restarted gang avoids (``Avoid``). What users set (queue, runtime, topology) is read in translate.py.
 """
 
 from __future__ import annotations
@@ -30,6 +30,32 @@ LAST_FAILURE = LABEL_PREFIX + "last-failure"  # what ended the failed members of
 REASON = LABEL_PREFIX + "reason"
 REASON_CODE = LABEL_PREFIX + "reason-code"
 EXPECTED_START = LABEL_PREFIX + "expected-start"  # when a waiting gang should start, to the minute
+AVOID = LABEL_PREFIX + "avoid-nodes"  # where the gang's last start failed, avoided until a time
+
+
+@dataclass(frozen=True)
+class Avoid:
+    """The nodes a restarted gang avoids, and until when (on its owner)."""
+
+    nodes: tuple[str, ...]
+    until: float
+
+    def encode(self) -> str:
+        return json.dumps({"nodes": sorted(self.nodes), "until": self.until}, separators=(",", ":"))
+
+    @classmethod
+    def decode(cls, annotations: Mapping[str, str]) -> Avoid | None:
+        """None when absent or unreadable (it only steers placement)."""
+        try:
+            value = json.loads(annotations.get(AVOID) or "null")
+            return cls(tuple(str(node) for node in value["nodes"]), float(value["until"]))
+        except (ValueError, TypeError, KeyError):
+            return None
+
+    def joined(self, nodes: set[str], until: float, now: float) -> Avoid:
+        """These nodes added until ``until``; the ones still avoided kept, with the later time."""
+        kept = set(self.nodes) if self.until > now else set()
+        return Avoid(tuple(sorted(kept | nodes)), max(until, self.until) if kept else until)
 
 
 def encode_expected_start(at: float) -> str:

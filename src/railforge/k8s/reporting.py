@@ -6,6 +6,7 @@ told as waiting, with the write side's reason."""
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -48,6 +49,12 @@ def outcome(
     (``railforge.scheduler.expected``)."""
     binds = [bind for bind in decisions.binds if bind.gang_name not in held]
     reasons: dict[str, str] = {**decisions.reasons, **view.waiting, **held}
+    for name, avoid in view.avoiding.items():
+        if name in decisions.reasons and name not in held:
+            why = decisions.reasons[name]
+            until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(avoid.until))
+            note = f"; it keeps off {', '.join(avoid.nodes)}, where its last start failed, until {until}"
+            reasons[name] = core.Reason(f"{why}{note}", why.code)
     reserved = {r.gang_name: r for r in decisions.reservations}
     waiting = {gang.name for gang in view.pending} - {bind.gang_name for bind in binds}
     starts = {**expected, **{name: r.start for name, r in reserved.items()}}  # planned a pass or two ago, or now

@@ -74,6 +74,8 @@ class Settings:
     event_interval_seconds: float = 60.0  # the same reason on an object is repeated as an Event at most this often
     # waiting gangs behind the reserved ones given an expected start (railforge.scheduler.expected); 0: none
     expected_start_depth: int = 32
+    # a gang restarted after members failed avoids their nodes this long, where it can fit elsewhere; 0: never
+    avoid_failed_nodes_seconds: float = 1800.0
     leader_election: LeaderElection = field(default_factory=LeaderElection)
     topology: tuple[TopologyLevel, ...] = DEFAULT_TOPOLOGY
     policy: SchedulerConfig = field(default_factory=SchedulerConfig)
@@ -226,6 +228,7 @@ def settings_from_mapping(raw: object) -> Settings:
         ("min_period_seconds", False),
         ("resync_seconds", True),
         ("event_interval_seconds", False),
+        ("avoid_failed_nodes_seconds", False),
     ):
         if name in given:
             values[name] = _number(name, given[name], 0, strict)

@@ -16,11 +16,12 @@ from functools import cached_property
 from typing import Any
 
 from railforge.k8s import podaffinity
-from railforge.k8s.annotations import FAILED, Backoff, Start, decode_placement
+from railforge.k8s.annotations import FAILED, Avoid, Backoff, Start, decode_placement
 from railforge.k8s.gangapis import NATIVE, SCHEDULE_TIMEOUT, SCHEDULER_PLUGINS, GangApi, joined
 from railforge.k8s.quantity import resource_map
 from railforge.k8s.settings import LABEL_PREFIX, Settings, TopologyLevel
 from railforge.scheduler import (
+    GPU,
     Gang,
     Member,
     Node,
@@ -125,6 +126,7 @@ class Translation:
     partial: list[GangObjects] = field(default_factory=list)  # bound in part by an interrupted bind
     waiting: dict[str, Waiting] = field(default_factory=dict)  # gang -> why it is kept from the core
     problems: list[Problem] = field(default_factory=list)
+    avoiding: dict[str, Avoid] = field(default_factory=dict)  # waiting gang -> the failed nodes it keeps off
 
 
 def timestamp(text: str | None, default: float) -> float:
@@ -716,9 +718,34 @@ def _add_gang(
         else:
             refuse(error.code, str(error))
         return
+    avoid = _avoided(objects, unbound, out.nodes, now)
+    if avoid is not None:
+        out.avoiding[objects.name] = avoid
+        keep_off = NodeSelectorRequirement(HOSTNAME, "NotIn", tuple(sorted(hostnames_of(out.nodes, avoid.nodes))))
+        rules = {**rules, "pod_rules": (*rules.get("pod_rules", ()), keep_off)}
     try:
         gang = build_gang(objects, unbound, queue, now, settings, hostnames, min_member=min_member, **rules)
     except (ValueError, KeyError) as error:
         refuse("input.invalid", str(error))
         return
     out.pending.append(gang)
+
+
+def hostnames_of(nodes: list[Node], names: Iterable[str]) -> list[str]:
+    wanted = set(names)
+    return [node.labels[HOSTNAME] for node in nodes if node.name in wanted and HOSTNAME in node.labels]
+
+
+def _avoided(objects: GangObjects, pods: list[dict], nodes: list[Node], now: float) -> Avoid | None:
+    """The failed nodes the gang keeps off while its owner's ``railforge.io/avoid-nodes`` lasts, when the other
+    ready nodes could ever hold it (every pod's GPUs on one of them, all of its GPUs together); else None: it falls
+    back to them rather than never start."""
+    avoid = Avoid.decode(objects.annotations())
+    if avoid is None or avoid.until <= now:
+        return None
+    others = [node for node in nodes if node.ready and node.schedulable and node.name not in avoid.nodes]
+    needs = [pod_requests(pod).get(GPU, 0) for pod in pods]
+    room = [node.allocatable.get(GPU, 0) for node in others]
+    if not hostnames_of(nodes, avoid.nodes) or sum(room) < sum(needs) or max(needs, default=0) > max(room, default=0):
+        return None
+    return avoid

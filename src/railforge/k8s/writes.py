@@ -31,7 +31,16 @@ from kubernetes.client import ApiException
 
 import railforge.scheduler as core
 from railforge.k8s import evidence, podaffinity, rest
-from railforge.k8s.annotations import FAILED, LAST_FAILURE, PLACEMENT, Backoff, Start, encode_placement
+from railforge.k8s.annotations import (
+    AVOID,
+    FAILED,
+    LAST_FAILURE,
+    PLACEMENT,
+    Avoid,
+    Backoff,
+    Start,
+    encode_placement,
+)
 from railforge.k8s.events import Reporter, pod_scheduled_patch
 from railforge.k8s.metrics import SchedulerMetrics
 from railforge.k8s.translate import (
@@ -118,6 +127,7 @@ class WriteSide:
         pool: ThreadPoolExecutor,
         fence: Callable[[], bool],
         eviction_grace_seconds: int | None,
+        avoid_seconds: float,
         state: SchedulerState,
         metrics: SchedulerMetrics,
         reporter: Reporter,
@@ -127,6 +137,7 @@ class WriteSide:
         self.pool = pool
         self.fence = fence
         self.grace = eviction_grace_seconds
+        self.avoid_seconds = avoid_seconds
         self.state = state
         self.metrics = metrics
         self.reporter = reporter
@@ -313,6 +324,15 @@ class WriteSide:
                 self.reporter.event(ref["kind"], job, "MemberFailed", text, warning=True)
         return f"{reason} ({'; '.join(one.splitlines()[0] for one in found)})"
 
+    def _avoid(self, objects: GangObjects, running: core.RunningGang, now: float) -> dict[str, str]:
+        """The owner's annotation for the nodes of the members whose failure restarts the gang ({} when none, or
+        when avoiding is off)."""
+        nodes = {running.placement[member] for member in running.failed_members if member in running.placement}
+        if not nodes or not self.avoid_seconds:
+            return {}
+        before = Avoid.decode(objects.annotations()) or Avoid((), 0.0)
+        return {AVOID: before.joined(nodes, now + self.avoid_seconds, now).encode()}
+
     # -- carrying decisions out ----------------------------------------------------------------------------------
     def act(self, decisions: core.Decisions, view: Translation, now: float) -> dict[str, Waiting]:
         """The core's decisions in the order it documents: evictions, restarts and failures, then binds (every
@@ -334,13 +354,14 @@ class WriteSide:
                 if pod["spec"].get("nodeName"):
                     staying[pod["spec"]["nodeName"]] = refusal
         try:
-            running = {gang.gang.name: gang.gang for gang in view.running}
+            running = {gang.gang.name: gang for gang in view.running}
             for restart in decisions.restarts:
                 objects = view.gangs[restart.gang_name]
                 reason = self.keep_evidence(objects, restart.reason)
-                waiting = host.restarted(running[restart.gang_name], restart)
+                waiting = host.restarted(running[restart.gang_name].gang, restart)
                 backoff = Backoff(waiting.restart_count, waiting.not_before)
-                self.patch_owner(objects, {**backoff.encode(), PLACEMENT: None})
+                avoid = self._avoid(objects, running[restart.gang_name], now)
+                self.patch_owner(objects, {**backoff.encode(), PLACEMENT: None, **avoid})
                 leaving |= self.remove(objects, reason, "restart")
             for failure in decisions.failures:
                 objects = view.gangs[failure.gang_name]

@@ -36,7 +36,9 @@ def test_a_file_sets_the_scheduler_and_its_policy(tmp_path):
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
-        ({"schedulr_name": "x"}, "schedulr_name is not a setting; expected one of: bind_workers,"),
+        ({"schedulr_name": "x"}, "schedulr_name is not a setting; expected one of: avoid_failed_nodes_seconds, bind_"),
+        ({"expected_start_depth": -1}, "expected_start_depth is -1; expected a whole number from 0 to 1024"),
+        ({"avoid_failed_nodes_seconds": "1h"}, "avoid_failed_nodes_seconds is '1h'; expected a number >= 0"),
         ({"scheduler_name": ""}, "scheduler_name is ''; expected a non-empty string"),
         ({"bind_workers": 0}, "bind_workers is 0; expected a whole number from 1 to 256"),
         ({"resync_seconds": 0}, "resync_seconds is 0; expected a number > 0"),

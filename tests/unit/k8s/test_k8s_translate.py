@@ -1,6 +1,7 @@
 """Kubernetes objects -> the core's model: topology paths from node labels, queues, gangs, and what is refused."""
 
 import importlib.util
+import json
 import math
 from pathlib import Path
 
@@ -452,3 +453,25 @@ def test_a_node_annotated_for_maintenance_is_held_from_that_time_and_a_bad_time_
     assert [str(problem) for problem in out.problems] == [
         "Node bad: annotation railforge.io/maintenance-from is 'tomorrow'; expected a time as 2026-12-01T02:00:00Z"
     ]
+
+
+@pytest.mark.parametrize(
+    ("nodes", "until", "kept_off"),
+    [
+        (["n1", "n2"], 1e9 + 60, ("n1",)),  # another node can hold it: it keeps off n1
+        (["n1"], 1e9 + 60, None),  # nowhere else could it ever start: it falls back to n1
+        (["n1", "n2"], 1e9 - 1, None),  # the time is up
+    ],
+)
+def test_a_restarted_gang_keeps_off_the_nodes_where_its_start_failed_while_it_can(nodes, until, kept_off):
+    annotations = {"railforge.io/avoid-nodes": json.dumps({"nodes": ["n1"], "until": until})}
+    group = podgroup("job", 1, annotations=annotations)
+    hosts = [node(name, labels={"kubernetes.io/hostname": name}) for name in nodes]
+    out = run(hosts, [pod("job-0", 8, group="job")], groups=[group])
+    (gang,) = out.pending
+    rules = [(rule.key, rule.operator, rule.values) for rule in gang.affinity]
+    if kept_off is None:
+        assert rules == [] and not out.avoiding
+    else:
+        assert rules == [("kubernetes.io/hostname", "NotIn", kept_off)]
+        assert out.avoiding["ml/job"].nodes == kept_off

@@ -9,7 +9,7 @@ from railforge.scheduler import Bind
 
 
 def write_side(leading: bool = True) -> WriteSide:
-    return WriteSide(None, None, lambda: leading, 0, SchedulerState(), None, None, lambda: None)
+    return WriteSide(None, None, lambda: leading, 0, 0.0, SchedulerState(), None, None, lambda: None)
 
 
 def pod(name: str, node: str | None = None, **annotations) -> dict:
