@@ -1,6 +1,7 @@
 """The scheduler's write side keeps its promises on the real API server (issue 40): pods it must not bind keep their
 gang waiting whole while the loop goes on deciding; a gang bound after waiting reads PodScheduled=True; one member
-failure is one restart; a reclaim that a disruption budget refuses evicts nothing and says so. (A leader stopped
+failure is one restart; a reclaim that a disruption budget refuses evicts nothing and says so; under churn, bound
+pods read PodScheduled=True, a newcomer is told why it waits, and the write queue stays bounded. (A leader stopped
 past its renew deadline: test_scheduler_restart.)"""
 
 import threading
@@ -135,3 +136,52 @@ def test_a_reclaim_a_disruption_budget_refuses_evicts_nothing_and_says_so(cluste
     assert not [e for b in ("b0", "b1") for e in cluster.events(b) if e.startswith("Evicted")]
     counters = adapter.state.view().counters
     assert "evictions" not in counters and counters["evictions_blocked"] == 1  # budgets read again after 30 s
+
+
+def test_under_churn_the_conditions_that_matter_are_written_and_the_queue_stays_bounded(cluster, run_scheduler):
+    """Pods come and go for a while (about a thousand lone pods: some bound and deleted a moment later, some too
+    big to ever fit): every pod bound reads PodScheduled=True, a pod that arrives in the churn is told why it waits
+    within seconds, and what waits to be written stays bounded."""
+    cluster.add_nodes(4, gpus=8)
+    adapter = run_scheduler(cluster.settings())
+    stop = threading.Event()
+    made = []
+    biggest_queue = 0
+
+    def churn() -> None:
+        index = 0
+        while not stop.is_set():
+            big = index % 10 == 0  # 16 GPUs on 8-GPU nodes: waits for ever, with a reason
+            name = f"churn-{index}"
+            cluster.pod(name, 16 if big else 1)
+            made.append(name)
+            index += 1
+            if index % 20 == 0:  # the bound ones leave as others come
+                for pod in cluster.pods():
+                    if pod.spec.node_name:
+                        cluster.core.delete_namespaced_pod(pod.metadata.name, cluster.name, grace_period_seconds=0)
+
+    worker = threading.Thread(target=churn, daemon=True)
+    worker.start()
+    deadline = time.monotonic() + 25
+    while time.monotonic() < deadline:
+        biggest_queue = max(biggest_queue, len(adapter.reporter.work))
+        time.sleep(0.2)
+    cluster.pod("newcomer", 16)  # arrives in the churn: told why within seconds
+    arrived = time.monotonic()
+    eventually(lambda: condition(cluster, "newcomer").reason == "Unschedulable", timeout=10)
+    told_in = time.monotonic() - arrived
+    stop.set()
+    worker.join(timeout=30)
+    assert len(made) > 500, len(made)
+    assert told_in < 10 and biggest_queue < 10_000, (told_in, biggest_queue)
+
+    def bound_read_scheduled() -> None:
+        for pod in cluster.pods():
+            conditions = {c.type: c.status for c in pod.status.conditions or []}
+            if pod.spec.node_name:
+                assert conditions.get("PodScheduled") == "True", (pod.metadata.name, conditions)
+
+    eventually(bound_read_scheduled, timeout=15)
+    counters = adapter.state.view().counters
+    assert "pass_errors" not in counters and counters["decide_calls"] > 10, counters
