@@ -10,7 +10,8 @@ One control plane for the whole run (so the ratios are measured on the same API 
    starts; a watch notes when each pod is seen bound, and the rate is taken between the first and the last
    bind, so start-up and cache sync are left out for every contender alike.
 2. one 512-pod gang (64 nodes x 8 GPUs, one GPU per pod): PodGroup creation -> every pod bound, railforge
-   running; pod creation (16 threads) is inside that time.
+   running; pod creation (16 threads) is inside that time. Once with a scheduler-plugins PodGroup, once with a
+   Kubernetes one (scheduling.k8s.io, which the test bed's API server serves), on nodes of its own.
 
 Prints Markdown tables and the load average at the start and the end: timings taken while other work runs on the
 machine are noisy.
@@ -33,6 +34,7 @@ from urllib3.exceptions import ProtocolError
 
 from railforge.k8s import CRD_DIR, rest
 from railforge.k8s.adapter import Adapter
+from railforge.k8s.gangapis import NATIVE, SCHEDULER_PLUGINS, GangApi
 from railforge.k8s.settings import settings_from_mapping
 from railforge.testbed.build import TEST_IMAGE, binary, component
 from railforge.testbed.controlplane import ControlPlane, _healthz, add_api_node, create_namespace
@@ -209,25 +211,23 @@ def start_kube_scheduler_with_qps(plane: ControlPlane, qps: int):
     return process
 
 
-def gang_run(plane: ControlPlane, namespace: str, pods: int) -> tuple[float, float]:
-    """(pods created, all bound) seconds after the PodGroup's creation, railforge running and synced."""
+def gang_run(plane: ControlPlane, namespace: str, pods: int, gangs: GangApi) -> tuple[float, float]:
+    """(pods created, all bound) seconds after the PodGroup's (of the ``gangs`` API) creation, railforge running and
+    synced."""
     api = plane.client()
     adapter = Adapter(api, settings_for(namespace, namespace)).start()
     try:
         wait_for("railforge synced", adapter.synced, 60)
         watch = BindWatch(plane, namespace)
-        group = {
-            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-            "kind": "PodGroup",
-            "metadata": {"name": "gang512"},
-            "spec": {"minMember": pods},
-        }
         started = time.monotonic()
         client.CustomObjectsApi(plane.api).create_namespaced_custom_object(
-            "scheduling.x-k8s.io", "v1alpha1", namespace, "podgroups", group
+            gangs.group, gangs.version, namespace, "podgroups", gangs.podgroup("gang512", pods)
         )
-        labels = {"scheduling.x-k8s.io/pod-group": "gang512"}
-        create_pods(plane.api, namespace, [pod_body(f"g{i:03d}", namespace, labels=labels) for i in range(pods)])
+        labels, fields = gangs.joining("gang512")
+        bodies = [pod_body(f"g{i:03d}", namespace, labels=labels) for i in range(pods)]
+        for body in bodies:
+            body["spec"].update(fields)
+        create_pods(plane.api, namespace, bodies)
         created = time.monotonic() - started
         times = watch.wait(pods, 300)
         return created, times[-1] - started
@@ -291,9 +291,12 @@ def main() -> int:
             )
             delete_pods(plane, namespace)
         gang_nodes = args.gang // 8
-        create_namespace(plane, "gang")
-        add_nodes(plane, "gang", gang_nodes, "gang")
-        created, bound = gang_run(plane, "gang", args.gang)
+        gangs = {}
+        for gang_api in (SCHEDULER_PLUGINS, NATIVE):
+            namespace = "gang" if gang_api is SCHEDULER_PLUGINS else "gang-native"
+            create_namespace(plane, namespace)
+            add_nodes(plane, namespace, gang_nodes, namespace)
+            gangs[gang_api.kind] = gang_run(plane, namespace, args.gang, gang_api)
     load_after = os.getloadavg()
     ceiling = results["bare loop of binding calls (16 threads)"]
     default = results["kube-scheduler, default settings"]
@@ -302,10 +305,11 @@ def main() -> int:
     print("| --- | --- | --- | --- |")
     for name, value in results.items():
         print(f"| {name} | {value:.0f} | {value / ceiling:.2f}x | {value / default:.2f}x |")
-    print(f"\n| one {args.gang}-pod gang on {gang_nodes} nodes x 8 GPUs | seconds after the PodGroup's creation |")
-    print("| --- | --- |")
-    print(f"| its {args.gang} pods created (16 threads) | {created:.2f} |")
-    print(f"| every pod bound by railforge | {bound:.2f} |")
+    print(f"\n| one {args.gang}-pod gang on {gang_nodes} nodes x 8 GPUs, from the PodGroup's creation | pods created "
+          "(16 threads), s | every pod bound by railforge, s |")  # fmt: skip
+    print("| --- | --- | --- |")
+    for kind, (created, bound) in gangs.items():
+        print(f"| {kind} | {created:.2f} | {bound:.2f} |")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\nbenchmark process peak RSS (adapter, watches and clients together): {peak:.0f} MiB")
     print(load_line(load_before, load_after))

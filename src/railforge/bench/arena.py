@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from railforge.k8s.gangapis import GROUP_LABEL, NATIVE, SCHEDULER_PLUGINS, GangApi
+from railforge.k8s.gangapis import NATIVE, GangApi
 from railforge.scheduler import GPU
 from railforge.testbed.kwok import FAKE_NODE_LABEL, RUNTIME_ANNOTATION
 
@@ -45,14 +45,6 @@ class Contender:
     def gangs_as(self) -> str:
         """How its jobs are gangs, in a word (namespaces): podgroup, native or lone."""
         return "lone" if self.gang is None else ("native" if self.gang is NATIVE else "podgroup")
-
-
-def group_body(job: Job, api: GangApi) -> dict:
-    """The job's PodGroup of ``api``."""
-    spec = (
-        {"minMember": job.pods} if api is SCHEDULER_PLUGINS else {"schedulingPolicy": {"gang": {"minCount": job.pods}}}
-    )
-    return {"apiVersion": api.api_version, "kind": "PodGroup", "metadata": {"name": job.name}, "spec": spec}
 
 
 @dataclass
@@ -86,11 +78,8 @@ class Observation:
 
 
 def pod_body(job: Job, index: int, contender: Contender, image: str) -> dict:
-    labels = {
-        "railforge.io/arena-job": job.name,
-        **({GROUP_LABEL: job.name} if contender.gang is SCHEDULER_PLUGINS else {}),
-    }
-    native = {"schedulingGroup": {"podGroupName": job.name}} if contender.gang is NATIVE else {}
+    joins, fields = contender.gang.joining(job.name) if contender.gang is not None else ({}, {})
+    labels = {"railforge.io/arena-job": job.name, **joins}
     return {
         "metadata": {
             "name": f"{job.name}-{index}",
@@ -99,7 +88,7 @@ def pod_body(job: Job, index: int, contender: Contender, image: str) -> dict:
         },
         "spec": {
             "schedulerName": contender.scheduler_name,
-            **native,
+            **fields,
             "nodeSelector": {FAKE_NODE_LABEL: "fake"},
             "restartPolicy": "Never",
             "containers": [
@@ -141,7 +130,7 @@ def run(api, namespace: str, jobs: list[Job], contender: Contender, image: str, 
         for job in sorted(jobs, key=lambda job: job.submit):
             time.sleep(max(0.0, job.submit - (time.monotonic() - observation.started)))
             if contender.gang is not None:
-                body = group_body(job, contender.gang)
+                body = contender.gang.podgroup(job.name, job.pods)
                 custom.create_namespaced_custom_object(
                     contender.gang.group, contender.gang.version, namespace, "podgroups", body
                 )

@@ -48,6 +48,22 @@ class GangApi:
     def path(self, namespace: str, name: str) -> str:
         return f"/apis/{self.group}/{self.version}/namespaces/{namespace}/podgroups/{name}"
 
+    def podgroup(self, name: str, min_count: int) -> dict:
+        """A PodGroup of this API for ``min_count`` pods that must start together (the arena, benchmarks)."""
+        return {
+            "apiVersion": self.api_version,
+            "kind": "PodGroup",
+            "metadata": {"name": name},
+            "spec": self.gang(min_count),
+        }
+
+    def gang(self, min_count: int) -> dict:
+        raise NotImplementedError
+
+    def joining(self, name: str) -> tuple[dict, dict]:
+        """The labels and pod spec fields with which a pod joins PodGroup ``name``."""
+        raise NotImplementedError
+
     def member_of(self, pod: dict) -> str | None:
         """The name of the PodGroup of this API that ``pod`` joins, or None."""
         raise NotImplementedError
@@ -63,6 +79,12 @@ class GangApi:
 
 
 class SchedulerPluginsApi(GangApi):
+    def gang(self, min_count: int) -> dict:
+        return {"minMember": min_count}
+
+    def joining(self, name: str) -> tuple[dict, dict]:
+        return {GROUP_LABEL: name}, {}
+
     def member_of(self, pod: dict) -> str | None:
         return (pod["metadata"].get("labels") or {}).get(GROUP_LABEL) or None
 
@@ -78,6 +100,12 @@ class SchedulerPluginsApi(GangApi):
 
 
 class NativeApi(GangApi):
+    def gang(self, min_count: int) -> dict:
+        return {"schedulingPolicy": {"gang": {"minCount": min_count}}}
+
+    def joining(self, name: str) -> tuple[dict, dict]:
+        return {}, {"schedulingGroup": {"podGroupName": name}}
+
     def member_of(self, pod: dict) -> str | None:
         return ((pod["spec"].get("schedulingGroup") or {}).get("podGroupName")) or None
 

@@ -56,3 +56,16 @@ def test_scheduler_plugins_status_has_phase_counts_and_a_start_time_once():
     assert "scheduleStartTime" in status
     started = group({"scheduleStartTime": "2026-01-01T00:00:00Z"})
     assert "scheduleStartTime" not in SCHEDULER_PLUGINS.status(started, "Scheduled", (3, 1, 0), "")
+
+
+def test_a_podgroup_of_each_api_and_how_a_pod_joins_it():
+    assert SCHEDULER_PLUGINS.podgroup("g", 4)["spec"] == {"minMember": 4}
+    assert NATIVE.podgroup("g", 4) == {
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": "g"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 4}}},
+    }
+    for api in (SCHEDULER_PLUGINS, NATIVE):  # a pod made so is read back as joining it
+        labels, fields = api.joining("g")
+        assert joined({"metadata": {"labels": labels}, "spec": fields}) == (api, "g")
