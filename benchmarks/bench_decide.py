@@ -46,6 +46,7 @@ from railforge.scheduler import (
     Toleration,
     decide,
 )
+from railforge.scheduler.expected import expected_starts
 
 QUEUES = ("vision", "speech", "llm", "research")
 
@@ -241,6 +242,19 @@ def median_ms(snap: Snapshot, repeat: int) -> tuple[float, float, float, int, in
     return *medians, pods, len(decisions.binds)
 
 
+def expected_ms(snap: Snapshot, repeat: int) -> tuple[float, int]:
+    """Median CPU ms of planning the expected starts after a decision (``railforge.scheduler.expected``, default
+    depth), and how many gangs got one."""
+    decisions = Scheduler().decide(snap)
+    times, planned = [], 0
+    for _ in range(repeat):
+        gc.collect()
+        started = time.process_time()
+        planned = len(expected_starts(snap, decisions))
+        times.append((time.process_time() - started) * 1000)
+    return statistics.median(times), planned
+
+
 def table(title: str, cases: list[tuple[int, int, int, int]], repeat: int, spread: bool = False) -> None:
     """``cases``: (nodes, running pods, pending gangs, distinct pod shapes; 0: the uniform ones)."""
     print(f"\n### {title}\n")
@@ -272,6 +286,15 @@ def main() -> None:
         [(56, 300, 10, 0), (1000, 5000, 2000, 0), (5000, 25000, 4200, 0)],
         args.repeat,
     )
+    print("\n### Expected starts: the plan after a decision (depth 32, one decide() of its own)\n")
+    print("| state | gangs given a start | CPU ms |")
+    print("|---|---:|---:|")
+    for name, snap in (
+        ("Philly replay state", philly),
+        ("1,000 nodes, 2,000 pending gangs", snapshot(1000, 5000, 2000)),
+    ):
+        spent, planned = expected_ms(snap, 3)
+        print(f"| {name} | {planned} | {spent:.1f} |")
     table("Targets, varied pod shapes", [(1000, 5000, 2000, 2000), (5000, 25000, 4200, 4200)], args.repeat)
     table("Targets, gangs spread one pod per node", [(56, 300, 10, 0), (1000, 5000, 2000, 0)], args.repeat, spread=True)
     if args.quick:

@@ -438,13 +438,14 @@ def test_a_gang_past_its_walltime_is_ended_and_says_why(cluster, run_scheduler):
 def test_a_restarted_gang_keeps_off_the_node_where_its_member_failed(cluster, run_scheduler):
     cluster.add_nodes(2, gpus=8)
     run_scheduler(cluster.settings(policy={"restart_backoff_base": 1}))
-    cluster.gang("retry", 1, gpus=8)
-    cluster.wait("the gang bound", lambda: len(cluster.bound("retry")) == 1)
-    failed_on = cluster.bound("retry")["retry-0"]
-    cluster.core.patch_namespaced_pod_status("retry-0", cluster.name, {"status": {"phase": "Failed"}})
+    pods = cluster.gang("retry", 2, gpus=4)  # both fit on either node
+    cluster.wait("the gang bound", lambda: len(cluster.bound("retry")) == 2)
+    failed_on = cluster.bound("retry")[pods[0]]
+    cluster.core.patch_namespaced_pod_status(pods[0], cluster.name, {"status": {"phase": "Failed"}})
     cluster.wait("the gang restarted", lambda: not cluster.pods("retry"))
     annotations = cluster.group_object("retry")["metadata"]["annotations"]
     assert json.loads(annotations["railforge.io/avoid-nodes"])["nodes"] == [failed_on]
-    cluster.pod("retry-0", 8, group="retry")  # its owner makes it again
-    cluster.wait("bound again", lambda: len(cluster.bound("retry")) == 1, timeout=30)
-    assert cluster.bound("retry")["retry-0"] != failed_on
+    for pod in pods:  # its owner makes them again
+        cluster.pod(pod, 4, group="retry")
+    cluster.wait("bound again", lambda: len(cluster.bound("retry")) == 2)
+    assert failed_on not in cluster.bound("retry").values()
