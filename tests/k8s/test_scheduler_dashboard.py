@@ -124,7 +124,7 @@ def test_the_dashboard_shows_queues_gangs_and_the_gpu_map(cluster, run_scheduler
     assert big[1:4] == [team, "4", "32"]
     assert 7080 < reserved_in(big[5]) <= 7200, big
     start = big[5].removeprefix("reserved to start at ").split()[0]
-    assert big[6].startswith(f"{start} (in ") and big[6].endswith(") on 4 nodes"), big
+    assert big[6].startswith(f"{start} (in ") and big[6].endswith("), reserved on 4 nodes"), big
     huge_attributes, huge = page.row("pending", "data-gang", f"{ns}/huge")
     assert huge[5] == cluster.group_object("huge")["metadata"]["annotations"]["railforge.io/reason"]
     assert huge_attributes["data-reason-code"] == huge_code

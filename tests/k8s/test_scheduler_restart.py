@@ -247,7 +247,7 @@ def test_a_bind_that_passed_the_fence_before_a_release_is_refused_after_it(clust
     def replica(fence) -> WriteSide:
         state = SchedulerState()
         metrics, reporter = SchedulerMetrics(state), Reporter(api, cluster.name, 1.0)
-        return WriteSide(api, ThreadPoolExecutor(1), fence, None, state, metrics, reporter, lambda: None)
+        return WriteSide(api, ThreadPoolExecutor(1), fence, None, 0.0, state, metrics, reporter, lambda: None)
 
     checks = iter([True])  # the check it passed before it stopped; every later one says no
     stopped = replica(lambda: next(checks, False))
