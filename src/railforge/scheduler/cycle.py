@@ -104,12 +104,17 @@ class CycleState:
         """(finest, widest) topology level indexes to try; -1 is the whole cluster."""
         finest = len(self.level_names) - 1
         constraint = gang.topology
-        widest = -1
-        if constraint is not None and constraint.required and constraint.level in self.level_names:
-            widest = self.level_names.index(constraint.level)
+        widest = self.domain_level(gang) if constraint is not None and constraint.required else -1
         if profile.required_gpu == 0:
             finest = widest  # CPU-only gangs need no GPU locality
         return finest, widest
+
+    def domain_level(self, gang: Gang) -> int:
+        """The index of the level the gang asks to run within (required or preferred); -1 for none."""
+        constraint = gang.topology
+        if constraint is None or constraint.level not in self.level_names:
+            return -1
+        return self.level_names.index(constraint.level)
 
     def queue_limited(self, queue: str) -> bool:
         """Whether some queue on the queue's path has a limit (cached per queue)."""
@@ -159,7 +164,10 @@ class CycleState:
 
     def lost_work(self, running: RunningGang) -> float:
         """What evicting the gang destroys: its GPUs x its run time so far."""
-        return self.memo.placed_by_node(running)[2].get(GPU, 0) * (self.now - running.start_time)
+        return self.gpus(running) * (self.now - running.start_time)
+
+    def gpus(self, running: RunningGang) -> int:
+        return self.memo.placed_by_node(running)[2].get(GPU, 0)
 
     def eviction_budget(self, profile: GangProfile, wait: float) -> float:
         """The work one claim (reclaim or preemption) may destroy: ``reclaim_cost_limit`` times the

@@ -535,6 +535,112 @@ def test_property_placed_whenever_a_placement_exists_many_cases(snap):
     check_placed_whenever_a_placement_exists(snap)
 
 
+# -- reclaim against a brute-force search of victim sets ------------------------------------------
+
+RECLAIM_WORK_BOUND = 2.0  # the work a reclaim loses is at most this many times the least that frees the room
+
+
+@st.composite
+def a_claim_among_borrowers(draw) -> Snapshot:
+    """2-4 nodes of 8 GPUs, two to a leaf, filled with borrowed gangs of 1-2 pods of different ages,
+    and one gang of the owning queue (within its quota) that fits only by reclaiming; maybe with a
+    required or preferred leaf."""
+    rng = random.Random(draw(st.integers(0, 2**32)))
+    count = rng.randint(2, 4)
+    cluster = tuple(Node(f"n{i}", {GPU: 8, "cpu": 64_000}, topology=("s", f"l{i // 2}", f"v{i}")) for i in range(count))
+    free = {node.name: 8 for node in cluster}
+    borrowers = []
+    for b in range(rng.randint(1, 6)):
+        gpus = rng.choice((1, 2, 4, 8))
+        members = tuple(Member(f"b{b}-{k}", {GPU: gpus, "cpu": 1000}) for k in range(rng.randint(1, 2)))
+        placement = {}
+        for member in members:
+            room = [name for name, left in free.items() if left >= gpus]
+            if not room:
+                break
+            placement[member.name] = rng.choice(room)
+            free[placement[member.name]] -= gpus
+        if len(placement) < len(members):
+            for node in placement.values():
+                free[node] += gpus
+            continue
+        start = rng.uniform(0.0, 4000.0)
+        gang = Gang(f"b{b}", "borrower", members, max_runtime=86_400.0)
+        borrowers.append(RunningGang(gang, placement, start, start + 86_400.0, borrowed=True))
+    topology = rng.choice((None, TopologyConstraint("leaf"), TopologyConstraint("leaf", required=False)))
+    pods = rng.randint(1, 2)
+    claim = Gang(
+        "claim",
+        "owner",
+        tuple(Member(f"claim-{k}", {GPU: rng.choice((2, 4, 8)), "cpu": 1000}) for k in range(pods)),
+        max_runtime=3600.0,
+        topology=topology,
+    )
+    queues = (Queue("owner", quota={GPU: 8 * len(cluster)}), Queue("borrower"))
+    config = SchedulerConfig(min_runtime_before_reclaim=0, reclaim_cost_limit=None)
+    return Snapshot(5000.0, cluster, queues, (claim,), tuple(borrowers), config=config)
+
+
+def least_work_freeing_room(snap: Snapshot, one_leaf: bool) -> float | None:
+    """The least work (GPUs x run time) a set of borrowed gangs loses whose eviction lets the claim
+    fit, in one leaf when ``one_leaf``; None when no set does."""
+    claim = replace(snap.pending[0], topology=TopologyConstraint("leaf") if one_leaf else None)
+    least = None
+    for size in range(len(snap.running) + 1):
+        for victims in itertools.combinations(snap.running, size):
+            lost = sum(lost_work(snap, victim) for victim in victims)
+            if least is not None and lost >= least:
+                continue
+            used: dict[str, dict[str, int]] = {}
+            for kept in snap.running:
+                if any(kept is victim for victim in victims):
+                    continue
+                for member in kept.gang.members:
+                    load = used.setdefault(kept.placement[member.name], {})
+                    load[GPU] = load.get(GPU, 0) + member.requests[GPU]
+            if brute_force_fits(claim, snap.nodes, used):
+                least = lost
+    return least
+
+
+def lost_work(snap: Snapshot, running: RunningGang) -> float:
+    return sum(member.requests[GPU] for member in running.gang.members) * (snap.now - running.start_time)
+
+
+def check_reclaim_frees_one_domain_losing_little_work(snap: Snapshot) -> None:
+    """The claim starts whenever evicting some borrowers would let it, losing at most RECLAIM_WORK_BOUND
+    times the least work that makes room (in one leaf when it requires one); a claim that prefers one leaf is
+    placed in one when some eviction that frees a leaf loses no more work than the one made."""
+    decisions = decide(snap)
+    claim = snap.pending[0]
+    anywhere = least_work_freeing_room(snap, one_leaf=False)
+    in_one_leaf = least_work_freeing_room(snap, one_leaf=True) if claim.topology is not None else None
+    least = in_one_leaf if claim.topology and claim.topology.required else anywhere
+    assert bool(decisions.binds) == (least is not None), decisions.reasons
+    if least is None:
+        assert not decisions.evictions
+        return
+    evicted = {eviction.gang_name for eviction in decisions.evictions}
+    lost = sum(lost_work(snap, running) for running in snap.running if running.gang.name in evicted)
+    assert lost <= RECLAIM_WORK_BOUND * least + 1e-6, (lost, least, evicted)
+    if in_one_leaf is not None and in_one_leaf <= lost:
+        leaves = {int(node[1:]) // 2 for node in decisions.binds[0].placement.values()}
+        assert len(leaves) == 1, (decisions.binds[0].placement, lost, in_one_leaf)
+
+
+@FAST
+@given(snap=a_claim_among_borrowers())
+def test_property_reclaim_frees_one_domain_losing_little_work(snap):
+    check_reclaim_frees_one_domain_losing_little_work(snap)
+
+
+@pytest.mark.slow
+@SLOW
+@given(snap=a_claim_among_borrowers())
+def test_property_reclaim_frees_one_domain_losing_little_work_many_cases(snap):
+    check_reclaim_frees_one_domain_losing_little_work(snap)
+
+
 @FAST
 @given(
     requests=st.dictionaries(st.sampled_from([GPU, "cpu", "memory"]), st.integers(0, 8), min_size=1),

@@ -2,7 +2,7 @@
 
 from sched_helpers import gang, nodes, running
 
-from railforge.scheduler import GPU, Queue, SchedulerConfig, Snapshot, decide
+from railforge.scheduler import GPU, Queue, SchedulerConfig, Snapshot, TopologyConstraint, decide
 
 
 def test_big_gang_at_head_small_jobs_backfill_around_it():
@@ -56,3 +56,20 @@ def test_reclaim_takes_the_borrower_whose_eviction_loses_the_least_work():
     d = decide(Snapshot(5000.0, tuple(nodes(2)), queues, (claim,), (large, small, filler), config=config))
     assert [e.gang_name for e in d.evictions] == ["small"], d.reasons
     assert d.binds[0].placement == {"claim-0": "n01"}
+
+
+def test_reclaim_frees_one_leaf_for_a_gang_that_prefers_one():
+    """Three borrowers of one node each, alike but for their names; the claim prefers one leaf. Evicting the first
+    two in victim order, a on n00 and b on n02, would make room across leaves for the same work that a and c free in
+    leaf 0: the leaf wins the tie (n03 is the owner's own)."""
+    queues = (Queue("owner", quota={GPU: 32}), Queue("borrower"))
+    borrowed = [
+        running(gang(name, 1, 8, queue="borrower", runtime=86400.0), [node], start=4900.0, borrowed=True)
+        for name, node in (("a", "n00"), ("b", "n02"), ("c", "n01"))
+    ]
+    filler = running(gang("filler", 1, 8, queue="owner", runtime=86400.0), ["n03"], start=0.0)
+    config = SchedulerConfig(min_runtime_before_reclaim=0, reclaim_cost_limit=None)
+    claim = gang("claim", 2, 8, queue="owner", topology=TopologyConstraint("leaf", required=False))
+    d = decide(Snapshot(5000.0, tuple(nodes(4, per_leaf=2)), queues, (claim,), (*borrowed, filler), config=config))
+    assert sorted(e.gang_name for e in d.evictions) == ["a", "c"], d.reasons
+    assert sorted(d.binds[0].placement.values()) == ["n00", "n01"]

@@ -64,12 +64,16 @@ def try_start(state: CycleState, gang: Gang, profile: GangProfile) -> bool:
         decisions.reasons[gang.name] = state.failure_cache[key][1]
         return True
     expected: Start | None = None
+
+    def claim() -> Claim:
+        return Claim(profile, allowed, end, finest, widest, state.domain_level(gang))
+
     declined: list[tuple[str, str]] = []  # (action, why) of each eviction the gang declined
     reclaims = assignment is None and head and state.can_reclaim
     if reclaims and not borrows(state, queue, profile):
         expected = reserve.earliest_start(state, gang, profile, allowed, runtime, finest, widest)
         wait = math.inf if expected is None else expected[0] - state.now
-        assignment, why = reclaim.reclaim(state, gang, Claim(profile, allowed, end, finest, widest), wait)
+        assignment, why = reclaim.reclaim(state, gang, claim(), wait)
         if why is not None:
             declined.append(("reclaiming", why))
     if assignment is None and state.blocked == 0 and state.may_preempt(gang):
@@ -77,7 +81,7 @@ def try_start(state: CycleState, gang: Gang, profile: GangProfile) -> bool:
             expected = reserve.earliest_start(state, gang, profile, allowed, runtime, finest, widest)
         start = math.inf if expected is None else expected[0]
         if start > state.now:
-            assignment, why = reclaim.preempt(state, gang, Claim(profile, allowed, end, finest, widest), start)
+            assignment, why = reclaim.preempt(state, gang, claim(), start)
             if why is not None:
                 declined.append(("preempting", why))
     if assignment is not None:
