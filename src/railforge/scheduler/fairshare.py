@@ -131,6 +131,13 @@ def _quota_resources(quota: Resources) -> list[str]:
     return sorted({GPU, *quota})
 
 
+def usage_added(gpus: float, seconds: float, half_life: float) -> float:
+    """What holding ``gpus`` for ``seconds`` adds to a queue's usage decayed with ``half_life``,
+    in mean GPUs over time (usage x ln 2 / half-life): ``gpus`` x (1 - 2^(-seconds/half-life)),
+    all of them for a run without end."""
+    return gpus * (1 - 0.5 ** (seconds / half_life))
+
+
 def water_fill(
     capacity: float, demand: Mapping[str, float], quota: Mapping[str, float], weight: Mapping[str, float]
 ) -> dict[str, float]:

@@ -73,3 +73,16 @@ def test_reclaim_frees_one_leaf_for_a_gang_that_prefers_one():
     d = decide(Snapshot(5000.0, tuple(nodes(4, per_leaf=2)), queues, (claim,), (*borrowed, filler), config=config))
     assert sorted(e.gang_name for e in d.evictions) == ["a", "c"], d.reasons
     assert sorted(d.binds[0].placement.values()) == ["n00", "n01"]
+
+
+def test_fair_order_counts_what_running_gangs_will_add_not_the_gpus_held_now():
+    """Both queues hold 8 GPUs on an 8-GPU node, with the same weight and no usage yet; queue a's gang runs a day
+    more, queue b's a minute: b has been served less by the time both end, so b's gang gets the reservation."""
+    queues = (Queue("a"), Queue("b"))
+    long_run = running(gang("long", 1, 8, queue="a", runtime=86400.0), ["n00"], start=0.0)
+    short_run = running(gang("short", 1, 8, queue="b", runtime=60.0), ["n01"], start=0.0)
+    waiting = (gang("a-next", 2, 8, queue="a", submit=1.0), gang("b-next", 2, 8, queue="b", submit=2.0))
+    config = SchedulerConfig(fair_share_half_life=86400.0)
+    cluster = nodes(2, gpus=8)
+    d = decide(Snapshot(0.0, tuple(cluster), queues, waiting, (long_run, short_run), config=config))
+    assert [r.gang_name for r in d.reservations] == ["b-next"], d.reasons

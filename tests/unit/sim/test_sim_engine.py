@@ -201,7 +201,7 @@ def test_every_call_of_a_replay_decides_as_a_cold_start(traces_dir, policy, fail
 
     trace = load_trace("philly", traces_dir)
     jobs = [(j.job_id, j.submit, j.duration, j.gpus, j.queue) for j in trace.jobs[:150]]
-    _, out, sim = run(jobs, policy, nodes=2, decide=checked, failure_rate=failure_rate, repair_time=1800, seed=5)
+    _, out, sim = run(jobs, policy, nodes=2, decide=checked, failure_rate=failure_rate, repair_time=1800, seed=7)
     assert len(cold_calls) > 300 and all(cold_calls)
     assert (sim.counters["restarts"] > 0) == (failure_rate > 0)
     assert (sim.counters["reclaims"] > 0) == (policy == "railforge" and failure_rate > 0)

@@ -2,7 +2,7 @@
 
 Gangs waiting longer than ``aging_bound`` come first, oldest first. The rest follow the configured
 order: ``fair`` repeatedly serves the queue furthest below its fair share (``fairshare``), as if
-each gang taken were started, within a queue by priority then age; ``fifo`` merges the queues'
+each gang taken were started and ran its estimate, within a queue by priority then age; ``fifo`` merges the queues'
 lists by priority then age; ``sjf_oracle`` takes the shortest true run time first. Orders are
 produced lazily, so a pass that stops early does not pay for ordering gangs it never tries. Once
 every reservation is made, the rest can only backfill and are tried shortest estimate first
@@ -19,7 +19,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 
 from railforge.scheduler.cycle import CycleState
-from railforge.scheduler.fairshare import fair_shares
+from railforge.scheduler.fairshare import fair_shares, usage_added
 from railforge.scheduler.incremental import PendingIndex, queue_order_key
 from railforge.scheduler.model import GPU, Gang
 
@@ -76,22 +76,29 @@ def fair_order(
             position += 1
         return position
 
-    # Served GPUs: the mean of the GPUs held now and the time-averaged GPUs implied by the
-    # decayed usage; a queue is keyed by (served / share, served, -priority, name).
+    # Served, in GPUs: with a half-life, the queue's decayed usage as a mean over time, plus what its
+    # running gangs will add to it by their expected ends and what each gang taken adds by its own
+    # (``usage_added``); without one, the GPUs it holds. A queue is keyed by (served / share, served,
+    # -priority, name). Counting what a gang will add, rather than the GPUs held now, keeps a queue
+    # that could start only small gangs from being served as though it held its share.
     heap = []
-    constants: dict[str, tuple[float, float, float, int]] = {}
+    constants: dict[str, tuple[float, int]] = {}
     allocated: dict[str, float] = {}
-    held: float
+    decays = half_life > 0
+    committed: dict[str, float] = {}
+    if decays:
+        for running in state.snapshot.running:
+            left = max(running.expected_end - state.now, 0.0)
+            added = usage_added(state.gpus(running), left, half_life)
+            committed[running.gang.queue] = committed.get(running.gang.queue, 0.0) + added
     for queue in served:
-        if half_life <= 0 or queue not in usage:
-            scale, offset = 1.0, 0.0
-        else:
-            scale, offset = 0.5, usage[queue] * LN2 / half_life / 2
         share = shares.get(queue, 0.0)
         priority = -state.tree.get(queue).priority
-        constants[queue] = (scale, offset, share, priority)
-        held = allocated[queue] = state.usage.gpus(queue)
-        load = held * scale + offset if scale != 1.0 else held
+        constants[queue] = (share, priority)
+        if decays:
+            load = allocated[queue] = usage.get(queue, 0.0) * LN2 / half_life + committed.get(queue, 0.0)
+        else:
+            load = allocated[queue] = state.usage.gpus(queue)
         position = next_position(by_queue[queue], 0)
         heap.append(((load / share if share > 0 else math.inf, load, priority, queue), queue, position))
     heapq.heapify(heap)
@@ -101,11 +108,13 @@ def fair_order(
         queued = by_queue[queue]
         gang = queued[position]
         yield gang
-        held = allocated[queue] = allocated[queue] + state.memo.profile(gang).gpu
+        gpus = state.memo.profile(gang).gpu
+        load = allocated[queue] = allocated[queue] + (
+            usage_added(gpus, state.runtime(gang), half_life) if decays else gpus
+        )
         position = next_position(queued, position + 1)
         if position < len(queued):
-            scale, offset, share, priority = constants[queue]
-            load = held * scale + offset if scale != 1.0 else held
+            share, priority = constants[queue]
             ratio = load / share if share > 0 else math.inf
             replace(heap, ((ratio, load, priority, queue), queue, position))
         else:
