@@ -37,10 +37,6 @@ EVENT_BURST, EVENTS_PER_SECOND = 200, 50.0
 MAX_WAITING_WRITES = 10_000
 
 
-def _now_rfc3339() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
 Write = Callable[[], object]
 
 
@@ -187,7 +183,7 @@ class Reporter:
                 "source": {"component": self.component},
                 "reportingComponent": self.component,
                 "reportingInstance": self.component,
-                "firstTimestamp": _now_rfc3339(),
+                "firstTimestamp": rest.now_rfc3339(),
                 "count": 1,
             }
             event = self.events[key] = _Event(namespace, body)
@@ -200,7 +196,7 @@ class Reporter:
         """Create the Event, or raise its count to what it is now (repeats still waiting are written once)."""
         namespace, name = event.namespace, event.body["metadata"]["name"]
         if not event.created:
-            body = {**event.body, "count": event.count, "lastTimestamp": _now_rfc3339()}
+            body = {**event.body, "count": event.count, "lastTimestamp": rest.now_rfc3339()}
             try:
                 rest.call(self.api, "POST", f"/api/v1/namespaces/{namespace}/events", body=body)
             except ApiException as error:
@@ -208,7 +204,7 @@ class Reporter:
                     raise
             event.created = True
             return
-        patch = {"count": event.count, "lastTimestamp": _now_rfc3339()}
+        patch = {"count": event.count, "lastTimestamp": rest.now_rfc3339()}
         path = f"/api/v1/namespaces/{namespace}/events/{name}"
         rest.call(self.api, "PATCH", path, body=patch, content_type=rest.MERGE_PATCH)
 
@@ -270,4 +266,4 @@ def pod_scheduled_patch(
     field: True carries no reason)."""
     condition = {"type": "PodScheduled", "status": str(scheduled), "reason": reason, "message": message}
     path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status"
-    return path, {"status": {"conditions": [{**condition, "lastTransitionTime": _now_rfc3339()}]}}
+    return path, {"status": {"conditions": [{**condition, "lastTransitionTime": rest.now_rfc3339()}]}}

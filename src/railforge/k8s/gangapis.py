@@ -7,7 +7,6 @@ messages the kind with its API group, as ``kubectl`` needs them once both are se
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,7 +94,7 @@ class SchedulerPluginsApi(GangApi):
         running, succeeded, failed = counts
         status: dict[str, object] = {"phase": phase, "running": running, "succeeded": succeeded, "failed": failed}
         if phase == "Scheduled" and not (group.get("status") or {}).get("scheduleStartTime"):
-            status["scheduleStartTime"] = _now()
+            status["scheduleStartTime"] = rest.now_rfc3339()
         return status
 
 
@@ -128,7 +127,7 @@ class NativeApi(GangApi):
             wanted = {"status": "False", "reason": "Unschedulable", "message": reason[:32768]}
         if current is not None and all(current.get(key) == value for key, value in wanted.items()):
             return {"conditions": conditions}
-        condition = {"type": "PodGroupScheduled", **wanted, "lastTransitionTime": _now()}
+        condition = {"type": "PodGroupScheduled", **wanted, "lastTransitionTime": rest.now_rfc3339()}
         if (current or {}).get("status") == wanted["status"]:
             condition["lastTransitionTime"] = current["lastTransitionTime"]  # type: ignore[index]
         generation = group["metadata"].get("generation")
@@ -167,7 +166,3 @@ def served(api_client) -> tuple[GangApi, ...]:
     if any(resource.get("name") == "podgroups" for resource in resources):
         found.append(NATIVE)
     return tuple(found)
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

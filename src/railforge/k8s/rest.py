@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Iterator, Sequence
 
 from kubernetes.client import ApiException
@@ -16,6 +17,11 @@ from kubernetes.client import ApiException
 MERGE_PATCH = "application/merge-patch+json"
 # merges a pod's status.conditions by type, leaving its others alone (null drops a field)
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+
+def now_rfc3339() -> str:
+    """The time now as the API writes its timestamps (RFC 3339, UTC, to the second)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def open_request(

@@ -718,10 +718,10 @@ def _add_gang(
         else:
             refuse(error.code, str(error))
         return
-    avoid = _avoided(objects, unbound, out.nodes, now)
-    if avoid is not None:
-        out.avoiding[objects.name] = avoid
-        keep_off = NodeSelectorRequirement(HOSTNAME, "NotIn", tuple(sorted(hostnames_of(out.nodes, avoid.nodes))))
+    avoided = _avoided(objects, unbound, out.nodes, now)
+    if avoided is not None:
+        out.avoiding[objects.name], keep_off_hosts = avoided
+        keep_off = NodeSelectorRequirement(HOSTNAME, "NotIn", keep_off_hosts)
         rules = {**rules, "pod_rules": (*rules.get("pod_rules", ()), keep_off)}
     try:
         gang = build_gang(objects, unbound, queue, now, settings, hostnames, min_member=min_member, **rules)
@@ -731,21 +731,20 @@ def _add_gang(
     out.pending.append(gang)
 
 
-def hostnames_of(nodes: list[Node], names: Iterable[str]) -> list[str]:
-    wanted = set(names)
-    return [node.labels[HOSTNAME] for node in nodes if node.name in wanted and HOSTNAME in node.labels]
-
-
-def _avoided(objects: GangObjects, pods: list[dict], nodes: list[Node], now: float) -> Avoid | None:
-    """The failed nodes the gang keeps off while its owner's ``railforge.io/avoid-nodes`` lasts, when the other
-    ready nodes could ever hold it (every pod's GPUs on one of them, all of its GPUs together); else None: it falls
-    back to them rather than never start."""
+def _avoided(
+    objects: GangObjects, pods: list[dict], nodes: list[Node], now: float
+) -> tuple[Avoid, tuple[str, ...]] | None:
+    """The failed nodes the gang keeps off while its owner's ``railforge.io/avoid-nodes`` lasts, and their hostname
+    labels, when the other ready nodes could ever hold it (every pod's GPUs on one of them, all of its GPUs
+    together); else None: it falls back to them rather than never start."""
     avoid = Avoid.decode(objects.annotations())
     if avoid is None or avoid.until <= now:
         return None
+    failed = [node for node in nodes if node.name in avoid.nodes and HOSTNAME in node.labels]
+    hosts = tuple(sorted(node.labels[HOSTNAME] for node in failed))
     others = [node for node in nodes if node.ready and node.schedulable and node.name not in avoid.nodes]
     needs = [pod_requests(pod).get(GPU, 0) for pod in pods]
     room = [node.allocatable.get(GPU, 0) for node in others]
-    if not hostnames_of(nodes, avoid.nodes) or sum(room) < sum(needs) or max(needs, default=0) > max(room, default=0):
+    if not hosts or sum(room) < sum(needs) or max(needs, default=0) > max(room, default=0):
         return None
-    return avoid
+    return avoid, hosts
