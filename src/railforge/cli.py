@@ -17,7 +17,7 @@ from railforge import lab as lab_commands
 from railforge.bench import commands as bench_commands
 from railforge.cliargs import Parser, UsageError
 from railforge.k8s import commands as scheduler_commands
-from railforge.k8s import queuelist
+from railforge.k8s import quarantine, queuelist
 from railforge.sim import commands as sim_commands
 from railforge.testbed import commands as testbed_commands
 
@@ -26,6 +26,7 @@ COMMANDS = (
     testbed_commands.register,
     scheduler_commands.register,
     queuelist.register,
+    quarantine.register,
     bench_commands.register,
     lab_commands.register,
 )

@@ -7,7 +7,8 @@ connection. Prints a table (node x checks passed / failed / skipped, with the fa
 same as JSON for machines. With ``--benchmark`` (a report of playbooks/benchmark.yml, or the reports directory and
 ``--cluster``: its newest), prints instead one table joining per node the checks, the rails, the bandwidth and the
 verdict, and the JSON carries the benchmark's part. Exit status 1 when any check failed on any node or the
-benchmark failed a floor, a check or a job.
+benchmark failed a floor, a check or a job. With ``--quarantine finish|restart`` each failed node is quarantined
+(``railforge.k8s.quarantine``): nothing new is placed there, and its running gangs finish or restart elsewhere.
 """
 
 import argparse
@@ -21,6 +22,9 @@ import xml.etree.ElementTree as ET
 from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
+
+from railforge.cliargs import UsageError, kube_client
+from railforge.k8s import quarantine
 
 # pytest ids look like test_name[podman://host] or test_name[ansible://host-param-...] (tests/infra)
 CHECK_ID = re.compile(r"^(?P<check>[^\[]+)\[(?:\w+://)?(?P<params>[^\]]+)\]$")
@@ -145,6 +149,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", default="all", help="inventory host pattern")
     parser.add_argument("--benchmark", type=Path, help="a benchmark report (JSON), or the directory of the reports")
     parser.add_argument("--cluster", help="with a directory --benchmark: the cluster whose newest report to join")
+    parser.add_argument(
+        "--quarantine",
+        choices=("off", *sorted(quarantine.EFFECTS)),
+        default="off",
+        help="taint each failed node (railforge node quarantine): its running gangs finish, or restart now",
+    )
+    parser.add_argument("--kubeconfig", default="", help="with --quarantine: the cluster's admin kubeconfig")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp) / "junit.xml"
@@ -183,19 +194,47 @@ def report(nodes: dict[str, dict], args: argparse.Namespace) -> int:
         print(f"benchmark report: {source} ({benchmark.get('created', '?')})")
         print(joined_table(rows))
         document = {"benchmark_report": str(source), "nodes": rows}
+        failing = {host: row["failed"] for host, row in rows.items() if row["failed"]}
     else:
         if args.benchmark:
             print(f"no benchmark report of {args.cluster or 'any cluster'} in {args.benchmark}: checks only")
         print(table(nodes))
         document = nodes
+        failing = {host: [f"check {name}" for name in row["failed"]] for host, row in nodes.items() if row["failed"]}
     if args.json_path:
         Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json_path).write_text(json.dumps(document, indent=2) + "\n")
+    if args.quarantine != "off":
+        quarantine_failing(failing, args)
     if not nodes:
         print("no node was checked: is the inventory reachable?", file=sys.stderr)
         return 1
     checks_failed = any(result["failed"] for result in nodes.values())
     return 1 if checks_failed or benchmark.get("failed") else 0
+
+
+def quarantine_failing(failing: dict[str, list[str]], args: argparse.Namespace) -> None:
+    """Quarantine each failed node (its inventory name is its node name), a line each."""
+    if not failing:
+        return
+    if not Path(args.kubeconfig or "-").is_file():
+        print(f"quarantine: no kubeconfig {args.kubeconfig!r}; failed nodes left as they are: {', '.join(failing)}")
+        return
+    try:
+        api = kube_client(Path(args.kubeconfig))
+    except UsageError as error:
+        print(f"quarantine: {error}; failed nodes left as they are: {', '.join(failing)}")
+        return
+    for host, failed in failing.items():
+        try:
+            quarantine.quarantine(api, host, failed, args.json_path or "", args.quarantine)
+        except UsageError as error:
+            print(f"quarantine: {error}")
+            continue
+        print(
+            f"quarantine: node {host} tainted {quarantine.KEY}:{quarantine.EFFECTS[args.quarantine]} "
+            f"({'; '.join(failed)}); release it with: railforge node release {host} --kubeconfig {args.kubeconfig}"
+        )
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@ mpi-operator gang-scheduling with railforge, the lab's OpenMPI image and the Res
 two MPIJobs (allreduce, and ResNet-50 training over Gloo), applies them server-side, follows them to their end, reads
 the launchers' logs and writes the report. A second run, through playbooks/validate.yml, has an impossible floor:
 validate runs the benchmark, joins its report with the node checks (here of localhost, whose sshd is absent: they
-fail, a row of their own) and fails after its table, which names the floor on the test bed node's row.
+fail, a row of their own) and fails after its table, which names the floor on the test bed node's row; the node is
+quarantined (then released by the test).
 
 The test bed has no cluster DNS (no CoreDNS, pods have no route off the node's bridge), so this test plays it for
 each launcher: once the workers run, their job names (the hostfile's <pod>.<job>.<namespace>.svc) go into the
@@ -20,6 +21,8 @@ import time
 import pytest
 from conftest import ROOT, TESTBED_INVENTORY
 from kubernetes import client
+
+from railforge.cli import main
 
 NAMESPACE = "bench-e2e"
 JOB = "railforge-bench"
@@ -179,4 +182,15 @@ def test_the_cpu_fallback_runs_end_to_end_and_an_impossible_floor_fails_by_name(
     row = validated["nodes"][node.name]
     assert row["verdict"] == "FAIL" and row["failed"] == [floor_failure] and row["checks"] is None
     assert f"| {node.name} | - | - | " in output and f"| FAIL | {floor_failure} |" in output
+    # the failed node quarantined (nothing new placed there) until released
+    try:
+        assert f"quarantine: node {node.name} tainted railforge.io/quarantine:NoSchedule ({floor_failure})" in output
+        quarantined = client.CoreV1Api(control_plane.api).read_node(node.name)
+        assert ("railforge.io/quarantine", "NoSchedule") in {(t.key, t.effect) for t in quarantined.spec.taints or []}
+        note = json.loads(quarantined.metadata.annotations["railforge.io/quarantine"])
+        assert note["failed"] == [floor_failure] and note["report"] == str(tmp_path / "second/validate.json")
+    finally:
+        assert main(["node", "release", node.name, "--kubeconfig", str(control_plane.admin_kubeconfig)]) == 0
+    released = client.CoreV1Api(control_plane.api).read_node(node.name)
+    assert "railforge.io/quarantine" not in {t.key for t in released.spec.taints or []}
     print(f"benchmark.yml on the test bed: {first_seconds:.1f} s passing, {second_seconds:.1f} s failing")

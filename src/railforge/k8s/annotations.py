@@ -5,7 +5,8 @@ borrowed quota, what it was backfilled past (``Start``). On the gang's owner (it
 placement written before binding (``encode_placement``), the restart count and backoff (``Backoff``), the failure
 (``FAILED``), the evidence of the last failed members (``LAST_FAILURE``, railforge.k8s.evidence), the reason
 shown to users (``REASON``, ``REASON_CODE``), a waiting gang's expected start (``EXPECTED_START``) and the nodes
-a restarted gang avoids (``Avoid``). What users set (queue, runtime, topology) is read in translate.py.
+a restarted gang avoids (``Avoid``). On a Node, what quarantined it (``Quarantine``, written by
+railforge.k8s.quarantine). What users set (queue, runtime, topology) is read in translate.py.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ REASON = LABEL_PREFIX + "reason"
 REASON_CODE = LABEL_PREFIX + "reason-code"
 EXPECTED_START = LABEL_PREFIX + "expected-start"  # when a waiting gang should start, to the minute
 AVOID = LABEL_PREFIX + "avoid-nodes"  # where the gang's last start failed, avoided until a time
+QUARANTINE = LABEL_PREFIX + "quarantine"  # on a Node (and its taint's key): the health checks it failed
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,30 @@ class Avoid:
         """These nodes added until ``until``; the ones still avoided kept, with the later time."""
         kept = set(self.nodes) if self.until > now else set()
         return Avoid(tuple(sorted(kept | nodes)), max(until, self.until) if kept else until)
+
+
+@dataclass(frozen=True)
+class Quarantine:
+    """What quarantined a node: the checks or floors it failed, the report that says so, when (RFC 3339)."""
+
+    failed: tuple[str, ...]
+    report: str
+    at: str
+
+    def encode(self) -> str:
+        return json.dumps({"failed": list(self.failed), "report": self.report, "at": self.at}, separators=(",", ":"))
+
+    @classmethod
+    def decode(cls, annotations: Mapping[str, str]) -> Quarantine | None:
+        """None when absent; an unreadable value is kept as what failed (the taint does the quarantining)."""
+        text = annotations.get(QUARANTINE)
+        if text is None:
+            return None
+        try:
+            value = json.loads(text)
+            return cls(tuple(str(item) for item in value["failed"]), str(value["report"]), str(value["at"]))
+        except (ValueError, TypeError, KeyError):
+            return cls((text,), "", "")
 
 
 def encode_expected_start(at: float) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import railforge.scheduler as core
-from railforge.k8s.annotations import EXPECTED_START, FAILED, REASON, REASON_CODE, encode_expected_start
+from railforge.k8s.annotations import EXPECTED_START, FAILED, QUARANTINE, REASON, REASON_CODE, encode_expected_start
 from railforge.k8s.events import Reporter
 from railforge.k8s.gangapis import joined
 from railforge.k8s.metrics import SchedulerMetrics
@@ -42,6 +42,9 @@ class Outcome:
         return {bind.gang_name for bind in self.decisions.binds}
 
 
+QUARANTINED_SHOWN = 3  # the most quarantined nodes a reason names
+
+
 def outcome(
     decisions: core.Decisions, view: Translation, held: dict[str, Waiting], expected: dict[str, float]
 ) -> Outcome:
@@ -55,6 +58,21 @@ def outcome(
             until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(avoid.until))
             note = f"; it keeps off {', '.join(avoid.nodes)}, where its last start failed, until {until}"
             reasons[name] = core.Reason(f"{why}{note}", why.code)
+    if view.quarantined:
+        held_off = "; ".join(
+            f"node {node} is quarantined ({'; '.join(note.failed)}{', ' + note.at if note.at else ''})"
+            for node, note in sorted(view.quarantined.items())[:QUARANTINED_SHOWN]
+        )
+        # a gang waiting for capacity or a reservation that does not tolerate the taint: those nodes are not its
+        taint = core.Taint(QUARANTINE, "health", "NoSchedule")
+        for gang in view.pending:
+            decided = decisions.reasons.get(gang.name)
+            if (
+                decided is not None
+                and decided.code.startswith(("capacity.", "reserved."))
+                and not gang.tolerates(taint)
+            ):
+                reasons[gang.name] = core.Reason(f"{reasons[gang.name]}; {held_off}", decided.code)
     reserved = {r.gang_name: r for r in decisions.reservations}
     waiting = {gang.name for gang in view.pending} - {bind.gang_name for bind in binds}
     starts = {**expected, **{name: r.start for name, r in reserved.items()}}  # planned a pass or two ago, or now

@@ -16,7 +16,7 @@ from functools import cached_property
 from typing import Any
 
 from railforge.k8s import podaffinity
-from railforge.k8s.annotations import FAILED, Avoid, Backoff, Start, decode_placement
+from railforge.k8s.annotations import FAILED, Avoid, Backoff, Quarantine, Start, decode_placement
 from railforge.k8s.gangapis import NATIVE, SCHEDULE_TIMEOUT, SCHEDULER_PLUGINS, GangApi, joined
 from railforge.k8s.quantity import resource_map
 from railforge.k8s.settings import LABEL_PREFIX, Settings, TopologyLevel
@@ -127,6 +127,7 @@ class Translation:
     waiting: dict[str, Waiting] = field(default_factory=dict)  # gang -> why it is kept from the core
     problems: list[Problem] = field(default_factory=list)
     avoiding: dict[str, Avoid] = field(default_factory=dict)  # waiting gang -> the failed nodes it keeps off
+    quarantined: dict[str, Quarantine] = field(default_factory=dict)  # node -> what quarantined it
 
 
 def timestamp(text: str | None, default: float) -> float:
@@ -555,6 +556,9 @@ def translate(
         out.nodes.append(node)
         if node.ready:
             ready_nodes.add(node.name)
+        quarantined = Quarantine.decode(obj["metadata"].get("annotations") or {})
+        if quarantined is not None:
+            out.quarantined[node.name] = quarantined
     out.queues, queue_problems = queues_from(queues, settings.default_queue)
     out.problems.extend(queue_problems)
     queue_names = {queue.name for queue in out.queues}
