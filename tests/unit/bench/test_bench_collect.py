@@ -222,7 +222,9 @@ def test_validate_joins_checks_rails_bandwidth_and_verdict_per_node(tmp_path, ca
     reports = tmp_path / "reports"
     write_report(results_dir(tmp_path), "forge-a", hw, reports, NOW)
     nodes = {"node-a": checks(), "node-b": checks(), "node-c": checks({"test_driver": "no nvidia module"})}
-    args = argparse.Namespace(benchmark=reports, cluster="forge-a", json_path=str(tmp_path / "validate.json"))
+    args = argparse.Namespace(
+        benchmark=reports, cluster="forge-a", json_path=str(tmp_path / "validate.json"), quarantine="off"
+    )
     status = report(nodes, args)
     out = capsys.readouterr().out
     rows = json.loads((tmp_path / "validate.json").read_text())["nodes"]
@@ -248,7 +250,9 @@ def test_validate_joins_checks_rails_bandwidth_and_verdict_per_node(tmp_path, ca
     write_report(results_dir(tmp_path / "other"), "forge-a-b", hw, reports, NOW.replace(minute=45))
     assert report(healthy, args) == 1
     assert "benchmark-forge-a-20261124T173009Z.json" in capsys.readouterr().out
-    assert report(healthy, argparse.Namespace(benchmark=reports, cluster=None, json_path=None)) == 0  # newest of any
+    assert (
+        report(healthy, argparse.Namespace(benchmark=reports, cluster=None, json_path=None, quarantine="off")) == 0
+    )  # newest of any
     assert "benchmark-forge-a-b-20261124T174509Z.json" in capsys.readouterr().out
 
 
@@ -258,7 +262,7 @@ def test_a_failure_naming_no_node_fails_every_node_and_no_report_means_checks_on
     document_path = write_report(empty, "c", cpu_class(), tmp_path / "reports", NOW).json_path
     rows = joined({"n1": checks()}, json.loads(document_path.read_text()))
     assert rows["n1"]["verdict"] == "FAIL" and rows["n1"]["failed"] == ["benchmark output: no result to judge"]
-    args = argparse.Namespace(benchmark=tmp_path / "nowhere-yet", cluster="c", json_path=None)
+    args = argparse.Namespace(benchmark=tmp_path / "nowhere-yet", cluster="c", json_path=None, quarantine="off")
     # a fresh checkout has no reports directory until a benchmark runs: checks only, as with an empty one
     assert report({"n1": checks()}, args) == 0
     assert "no benchmark report of c in" in capsys.readouterr().out
