@@ -33,6 +33,7 @@ REASON_CODE = LABEL_PREFIX + "reason-code"
 EXPECTED_START = LABEL_PREFIX + "expected-start"  # when a waiting gang should start, to the minute
 AVOID = LABEL_PREFIX + "avoid-nodes"  # where the gang's last start failed, avoided until a time
 QUARANTINE = LABEL_PREFIX + "quarantine"  # on a Node (and its taint's key): the health checks it failed
+QUARANTINE_TAINT_VALUE = "health"
 
 
 @dataclass(frozen=True)

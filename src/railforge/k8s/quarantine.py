@@ -13,7 +13,7 @@ import argparse
 
 from railforge.cliargs import UsageError, k8s_name, kube_client, text_file
 from railforge.k8s.annotations import QUARANTINE as KEY
-from railforge.k8s.annotations import Quarantine
+from railforge.k8s.annotations import QUARANTINE_TAINT_VALUE, Quarantine
 
 EFFECTS = {"finish": "NoSchedule", "restart": "NoExecute"}  # policy for the running gangs -> the taint's effect
 
@@ -56,7 +56,7 @@ def quarantine(api, node: str, failed: list[str], report: str, running: str) -> 
     from railforge.k8s import rest
 
     note = Quarantine(tuple(failed), report, rest.now_rfc3339()).encode()
-    taint = {"key": KEY, "value": "health", "effect": EFFECTS[running]}
+    taint = {"key": KEY, "value": QUARANTINE_TAINT_VALUE, "effect": EFFECTS[running]}
     _update(api, node, lambda taints: [*(t for t in taints if t.get("key") != KEY), taint], {KEY: note})
 
 

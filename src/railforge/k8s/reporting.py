@@ -11,7 +11,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import railforge.scheduler as core
-from railforge.k8s.annotations import EXPECTED_START, FAILED, QUARANTINE, REASON, REASON_CODE, encode_expected_start
+from railforge.k8s.annotations import (
+    EXPECTED_START,
+    FAILED,
+    QUARANTINE,
+    QUARANTINE_TAINT_VALUE,
+    REASON,
+    REASON_CODE,
+    encode_expected_start,
+)
 from railforge.k8s.events import Reporter
 from railforge.k8s.gangapis import joined
 from railforge.k8s.metrics import SchedulerMetrics
@@ -64,7 +72,7 @@ def outcome(
             for node, note in sorted(view.quarantined.items())[:QUARANTINED_SHOWN]
         )
         # a gang waiting for capacity or a reservation that does not tolerate the taint: those nodes are not its
-        taint = core.Taint(QUARANTINE, "health", "NoSchedule")
+        taint = core.Taint(QUARANTINE, QUARANTINE_TAINT_VALUE, "NoSchedule")
         for gang in view.pending:
             decided = decisions.reasons.get(gang.name)
             if (

@@ -2,11 +2,11 @@
 
 Gangs waiting longer than ``aging_bound`` come first, oldest first. The rest follow the configured
 order: ``fair`` repeatedly serves the queue furthest below its fair share (``fairshare``), as if
-each gang taken were started and ran its estimate, within a queue by priority then age; ``fifo`` merges the queues'
-lists by priority then age; ``sjf_oracle`` takes the shortest true run time first. Orders are
-produced lazily, so a pass that stops early does not pay for ordering gangs it never tries. Once
-every reservation is made, the rest can only backfill and are tried shortest estimate first
-(``backfill_order``).
+each gang taken were started and ran its estimate, within a queue by priority then age; ``fifo``
+merges the queues' lists by priority then age; ``sjf_oracle`` takes the shortest true run time
+first. Orders are produced lazily, so a pass that stops early does not pay for ordering gangs it
+never tries. Once every reservation is made, the rest can only backfill and are tried shortest
+estimate first (``backfill_order``).
 """
 
 from __future__ import annotations

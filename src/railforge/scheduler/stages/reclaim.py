@@ -122,9 +122,9 @@ def evict_for(
 ) -> tuple[Assignment | None, str | None]:
     """Place the gang by evicting those of ``victims`` that the trials below find: the set whose
     highest priority is lowest, then whose loss costs the least work (on a tie, a trial that keeps
-    the gang within its domain). When it would not fit even
-    with all of them gone, evict nothing and say why (a ``reasons.DECLINED`` key): ``spared``, why
-    the caller left some candidates out, if it did; else "room"."""
+    the gang within its domain). When it would not fit even with all of them gone, evict nothing
+    and say why (a ``reasons.DECLINED`` key): ``spared``, why the caller left some candidates out,
+    if it did; else "room"."""
     declined = spared or ("room" if victims else None)
     if state.cluster.total_free_gpu + sum(map(state.gpus, victims)) < claim.profile.required_gpu:
         return None, declined  # even evicting every victim would not free enough GPUs
@@ -135,9 +135,9 @@ def evict_for(
     def attempt(choice: list[RunningGang], widest: int) -> None:
         evicted = evict_needed(state, claim, choice, widest)
         if evicted is not None:
-            for victim in evicted[1]:
-                release(state, victim, -1)
             needed = evicted[1]
+            for victim in needed:
+                release(state, victim, -1)
             cost = (
                 max((victim.gang.priority for victim in needed), default=-math.inf),
                 sum(map(state.lost_work, needed)),
