@@ -8,7 +8,7 @@ export CONTAINERS_CONF := $(CURDIR)/molecule/containers.conf
 
 SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 
-.PHONY: setup test check lint unit docs testbed cluster-up test-slow molecule $(addprefix molecule-,$(SCENARIOS)) lab lab-down lab-test sim bench arena
+.PHONY: setup test check lint unit docs testbed cluster-up test-slow molecule $(addprefix molecule-,$(SCENARIOS)) lab lab-validate lab-down lab-test sim bench arena
 
 setup:            ## host packages, test image, pinned .venv and collections (idempotent)
 	scripts/setup.sh
@@ -47,6 +47,9 @@ $(addprefix molecule-,$(SCENARIOS)): molecule-%:
 
 lab:              ## a kubeadm cluster in Podman node containers by playbooks/site.yml, then an MPIJob across two nodes
 	scripts/lab.sh up
+
+lab-validate:     ## on the lab: validate.yml's node checks, the CPU benchmark and the per-node table
+	ansible-playbook -i inventories/lab/hosts.yml playbooks/validate.yml
 
 lab-down:
 	scripts/lab.sh down

@@ -31,8 +31,9 @@ PODMAN_ENV = {**os.environ, "CONTAINERS_CONF": str(ROOT / "molecule/containers.c
 
 
 @pytest.fixture(scope="module")
-def job_images(node, tmp_path_factory):
-    """The OpenMPI and the ResNet-50 images (deploy/openmpi/build.sh), imported into the node's containerd."""
+def job_images(control_plane, node, tmp_path_factory):
+    """The OpenMPI and the ResNet-50 images (deploy/openmpi/build.sh), imported into the node's containerd and
+    listed in the node's status (the benchmark reads them there; the kubelet refreshes it within about 40 s)."""
     names = []
     for target in ("openmpi", "resnet50"):
         archive = tmp_path_factory.mktemp(target) / f"{target}.tar"
@@ -47,7 +48,16 @@ def job_images(node, tmp_path_factory):
         node.ctr("images", "import", str(archive))
         archive.unlink()
         names.append(built.stdout.strip().splitlines()[-1])
+    core = client.CoreV1Api(control_plane.api)
+    deadline = time.monotonic() + 120
+    while not set(names) <= (listed := node_images(core, node.name)) and time.monotonic() < deadline:
+        time.sleep(2)
+    assert set(names) <= listed, (names, listed)
     return names
+
+
+def node_images(core, name: str) -> set[str]:
+    return {image for entry in core.read_node(name).status.images or [] for image in entry.names or []}
 
 
 def play_dns(plane, node, stop: threading.Event) -> None:

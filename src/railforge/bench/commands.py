@@ -44,6 +44,11 @@ def register(sub) -> None:
 
     p = actions.add_parser("render", help="the benchmark jobs of a plan (playbooks/benchmark.yml's), as YAML")
     p.add_argument("--plan", type=_plan, required=True, help="the plan as JSON or YAML ('-': standard input)")
+    p.add_argument(
+        "--kubeconfig",
+        type=text_file,
+        help="the cluster whose nodes must hold the plan's localhost/ images (read once the plan is checked)",
+    )
     p.set_defaults(func=cmd_render)
 
     p = actions.add_parser("collect", help="follow a benchmark run to its end and write its logs")
@@ -108,17 +113,40 @@ def cmd_judge(args: argparse.Namespace) -> int:
 def cmd_render(args: argparse.Namespace) -> int:
     import yaml
 
-    from railforge.bench.jobs import PlanError, plan_from_mapping, render_all
+    from railforge.bench.jobs import PlanError, images_on_nodes, plan_from_mapping, render_all
 
     try:
         text = sys.stdin.read() if str(args.plan) == "-" else args.plan.read_text()
-        objects = render_all(plan_from_mapping(yaml.safe_load(text)))
+        plan = plan_from_mapping(yaml.safe_load(text))
+        notes: list[str] = []
+        if args.kubeconfig:
+            plan, notes = images_on_nodes(plan, _node_images(args.kubeconfig))
+        objects = render_all(plan)
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise UsageError(f"--plan {args.plan}: expected a plan as JSON or YAML ({exc})") from None
     except PlanError as exc:
         raise UsageError(str(exc)) from None
+    for note in notes:
+        print(note, file=sys.stderr)
     print(yaml.safe_dump_all(objects, sort_keys=False), end="")
     return 0
+
+
+def _node_images(kubeconfig: Path) -> dict[str, list[str]]:
+    """Each node's image names, as its kubelet reports them (status.images: the largest 50 by default)."""
+    from railforge.k8s import rest
+
+    api = kube_client(kubeconfig)
+    try:
+        nodes = rest.call(api, "GET", "/api/v1/nodes")["items"]
+    finally:
+        api.close()
+    return {
+        node["metadata"]["name"]: [
+            name for image in (node.get("status") or {}).get("images") or [] for name in image.get("names") or []
+        ]
+        for node in nodes
+    }
 
 
 def cmd_collect(args: argparse.Namespace) -> int:

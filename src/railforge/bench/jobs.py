@@ -253,6 +253,37 @@ def plan_from_mapping(data: Mapping) -> Plan:
     return plan
 
 
+def images_on_nodes(plan: Plan, node_images: Mapping[str, list[str]]) -> tuple[Plan, list[str]]:
+    """The plan for nodes that hold ``node_images`` (each node's image names, as its status lists them), and one
+    line for each job left out. A ``localhost/`` image is a local build that no registry serves: a node that lacks it
+    cannot start the pod. The MPIJob's and perftest's images are the benchmark: lacking, a PlanError; the ResNet-50
+    job is left out, in one line. A node missing from ``node_images`` is not checked."""
+    notes = []
+    for image, variable in ((plan.image, "image"), (plan.perftest_image, "perftest_image")):
+        lacking = _lacking(image, plan, node_images)
+        if lacking and (variable == "image" or perftest_pairs(plan)):
+            raise PlanError(
+                f"{_variable(variable)}: {image} is not on node {', '.join(lacking)}, and no registry serves a "
+                "localhost/ image; load it on the nodes (kubernetes_image_archives) or name an image of a registry"
+            )
+    lacking = _lacking(plan.resnet_image, plan, node_images)
+    if lacking:
+        notes.append(
+            f"{_variable('resnet_image')}: {plan.resnet_image} is not on node {', '.join(lacking)}: the ResNet-50 "
+            "job is left out (deploy/openmpi/build.sh resnet50 writes its archive to load on the nodes; "
+            "railforge_benchmark_resnet_image: '' leaves it out without this line)"
+        )
+        plan = replace(plan, resnet_image="", resnet_scaling=())
+    return plan, notes
+
+
+def _lacking(image: str, plan: Plan, node_images: Mapping[str, list[str]]) -> list[str]:
+    """The plan's nodes that do not hold ``image``, a ``localhost/`` one (others are pulled)."""
+    if not image.startswith("localhost/"):
+        return []
+    return [node.name for node in plan.nodes if node.name in node_images and image not in node_images[node.name]]
+
+
 def _resnet_scaling(data: Mapping, plan: Plan) -> tuple[int, ...]:
     """The smaller ResNet-50 jobs' worker counts: given, or one worker (one node) in mode gpu with more than one."""
     given = data.get("resnet_scaling")

@@ -19,6 +19,7 @@ from railforge.bench.floors import load_floors
 from railforge.bench.jobs import (
     RESNET_ARGS,
     PlanError,
+    images_on_nodes,
     mpijob_variables,
     perftest_pairs,
     plan_from_mapping,
@@ -243,6 +244,36 @@ def test_the_scaling_series_runs_the_resnet50_job_with_fewer_workers_when_asked(
                     "railforge-bench-resnet50-w2": 2}  # fmt: skip
 
 
+def test_a_local_image_a_node_lacks_stops_the_run_or_leaves_the_resnet50_job_out(shapes):
+    """localhost/ images (local builds, no registry serves them) must be on every node of the plan; registry images
+    are pulled, and a node the cluster did not list is not judged."""
+    mpi, resnet = "localhost/railforge-openmpi:0.1.0", "localhost/railforge-resnet50:0.1.0"
+    plan = plan_from_mapping(cpu_plan(nodes=["rf-node-0", "rf-node-1"], resnet_image=resnet, resnet_scaling=[1]))
+    both = {"rf-node-0": [mpi, resnet, "docker.io/library/busybox:1"], "rf-node-1": [mpi, resnet]}
+    assert images_on_nodes(plan, both) == (plan, [])
+    kept, notes = images_on_nodes(plan, {**both, "rf-node-1": [mpi]})
+    assert (kept.resnet_image, kept.resnet_scaling) == ("", ())
+    assert [o["metadata"]["name"] for o in render_all(kept)] == ["railforge-bench"]
+    assert notes == [
+        f"railforge_benchmark_resnet_image: {resnet} is not on node rf-node-1: the ResNet-50 job is left out "
+        "(deploy/openmpi/build.sh resnet50 writes its archive to load on the nodes; railforge_benchmark_resnet_image:"
+        " '' leaves it out without this line)"
+    ]
+    with pytest.raises(PlanError, match=f"^railforge_benchmark_image: {mpi} is not on node rf-node-0, rf-node-1, "):
+        images_on_nodes(plan, {"rf-node-0": [], "rf-node-1": [resnet]})
+    assert images_on_nodes(plan, {"rf-node-0": both["rf-node-0"]}) == (plan, [])  # rf-node-1 not listed
+    pulled = plan_from_mapping(cpu_plan(image="registry.example/openmpi:1", resnet_image="registry.example/rn50:1"))
+    assert images_on_nodes(pulled, {"rf-node-0": []}) == (pulled, [])
+    dgx = shapes["dgx_h100"]
+    gpu = plan_from_mapping(gpu_plan({"dgx-01": dgx, "dgx-02": dgx}, perftest_image="localhost/perftest:1"))
+    with pytest.raises(
+        PlanError, match=r"^railforge_benchmark_perftest_image: localhost/perftest:1 is not on node dgx-02"
+    ):
+        images_on_nodes(gpu, {"dgx-01": ["localhost/perftest:1"], "dgx-02": []})
+    one_node = plan_from_mapping(gpu_plan({"dgx-01": dgx}, perftest_image="localhost/perftest:1"))
+    assert images_on_nodes(one_node, {"dgx-01": []}) == (one_node, [])  # one node: no perftest pair to run
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -289,8 +320,24 @@ def test_nodes_of_different_classes_or_without_gpus_are_refused(shapes):
         plan_from_mapping(gpu_plan({"dgx-01": dgx}, nodes=["dgx-01", "dgx-03"]))
 
 
+def run_benchmark_playbook(tmp_path: Path, variables: dict, inventory: str = "localhost,") -> str:
+    """playbooks/benchmark.yml with no cluster to reach: its output, flattened, once it failed."""
+    (tmp_path / "vars.json").write_text(json.dumps(variables))
+    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    env["ANSIBLE_SSH_ARGS"] = "-o ProxyCommand=false"
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", inventory, "playbooks/benchmark.yml",
+         f"--extra-vars=@{tmp_path / 'vars.json'}"],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=120,
+    )  # fmt: skip
+    output = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode == 2, output
+    assert "changed=0" in output and "failed=1" in output
+    return output.replace("'", "")
+
+
 def test_the_playbook_refuses_bad_settings_before_any_change_naming_the_variable(tmp_path):
-    """playbooks/benchmark.yml's first step is the render: bad settings stop it with nothing applied (no cluster is
+    """playbooks/benchmark.yml's first steps check the settings: bad ones stop it with nothing applied (no cluster is
     needed to see that; the API server is never reached)."""
     variables = {
         "railforge_cluster_name": "forge-a",
@@ -300,17 +347,12 @@ def test_the_playbook_refuses_bad_settings_before_any_change_naming_the_variable
             "cpu-fallback": {"floors": {"mpi_allreduce": {"busbw_gbps": -1, "message_bytes": 8, "source": "ours"}}}
         },
     }
-    (tmp_path / "vars.json").write_text(json.dumps(variables))
-    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
-    env["ANSIBLE_SSH_ARGS"] = "-o ProxyCommand=false"
-    result = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "playbooks/benchmark.yml",
-         f"--extra-vars=@{tmp_path / 'vars.json'}"],
-        capture_output=True, text=True, cwd=ROOT, env=env, timeout=120,
-    )  # fmt: skip
-    output = " ".join((result.stdout + result.stderr).split())
-    assert result.returncode == 2, output
-    assert "changed=0" in output and "failed=1" in output
+    output = run_benchmark_playbook(tmp_path, variables)
     assert "railforge_benchmark_floors.cpu-fallback.floors.mpi_allreduce.busbw_gbps: expected a positive number" in (
-        output.replace("'", "")
+        output
     )
+    # the lab's inventory passes the pre-flight and has no GPU node to read: the check comes before any cluster call
+    (tmp_path / "earlier/outputs").mkdir(parents=True)
+    variables = {"railforge_benchmark_results": str(tmp_path / "earlier"), "kubernetes_kubeconfig": "/nonexistent"}
+    output = run_benchmark_playbook(tmp_path, variables, "inventories/lab/hosts.yml")
+    assert f"railforge_benchmark_results: {tmp_path / 'earlier'} holds the logs of an earlier run" in output
