@@ -3,12 +3,14 @@ playbooks/site.yml (kubeadm from the local signed apt repository, every image pr
 scheduler and the MPI operator deployed by their roles, Multus and whereabouts by the network stage, fake GPUs and
 RDMA devices served to the workers' kubelets by the device-plugin stand-in, and an MPIJob gang-scheduled by railforge
 whose two workers run on two nodes, each with the devices it requested and an address on the rail network;
-playbooks/benchmark.yml's CPU fallback runs its allreduce and trains ResNet-50 across the two workers; then a
-second run and a check run change nothing; flannel routes every node's pod range to the others; two more control
+validate.yml runs its node checks and its benchmark's CPU fallback (the allreduce and ResNet-50 training across the
+two workers), quarantines a node that fails a check and releases it; then a second run and a check run change
+nothing; flannel routes every node's pod range to the others; two more control
 planes are added by playbooks/scale.yml without a change on the running hosts, whose flannel routes the new pod
 ranges, and are taken out again by playbooks/reset.yml; and `lab.sh down` leaves nothing."""
 
 import contextlib
+import functools
 import ipaddress
 import json
 import os
@@ -18,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from railforge.k8s.quantity import parse_quantity
 from railforge.lab import JOB_NAME, render_job
@@ -41,8 +44,8 @@ ENV = {**os.environ, "CONTAINERS_CONF": str(ROOT / "molecule/containers.conf"), 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the lab runs privileged Podman containers (root)")
 
 
-def run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run(argv, cwd=ROOT, env=ENV, capture_output=True, text=True, check=False)
+def run(*argv: str, check: bool = True, input_text: str | None = None) -> subprocess.CompletedProcess:
+    result = subprocess.run(argv, cwd=ROOT, env=ENV, capture_output=True, text=True, check=False, input=input_text)
     if check and result.returncode:
         raise AssertionError(
             f"{' '.join(argv)} failed ({result.returncode}):\n{result.stdout[-6000:]}{result.stderr[-3000:]}"
@@ -283,10 +286,12 @@ def allocatable_millicores(node: str) -> int:
     return int(parse_quantity(kubectl("get", "node", node, "-o", "jsonpath={.status.allocatable.cpu}").strip()) * 1000)
 
 
-def test_benchmark_trains_resnet50_across_the_two_workers(lab, tmp_path):
-    """benchmark.yml in mode cpu: the allreduce and the ResNet-50 job, each gang-scheduled by railforge over the
-    two workers, DDP's gradients all-reduced between them over flannel. The ResNet-50 image (1.6 GB) is imported
-    into the workers only, not preloaded on every node as the cluster's images are."""
+def test_validate_benchmarks_and_trains_resnet50_across_the_two_workers(lab, tmp_path):
+    """validate.yml as `make lab-validate` runs it, the ResNet-50 image imported first: the node checks, then its
+    benchmark in mode cpu (the lab has no gpu_nodes: said in one line), the allreduce and the ResNet-50 job, each
+    gang-scheduled by railforge over the two workers, DDP's gradients all-reduced between them over flannel, and the
+    per-node table. The ResNet-50 image (1.6 GB) is imported into the workers only, not preloaded on every node as
+    the cluster's images are (without it the job is left out in one line)."""
     archive = tmp_path / "resnet50.tar"
     env = {**ENV, "RAILFORGE_IMAGE_ARCHIVE": str(archive)}
     built = subprocess.run(["deploy/openmpi/build.sh", "resnet50"], cwd=ROOT, env=env, capture_output=True, text=True)
@@ -298,22 +303,33 @@ def test_benchmark_trains_resnet50_across_the_two_workers(lab, tmp_path):
                 stdin=image, env=ENV, capture_output=True, text=True,
             )  # fmt: skip
         assert imported.returncode == 0, imported.stderr
+        # the benchmark reads a node's images from its status, which the kubelet refreshes within about 40 s
+        names = polled(
+            functools.partial(kubectl, "get", "node", worker, "-o", "jsonpath={.status.images[*].names}"),
+            lambda names: "localhost/railforge-resnet50:" in names,
+            120,
+        )
+        assert "localhost/railforge-resnet50:" in names, names
     settings = {
-        "railforge_benchmark_mode": "cpu",
         # workers of 60% of a node's CPUs: the second job waits for the first to end (each job's workers are on
         # two nodes by the template's pod anti-affinity)
         "railforge_benchmark_worker_cpu": f"{int(allocatable_millicores(WORKERS[0]) * 0.6)}m",
-        "railforge_benchmark_kubeconfig": str(ROOT / "inventories/lab/artifacts/admin.conf"),
         "railforge_benchmark_timeout": 600,
         "railforge_benchmark_results": str(tmp_path / "results"),
         "railforge_benchmark_reports": str(tmp_path / "reports"),
     }
-    result = run(
-        "ansible-playbook", "-i", INVENTORY, "-e", json.dumps(settings), "playbooks/benchmark.yml", check=False
-    )
+    result = run("ansible-playbook", "-i", INVENTORY, "-e", json.dumps(settings), "playbooks/validate.yml", check=False)
     logs = "".join(f"\n--- {log.name}\n{log.read_text()[-2000:]}" for log in (tmp_path / "results").rglob("*.log"))
     assert result.returncode == 0, f"{result.stdout[-6000:]}{result.stderr[-2000:]}\nlaunchers' logs:{logs}"
-    print(result.stdout[result.stdout.rfind("TASK [Show the per-node result]") :])
+    output = " ".join(result.stdout.split())
+    assert "no host in gpu_nodes: the benchmark runs in mode cpu" in output, output
+    assert "the ResNet-50 job is left out" not in output, output
+    table = output[output.rfind("TASK [Show the per-node result]") :]
+    print(table)
+    for worker in WORKERS:
+        assert re.search(
+            rf"\| {worker} \| \d+ passed, 0 failed, \d+ skipped \| - \| mpi_allreduce [^|]+\| PASS \|", table
+        )
     (report,) = (tmp_path / "reports").glob("benchmark-lab-*.json")
     document = json.loads(report.read_text())
     assert document["failed"] == [] and [job["state"] for job in document["jobs"]["mpijobs"]] == ["Succeeded"] * 2
@@ -328,6 +344,81 @@ def test_benchmark_trains_resnet50_across_the_two_workers(lab, tmp_path):
     pods = json.loads(kubectl("get", "pods", "--namespace", "railforge-benchmark", "-o", "json"))["items"]
     assert pods and {pod["spec"]["schedulerName"] for pod in pods} == {"railforge"}
     kubectl("delete", "namespace", "railforge-benchmark", "--wait=false")
+
+
+def held_pod(name: str, gpus: int) -> str:
+    """A pod for railforge that holds ``gpus`` stand-in GPUs until deleted (the preloaded OpenMPI image, non-root)."""
+    image = yaml.safe_load((ROOT / "roles/versions/defaults/main.yml").read_text())["versions_openmpi_image"]
+    return json.dumps({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "railforge-lab"},
+        "spec": {
+            "schedulerName": "railforge",
+            "terminationGracePeriodSeconds": 1,
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 1000},
+            "containers": [{
+                "name": "hold", "image": image, "command": ["sleep", "3600"],
+                "resources": {"requests": {"cpu": "10m"}, "limits": {"nvidia.com/gpu": gpus}},
+            }],
+        },
+    })  # fmt: skip
+
+
+def test_a_node_that_fails_validation_is_quarantined_and_released(lab):
+    """The health loop (issue 38) in the lab: a node check fails on lab-node-02 (its persisted sysctls moved aside),
+    and validate.yml quarantines it; a pod of 2 GPUs lands on lab-node-01, a second waits saying lab-node-02 is
+    quarantined, in `railforge queue` and on the dashboard; `railforge node release` gives the node back and the
+    second starts there."""
+    persisted = "/etc/sysctl.d/90-railforge-kubernetes.conf"
+    run("podman", "exec", WORKERS[1], "mv", persisted, "/root/sysctls.conf")
+    try:
+        result = run(
+            "ansible-playbook", "-i", INVENTORY, "--skip-tags", "benchmark", "playbooks/validate.yml", check=False
+        )
+    finally:
+        run("podman", "exec", WORKERS[1], "mv", "/root/sysctls.conf", persisted)
+    output = " ".join(result.stdout.split())
+    assert result.returncode == 2 and "node validation failed" in output, output[-4000:]
+    assert re.search(rf"\| {WORKERS[1]} \| \d+ passed, 1 failed, .*sysctls_persisted", output), output[-4000:]
+    assert f"railforge node release {WORKERS[1]}" in output, output[-4000:]
+    taints = json.loads(kubectl("get", "node", WORKERS[1], "-o", "jsonpath={.spec.taints}"))
+    assert {"key": "railforge.io/quarantine", "value": "health", "effect": "NoSchedule"} in [
+        {key: taint[key] for key in ("key", "value", "effect")} for taint in taints
+    ], taints
+    kubeconfig = str(ROOT / "inventories/lab/artifacts/admin.conf")
+    try:
+        for name in ("health-first", "health-second"):
+            run("podman", "exec", "-i", "lab-cp-01", "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf",
+                "apply", "-f", "-", input_text=held_pod(name, 2))  # fmt: skip
+        on_node = polled(
+            lambda: kubectl("get", "pod", "health-first", "-n", "railforge-lab", "-o", "jsonpath={.spec.nodeName}"),
+            bool,
+            60,
+        )
+        assert on_node == WORKERS[0]
+        listed = polled(
+            lambda: run("railforge", "queue", "--kubeconfig", kubeconfig).stdout,
+            lambda text: "health-second" in text and "quarantined" in text,
+            60,
+        )
+        assert f"node {WORKERS[1]} is quarantined (" in " ".join(listed.split()) and "sysctls_persisted" in (listed), (
+            listed
+        )
+        proxy = "/api/v1/namespaces/railforge-system/services/railforge-scheduler:http/proxy/api/state"
+        (waiting,) = [g for g in json.loads(kubectl("get", "--raw", proxy))["pending"] if "health-second" in g["gang"]]
+        assert f"node {WORKERS[1]} is quarantined (" in waiting["reason"], waiting
+        released = run("railforge", "node", "release", WORKERS[1], "--kubeconfig", kubeconfig)
+        assert f"node {WORKERS[1]}" in released.stdout, released.stdout
+        on_node = polled(
+            lambda: kubectl("get", "pod", "health-second", "-n", "railforge-lab", "-o", "jsonpath={.spec.nodeName}"),
+            bool,
+            60,
+        )
+        assert on_node == WORKERS[1]
+    finally:
+        kubectl("delete", "pod", "health-first", "health-second", "-n", "railforge-lab", "--ignore-not-found")
+        run("railforge", "node", "release", WORKERS[1], "--kubeconfig", kubeconfig, check=False)
 
 
 def test_second_run_and_check_run_change_nothing(lab):
