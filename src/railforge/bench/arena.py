@@ -21,6 +21,7 @@ from railforge.scheduler import GPU
 from railforge.testbed.kwok import FAKE_NODE_LABEL, RUNTIME_ANNOTATION
 
 BIG_JOB_GPUS = 16  # "16+ GPU jobs"
+ARENA_JOB = "railforge.io/arena-job"  # on every pod of the arena: the job it belongs to
 # A gang's pods are bound one call at a time: binds spread over less than this are one scheduling decision, not a
 # gang left partly bound.
 PARTIAL_TOLERANCE = 1.0
@@ -79,7 +80,7 @@ class Observation:
 
 def pod_body(job: Job, index: int, contender: Contender, image: str) -> dict:
     joins, fields = contender.gang.joining(job.name) if contender.gang is not None else ({}, {})
-    labels = {"railforge.io/arena-job": job.name, **joins}
+    labels = {ARENA_JOB: job.name, **joins}
     return {
         "metadata": {
             "name": f"{job.name}-{index}",
@@ -117,7 +118,7 @@ def run(api, namespace: str, jobs: list[Job], contender: Contender, image: str, 
             try:
                 for event in watcher.stream(core.list_namespaced_pod, namespace, timeout_seconds=5):
                     pod = event["object"]
-                    job = (pod.metadata.labels or {}).get("railforge.io/arena-job", "")
+                    job = (pod.metadata.labels or {}).get(ARENA_JOB, "")
                     observation.seen(pod.metadata.name, job, pod.spec.node_name, pod.status.phase or "Pending")
                     if stop.is_set():
                         return

@@ -20,6 +20,7 @@ from typing import TypedDict, cast
 
 from railforge.bench.errors import ParseError
 from railforge.bench.floors import HardwareClass
+from railforge.bench.jobs import RUN_LABEL
 from railforge.bench.judge import STATUSES, Results, Verdict, judge, node_table, table
 from railforge.bench.nccl import COLLECTIVE
 from railforge.bench.resnet import ResnetMeasure, scaling_series
@@ -29,7 +30,6 @@ from railforge.k8s.informer import Informer, Resource
 JOB_NAME = "training.kubeflow.org/job-name"
 JOB_ROLE = "training.kubeflow.org/job-role"
 ROLE = "railforge.io/benchmark-role"
-RUN = "railforge.io/benchmark-job"
 MPIJOB = ("kubeflow.org", "v2beta1", "mpijobs")
 ENDED = ("Succeeded", "Failed")
 
@@ -131,12 +131,12 @@ def collect(api, namespace: str, jobs: Sequence[str], timeout: float, results: P
                 record["seconds"] = round(time.monotonic() - started, 1)
         clients = {
             pod.metadata.name: (pod.spec.node_name or "", pod.status.phase)
-            for pod in core.list_namespaced_pod(namespace, label_selector=f"{RUN}={jobs[0]},{ROLE}=client").items
+            for pod in core.list_namespaced_pod(namespace, label_selector=f"{RUN_LABEL}={jobs[0]},{ROLE}=client").items
             if pod.metadata and pod.metadata.name and pod.spec and pod.status
         }
         servers.update(
             (pod.metadata.name, pod.spec.node_name)
-            for pod in core.list_namespaced_pod(namespace, label_selector=f"{RUN}={jobs[0]},{ROLE}=server").items
+            for pod in core.list_namespaced_pod(namespace, label_selector=f"{RUN_LABEL}={jobs[0]},{ROLE}=server").items
             if pod.metadata and pod.metadata.name and pod.spec and pod.spec.node_name
         )
         ended = all(record["state"] for record in seen.values())

@@ -50,6 +50,7 @@ RESNET_ARGS = {
     ),
 }
 RESNET_SUFFIX = "-resnet50"
+RUN_LABEL = "railforge.io/benchmark-job"  # on the perftest pods: the run they belong to (its first job's name)
 
 
 class PlanError(ValueError):
@@ -440,7 +441,7 @@ def render_perftest(plan: Plan, pair: Pair) -> list[dict]:
         message_bytes=plan.perftest_bytes,
         use_cuda=pair.tool in plan.perftest_gpu_memory,
         gid_index=plan.gid_index,
-        labels={"railforge.io/benchmark-job": plan.job_name},
+        labels={RUN_LABEL: plan.job_name},
     )
     return [doc for doc in yaml.safe_load_all(text) if doc]
 
