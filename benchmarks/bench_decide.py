@@ -21,6 +21,9 @@ selects ``pool=b`` and one in ten tolerates the taint.
 "Spread" cases give every gang of several pods a required spread of one pod per node (an MPIJob's
 workers with pod anti-affinity on kubernetes.io/hostname), placed through ``Cluster.spread_view``:
 the same binds (8-GPU pods go one to a node anyway), the cost of the mechanism.
+
+"Preferring" cases are the varied-shapes ones with every gang preferring nodes outside ``pool=b`` (a preferred
+pod anti-affinity towards pods bound there): those nodes are tried last; the cost of weighing a preference.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from railforge.scheduler import (
     Gang,
     Member,
     Node,
+    NodeSelectorRequirement,
     Queue,
     RunningGang,
     Scheduler,
@@ -87,7 +91,9 @@ def build_running(nodes: tuple[Node, ...], pods: int, rng: random.Random) -> tup
     return tuple(running)
 
 
-def build_pending(gangs: int, rng: random.Random, shapes: int = 0, spread: bool = False) -> tuple[Gang, ...]:
+def build_pending(
+    gangs: int, rng: random.Random, shapes: int = 0, spread: bool = False, preferred: bool = False
+) -> tuple[Gang, ...]:
     """``shapes``: how many distinct (CPU, memory) pod requests the gangs draw theirs from (see the
     module docstring); 0, the CPU request follows the GPUs and no memory is asked."""
     pool = [(1000 * rng.randint(1, 64), GIB * rng.randint(8, 512)) for _ in range(shapes)]
@@ -104,6 +110,8 @@ def build_pending(gangs: int, rng: random.Random, shapes: int = 0, spread: bool 
         members = tuple(Member(f"g{i}-{j}", requests) for j in range(gpus // pod_gpus))
         if spread and len(members) > 1:
             rules["spreads"] = (Spread(tuple(member.name for member in members), 1),)
+        if preferred:
+            rules["preferred_affinity"] = (NodeSelectorRequirement("pool", "NotIn", ("b",)),)
         pending.append(
             Gang(
                 f"g{i}",
@@ -119,7 +127,13 @@ def build_pending(gangs: int, rng: random.Random, shapes: int = 0, spread: bool 
 
 
 def snapshot(
-    nodes: int, running_pods: int, pending_gangs: int, shapes: int = 0, spread: bool = False, seed: int = 7
+    nodes: int,
+    running_pods: int,
+    pending_gangs: int,
+    shapes: int = 0,
+    spread: bool = False,
+    seed: int = 7,
+    preferred: bool = False,
 ) -> Snapshot:
     rng = random.Random(seed)
     cluster = build_nodes(nodes, varied=shapes > 0)
@@ -130,7 +144,7 @@ def snapshot(
         now=100.0,
         nodes=cluster,
         queues=queues,
-        pending=build_pending(pending_gangs, rng, shapes, spread),
+        pending=build_pending(pending_gangs, rng, shapes, spread, preferred),
         running=build_running(cluster, running_pods, rng),
         usage=usage,
     )
@@ -255,13 +269,16 @@ def expected_ms(snap: Snapshot, repeat: int) -> tuple[float, int]:
     return statistics.median(times), planned
 
 
-def table(title: str, cases: list[tuple[int, int, int, int]], repeat: int, spread: bool = False) -> None:
+def table(
+    title: str, cases: list[tuple[int, int, int, int]], repeat: int, spread: bool = False, preferred: bool = False
+) -> None:
     """``cases``: (nodes, running pods, pending gangs, distinct pod shapes; 0: the uniform ones)."""
     print(f"\n### {title}\n")
     print("| nodes | running pods | pending gangs | pending pods | shapes | binds | cold ms | warm ms | full GC ms |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for nodes, running, pending, shapes in cases:
-        cold, warm, full, pods, binds = median_ms(snapshot(nodes, running, pending, shapes, spread), repeat)
+        built = snapshot(nodes, running, pending, shapes, spread, preferred=preferred)
+        cold, warm, full, pods, binds = median_ms(built, repeat)
         shown = shapes or "uniform"
         row = f"| {nodes} | {running} | {pending} | {pods} | {shown} | {binds} | {cold:.2f} | {warm:.2f} | {full:.2f} |"
         print(row)
@@ -295,7 +312,9 @@ def main() -> None:
     ):
         spent, planned = expected_ms(snap, 3)
         print(f"| {name} | {planned} | {spent:.1f} |")
-    table("Targets, varied pod shapes", [(1000, 5000, 2000, 2000), (5000, 25000, 4200, 4200)], args.repeat)
+    varied = [(1000, 5000, 2000, 2000), (5000, 25000, 4200, 4200)]
+    table("Targets, varied pod shapes", varied, args.repeat)
+    table("Targets, varied pod shapes, every gang preferring pool a", varied, args.repeat, preferred=True)
     table("Targets, gangs spread one pod per node", [(56, 300, 10, 0), (1000, 5000, 2000, 0)], args.repeat, spread=True)
     if args.quick:
         return

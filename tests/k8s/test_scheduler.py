@@ -29,6 +29,8 @@ DGX_H100_FACTS = {  # what railforge_hw_facts reports for a DGX H100: NVSwitch i
     "nvlink": {"present": True},
 }
 
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
 
 def test_a_gang_that_cannot_fit_binds_nothing_and_says_why(cluster, run_scheduler):
     cluster.add_nodes(2, gpus=8)
@@ -210,6 +212,18 @@ def test_workers_that_must_spread_land_on_distinct_nodes_or_wait_saying_why(clus
 
     eventually(decided)
     assert cluster.bound("wide") == {}
+    # preferences towards bound pods: away from both solo pods' nodes, and beside solo-a
+    bound = cluster.bound()
+    cluster.pod("away", 1, affinity={"podAntiAffinity": {PREFERRED: [{"weight": 10, "podAffinityTerm": solo}]}})
+    near = {
+        "topologyKey": hostname,
+        "labelSelector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["solo"]}]},
+        "namespaces": [cluster.name],
+    }
+    cluster.pod("near", 1, affinity={"podAffinity": {PREFERRED: [{"weight": 10, "podAffinityTerm": near}]}})
+    cluster.wait("both placed", lambda: {"away", "near"} <= set(cluster.bound()))
+    assert cluster.bound()["away"] not in {bound["solo-a"], bound["solo-b"]}
+    assert cluster.bound()["near"] in {bound["solo-a"], bound["solo-b"]}
 
 
 def test_a_64_pod_gang_is_bound_whole_and_fast(cluster, run_scheduler):

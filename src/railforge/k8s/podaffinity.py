@@ -5,8 +5,10 @@ them to a node); what they ask of pods already bound, on any topology key, becom
 (``NotIn`` the domains to avoid, ``In`` the domains to join). A rule is never loosened: where the pods' terms
 differ (a launcher that avoids its workers, workers that do not avoid each other), the gang is held to the
 stricter reading (every pod the term names kept apart). What cannot be honoured keeps the gang waiting with
-an ``AffinityError`` naming the pod and the field; nothing is dropped silently. Preferred terms are weighed
-where they spread the gang's own pods over nodes; other preferences are not weighed (docs/scheduler.md).
+an ``AffinityError`` naming the pod and the field; nothing is dropped silently. Preferred terms are weighed:
+those that spread the gang's own pods over nodes as a spread kept when it can be; those towards bound pods, and
+``ScheduleAnyway`` for a gang's one pod on a wider key, as preferred node rules (a node that breaks one is tried
+last). Their weights are not summed; preferences among the gang's own pods on wider keys are not weighed.
 """
 
 from __future__ import annotations
@@ -107,6 +109,8 @@ class _Gang:
         self.node_labels = node_labels
         self.avoid: dict[str, set[str]] = {}  # topology key -> domains none may join
         self.join: list[tuple[str, set[str]]] = []  # (topology key, domains) each pod must be in one of
+        self.prefer_avoid: dict[str, set[str]] = {}  # the same, preferred
+        self.prefer_join: list[tuple[str, set[str]]] = []
         self.spreads: dict[tuple, tuple[set[str], int, Counter, bool, str]] = {}
 
     def domain(self, node: str, key: str) -> str | None:
@@ -136,6 +140,8 @@ class _Gang:
             self.anti_affinity(name, namespace, weighted.get("podAffinityTerm") or {}, required=False)
         for term in (affinity.get("podAffinity") or {}).get(REQUIRED) or []:
             self.affinity(name, namespace, labels, term)
+        for weighted in (affinity.get("podAffinity") or {}).get(PREFERRED) or []:
+            self.preferred_affinity(name, namespace, weighted.get("podAffinityTerm") or {})
         for constraint in pod["spec"].get("topologySpreadConstraints") or []:
             self.topology_spread(name, namespace, constraint)
         for other in self.guarded:  # a bound pod's own anti-affinity keeps pods it names out of its domain
@@ -163,23 +169,32 @@ class _Gang:
                     "input.unsupported",
                     f"{where} on {key} keeps pods of the same gang apart; within a gang only {HOSTNAME} is honoured",
                 )
-        if not required:
-            return  # preferences towards bound pods are not weighed
-        for other in self.bound:
-            value = self.domain(other.node, key)
-            if value is not None and _matches(term, namespaces, other.namespace, other.labels):
-                self.avoid.setdefault(key, set()).add(value)
+        avoid = self.avoid if required else self.prefer_avoid
+        avoid.setdefault(key, set()).update(self.domains_of_bound(term, namespaces, key))
 
-    def affinity(self, name: str, namespace: str, labels: Mapping[str, str], term: dict) -> None:
-        where = f"pod {name}: {AFFINITY}.{REQUIRED}"
-        namespaces = _namespaces(term, namespace, where)
-        key = term.get("topologyKey") or ""
-        domains = {
+    def domains_of_bound(self, term: dict, namespaces: frozenset[str] | None, key: str) -> set[str]:
+        """The domains on ``key`` of the bound pods ``term`` names."""
+        return {
             value
             for other in self.bound
             if _matches(term, namespaces, other.namespace, other.labels)
             and (value := self.domain(other.node, key)) is not None
         }
+
+    def preferred_affinity(self, name: str, namespace: str, term: dict) -> None:
+        """Towards bound pods: their domains preferred (none bound, nothing to prefer); among the gang's own pods
+        not weighed (a gang is packed by its topology)."""
+        namespaces = _namespaces(term, namespace, f"pod {name}: {AFFINITY}.{PREFERRED}")
+        key = term.get("topologyKey") or ""
+        domains = self.domains_of_bound(term, namespaces, key)
+        if domains:
+            self.prefer_join.append((key, domains))
+
+    def affinity(self, name: str, namespace: str, labels: Mapping[str, str], term: dict) -> None:
+        where = f"pod {name}: {AFFINITY}.{REQUIRED}"
+        namespaces = _namespaces(term, namespace, where)
+        key = term.get("topologyKey") or ""
+        domains = self.domains_of_bound(term, namespaces, key)
         if domains:
             self.join.append((key, domains))
             return
@@ -218,21 +233,28 @@ class _Gang:
             signature = ("spread", json.dumps(constraint, sort_keys=True))
             self.spread(signature, members | {name}, least + skew, on, required, f"{SPREAD} on {HOSTNAME}")
             return
-        if not required:
-            return  # not weighed over domains wider than a node
         if len(members - {name}) > 0:
+            if not required:
+                return  # ScheduleAnyway over the gang's own pods on a wider key: not weighed
             raise AffinityError(
                 "input.unsupported",
                 f"{where} on {key} spreads several pods of the same gang; within a gang only {HOSTNAME} is honoured",
             )
         room = {value for value in domains if counts[value] + 1 <= least + skew}
+        if not required:
+            if room:
+                self.prefer_join.append((key, room))
+            return
         if not room:
             raise AffinityError("gang.affinity", f"{where} on {key}: no domain keeps the skew; the gang waits")
         self.join.append((key, room))
 
-    def node_rules(self) -> tuple[NodeSelectorRequirement, ...]:
-        rules = [NodeSelectorRequirement(key, "NotIn", tuple(sorted(values))) for key, values in self.avoid.items()]
-        rules += [NodeSelectorRequirement(key, "In", tuple(sorted(values))) for key, values in self.join]
+    def node_rules(self, required: bool = True) -> tuple[NodeSelectorRequirement, ...]:
+        avoid, join = (self.avoid, self.join) if required else (self.prefer_avoid, self.prefer_join)
+        rules = [
+            NodeSelectorRequirement(key, "NotIn", tuple(sorted(values))) for key, values in avoid.items() if values
+        ]
+        rules += [NodeSelectorRequirement(key, "In", tuple(sorted(values))) for key, values in join]
         return tuple(rules)
 
     def spread_rules(self) -> tuple[Spread, ...]:
@@ -294,13 +316,15 @@ def asks(pod: dict) -> bool:
     )
 
 
-def gang_rules(
-    pods: list[dict], bound: list[BoundPod], node_labels: Mapping[str, Mapping[str, str]]
-) -> tuple[tuple[NodeSelectorRequirement, ...], tuple[Spread, ...]]:
-    """The node rules and spreads that a pending gang's ``pods`` ask for, beside the ``bound`` pods of other
-    gangs on nodes of ``node_labels`` (node name -> labels); raises ``AffinityError`` for what keeps it
-    waiting."""
+def gang_rules(pods: list[dict], bound: list[BoundPod], node_labels: Mapping[str, Mapping[str, str]]) -> dict:
+    """The ``build_gang`` arguments for what a pending gang's ``pods`` ask, beside the ``bound`` pods of other
+    gangs on nodes of ``node_labels`` (node name -> labels): required node rules, spreads and preferred node rules;
+    raises ``AffinityError`` for what keeps it waiting."""
     gang = _Gang(pods, bound, node_labels)
     for pod in pods:
         gang.read(pod)
-    return gang.node_rules(), gang.spread_rules()
+    return {
+        "pod_rules": gang.node_rules(),
+        "spreads": gang.spread_rules(),
+        "preferred_affinity": gang.node_rules(required=False),
+    }

@@ -612,8 +612,7 @@ class Neighbours:
         if not self.guarded and not any(podaffinity.asks(pod) for pod in pods):
             return {}
         others = [other for name, other in self.bound if name != gang]
-        node_rules, spreads = podaffinity.gang_rules(pods, others, self.node_labels)
-        return {"pod_rules": node_rules, "spreads": spreads}
+        return podaffinity.gang_rules(pods, others, self.node_labels)
 
 
 def _add_gang(

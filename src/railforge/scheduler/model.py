@@ -295,9 +295,21 @@ class Gang:
     not_before: float | None = None  # a restarted gang waits until then (backoff); None: no backoff
     # how its pods spread over nodes (pod anti-affinity and topology spread on kubernetes.io/hostname)
     spreads: tuple[Spread, ...] = ()
+    # node rules it prefers kept (preferred pod affinity towards bound pods): a node that breaks one is tried
+    # after the others of its level, as one with a PreferNoSchedule taint, never ruled out
+    preferred_affinity: tuple[NodeSelectorRequirement, ...] = ()
 
     def __post_init__(self) -> None:
-        _freeze(self, "node_selector", "min_resources", "members", "affinity", "tolerations", "spreads")
+        _freeze(
+            self,
+            "node_selector",
+            "min_resources",
+            "members",
+            "affinity",
+            "tolerations",
+            "spreads",
+            "preferred_affinity",
+        )
         owner = f"Gang {self.name}"
         names = [member.name for member in self.members]
         _require(bool(names), owner, "members is empty; expected at least one member")

@@ -118,9 +118,14 @@ def _shapes(members: Sequence[Member], spread: Mapping[str, list[str]]) -> tuple
     return tuple(shapes)
 
 
-# a gang's node selector, required affinity and tolerations, each sorted
-NodeRules = tuple[tuple[tuple[str, str], ...], tuple[NodeSelectorRequirement, ...], tuple[Toleration, ...]]
-NO_NODE_RULES: NodeRules = ((), (), ())
+# a gang's node selector, required affinity, tolerations and preferred affinity, each sorted
+NodeRules = tuple[
+    tuple[tuple[str, str], ...],
+    tuple[NodeSelectorRequirement, ...],
+    tuple[Toleration, ...],
+    tuple[NodeSelectorRequirement, ...],
+]
+NO_NODE_RULES: NodeRules = ((), (), (), ())
 # A named tuple built from a tuple of its fields in C: its own constructor is a Python function,
 # which costs more than the rest of a one-pod gang's profile (made once per gang).
 _new_tuple = tuple.__new__
@@ -176,11 +181,12 @@ def gang_profile(gang: Gang, key_id: Callable[[tuple], int]) -> GangProfile:
             admission[name] = max(admission.get(name, 0), amount)
     required_gpu = admission.get(GPU, 0)
     rules = NO_NODE_RULES
-    if gang.node_selector or gang.affinity or gang.tolerations:
+    if gang.node_selector or gang.affinity or gang.tolerations or gang.preferred_affinity:
         rules = (
             tuple(sorted(gang.node_selector.items())),
             tuple(sorted(gang.affinity, key=repr)),
             tuple(sorted(gang.tolerations, key=repr)),
+            tuple(sorted(gang.preferred_affinity, key=repr)),
         )
     filter_key = key_id(rules)
     pins: tuple[tuple[str, str], ...] = ()
@@ -249,13 +255,20 @@ class Acceptance(list):
         self.rejects = REJECTS in self
 
 
+def _avoided_in(members: Sequence[int], allowed: Acceptance) -> tuple[bool, bool]:
+    """(every node of the domain is one to avoid, some is): a domain's place in the order its level is tried."""
+    avoided = [allowed[index] == AVOIDED for index in members]
+    return all(avoided), any(avoided)
+
+
 def node_acceptance(node: Node, gang: Gang, broken: list[str]) -> int:
     """Node selector, required node affinity and taints (``broken``: the node's ``broken_rules``
     for the gang): a NoSchedule or NoExecute taint the gang does not tolerate rejects it; a
-    PreferNoSchedule one makes the node one to avoid."""
+    PreferNoSchedule one, or a preferred rule the node breaks, makes the node one to avoid."""
     if broken:
         return REJECTS
     avoided = any(taint.effect == "PreferNoSchedule" and not gang.tolerates(taint) for taint in node.taints)
+    avoided = avoided or not all(req.matches(node.labels) for req in gang.preferred_affinity)
     return AVOIDED if avoided else ACCEPTS
 
 
@@ -602,7 +615,7 @@ class Cluster:
         if key not in self._filters:
             counts = dict.fromkeys(NODE_RULES, 0)
             values = []
-            labelled = bool(gang.node_selector or gang.affinity)
+            labelled = bool(gang.node_selector or gang.affinity or gang.preferred_affinity)
             for node in self.nodes:
                 if not (labelled or node.taints):  # no rule can keep it off, none to avoid
                     values.append(ACCEPTS)
@@ -817,8 +830,9 @@ class Cluster:
         Levels are tried from ``finest_level`` down to ``widest_level`` (index into the topology
         levels; -1 means the whole cluster). A node is usable only when the gang's run ``window``
         (start, end) overlaps none of the node's reservations. Domains holding a node the gang
-        avoids are tried after the others of their level. When this greedy fill (largest pods first,
-        best fit) misses, an exact search looks for a placement it missed (``_place_exactly``).
+        avoids are tried after the others of their level, those holding only such nodes last. When
+        this greedy fill (largest pods first, best fit) misses, an exact search looks for a
+        placement it missed (``_place_exactly``).
         A gang that pins its members goes where they name (``place_pinned``). A gang with spreads is
         placed in its ``spread_view``, keeping its preferences where it can.
         """
@@ -844,8 +858,8 @@ class Cluster:
             else:
                 level = self.levels[depth]
                 domains = (level.members[domain] for domain in level.best_fit(need))
-                if avoids and allowed is not None:
-                    domains = sorted(domains, key=lambda members: any(allowed[i] == AVOIDED for i in members))
+                if avoids and allowed is not None:  # domains with no node to avoid, then some, then only such
+                    domains = sorted(domains, key=lambda members: _avoided_in(members, allowed))
             for node_indexes in domains:
                 placed = self._place_in(node_indexes, profile, allowed, window, inner)
                 if placed is not None:

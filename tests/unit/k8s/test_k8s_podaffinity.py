@@ -8,6 +8,7 @@ from railforge.k8s import podaffinity
 from railforge.scheduler import Scheduler, Snapshot
 
 HOST = "kubernetes.io/hostname"
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
 
 def hosts(count: int, gpus: int = 8, zone_of=lambda i: "z0") -> list[dict]:
@@ -129,6 +130,69 @@ def test_required_affinity_joins_the_zone_of_a_bound_pod():
     }
     _, decisions = placed(hosts(4, zone_of=lambda i: f"z{i // 2}"), gang, foreign=[cache], groups=[podgroup("t", 1)])
     assert decisions.binds[0].placement["t-0"] in {"n2", "n3"}
+
+
+def bound(name: str, node_name: str, **labels) -> dict:
+    other = pod(name, 0, labels=labels)
+    other["spec"]["nodeName"] = node_name
+    other["status"]["phase"] = "Running"
+    return other
+
+
+def zones(gpus_by_node: list[int]) -> list[dict]:
+    """Nodes n0.. in zones of two (z0: n0, n1; z1: n2, n3 ...) with the GPUs given."""
+    return [node(f"n{i}", gpus, {HOST: f"n{i}", "zone": f"z{i // 2}"}) for i, gpus in enumerate(gpus_by_node)]
+
+
+def preferring(affinity: dict, gpus: int = 8) -> list[dict]:
+    gang = [pod("t-0", gpus, group="t")]
+    gang[0]["spec"]["affinity"] = affinity
+    return gang
+
+
+@pytest.mark.parametrize("key", [HOST, "zone"])
+def test_preferred_anti_affinity_to_a_bound_pod_is_kept_when_some_node_allows_it(key):
+    """Weighed, never required: the gang goes elsewhere while there is room elsewhere, beside the pod when not."""
+    db = bound("db", "n0", app="db")
+    rule = anti(term(key, app="db"), preferred=True)
+    _, plain = placed(zones([8, 8, 8, 8]), preferring({}), foreign=[db], groups=[podgroup("t", 1)])
+    assert plain.binds[0].placement == {"t-0": "n0"}  # what it would take otherwise
+    _, kept = placed(zones([8, 8, 8, 8]), preferring(rule), foreign=[db], groups=[podgroup("t", 1)])
+    assert kept.binds[0].placement["t-0"] in ({"n1", "n2", "n3"} if key == HOST else {"n2", "n3"})
+    _, beside = placed(zones([8, 8, 2, 2]), preferring(rule), foreign=[db], groups=[podgroup("t", 1)])
+    assert beside.binds[0].placement["t-0"] in ({"n0", "n1"} if key == "zone" else {"n1"})
+    _, only = placed(zones([8, 2, 2, 2]), preferring(rule), foreign=[db], groups=[podgroup("t", 1)])
+    assert only.binds[0].placement == {"t-0": "n0"}
+
+
+def test_preferred_affinity_joins_a_bound_pods_zone_when_it_has_room_and_goes_elsewhere_when_not():
+    cache = bound("cache", "n3", app="cache")
+    rule = {"podAffinity": {PREFERRED: [{"weight": 50, "podAffinityTerm": term("zone", app="cache")}]}}
+    _, joined = placed(zones([8, 8, 8, 8]), preferring(rule), foreign=[cache], groups=[podgroup("t", 1)])
+    assert joined.binds[0].placement["t-0"] in {"n2", "n3"}
+    _, elsewhere = placed(zones([8, 8, 2, 2]), preferring(rule), foreign=[cache], groups=[podgroup("t", 1)])
+    assert elsewhere.binds[0].placement["t-0"] in {"n0", "n1"}
+    # no bound pod matches: nothing to prefer, the gang is placed as without it
+    lonely = {"podAffinity": {PREFERRED: [{"weight": 50, "podAffinityTerm": term("zone", app="none")}]}}
+    _, placed_anyway = placed(zones([8, 8, 8, 8]), preferring(lonely), foreign=[cache], groups=[podgroup("t", 1)])
+    assert placed_anyway.binds[0].placement == {"t-0": "n0"}
+
+
+def test_schedule_anyway_on_a_wider_key_prefers_the_domains_that_keep_the_skew():
+    web = [bound(f"web-{i}", "n0", app="web") for i in range(2)]
+    gang = [pod("t-0", 1, group="t", labels={"app": "web"})]
+    gang[0]["spec"]["topologySpreadConstraints"] = [
+        {
+            "maxSkew": 1,
+            "topologyKey": "zone",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": term(app="web")["labelSelector"],
+        }
+    ]
+    _, kept = placed(zones([8, 8, 8, 8]), gang, foreign=web, groups=[podgroup("t", 1)])
+    assert kept.binds[0].placement["t-0"] in {"n2", "n3"}
+    _, anyway = placed(zones([8, 8, 0, 0]), gang, foreign=web, groups=[podgroup("t", 1)])
+    assert anyway.binds[0].placement["t-0"] in {"n0", "n1"}
 
 
 @pytest.mark.parametrize(

@@ -104,6 +104,7 @@ def random_gang(rng: random.Random, name: str, now: float, pin_to: tuple[str, ..
         ),
         min_resources={GPU: gpus * pods + 4} if rng.random() < 0.1 else None,
         spreads=spreads,
+        preferred_affinity=(rng.choice(AFFINITY),) if rng.random() < 0.2 else (),
     )
 
 
@@ -438,10 +439,13 @@ def test_property_many_cases(check, snap):
 # -- placement against a brute-force checker ------------------------------------------------------
 
 
+PREFER_B = NodeSelectorRequirement("pool", "In", ("b",))
+
+
 @st.composite
 def one_gang_on_a_small_cluster(draw) -> Snapshot:
     """A few nodes of different GPU, CPU and RDMA shapes, maybe a running gang, and one pending gang
-    of up to 3 pod shapes (6 pods), maybe with a node selector or a required leaf."""
+    of up to 3 pod shapes (6 pods), maybe with a node selector, a required leaf or a preferred pool."""
     rng = random.Random(draw(st.integers(0, 2**32)))
     nodes = tuple(
         Node(
@@ -470,6 +474,8 @@ def one_gang_on_a_small_cluster(draw) -> Snapshot:
         node_selector=rng.choice(({}, {}, {"pool": "a"})),
         topology=rng.choice((None, None, TopologyConstraint("leaf"))),
         spreads=spreads,
+        # a preference (pod affinity towards bound pods) never rules a node out, even one it cannot meet
+        preferred_affinity=rng.choice(((), (), (PREFER_B,), (NodeSelectorRequirement("pool", "NotIn", ("a",)),))),
     )
     running = ()
     if rng.random() < 0.5:
@@ -513,6 +519,11 @@ def check_placed_whenever_a_placement_exists(snap: Snapshot) -> None:
     fits_now = brute_force_fits(gang, snap.nodes, used)
     assert bool(decisions.binds) == fits_now, decisions.reasons
     if fits_now:
+        if gang.preferred_affinity == (PREFER_B,) and not gang.node_selector and len(gang.members) == 1:
+            preferred = tuple(node for node in snap.nodes if node.labels["pool"] == "b")
+            if brute_force_fits(gang, preferred, used):  # one pod: a node of its preferred pool, where one has room
+                (placement,) = [bind.placement for bind in decisions.binds]
+                assert {node.name for node in preferred} >= set(placement.values()), (placement, preferred)
         return
     reason = decisions.reasons["g"]
     assert reason.startswith(reasons.UNFIT) == (not brute_force_fits(gang, snap.nodes, {})), reason
