@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, insort
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import chain, compress
 from typing import NamedTuple, cast
 
@@ -253,12 +253,16 @@ class Acceptance(list):
         super().__init__(values)
         self.avoids = AVOIDED in self
         self.rejects = REJECTS in self
+        self._domain_order: dict[tuple[str, tuple], tuple[bool, bool]] = {}
 
-
-def _avoided_in(members: Sequence[int], allowed: Acceptance) -> tuple[bool, bool]:
-    """(every node of the domain is one to avoid, some is): a domain's place in the order its level is tried."""
-    avoided = [allowed[index] == AVOIDED for index in members]
-    return all(avoided), any(avoided)
+    def avoided_in(self, level: str, domain: tuple, members: Sequence[int]) -> tuple[bool, bool]:
+        """(every node of the domain is one to avoid, some is): the domain's place in the order its level is
+        tried; kept, as every gang of this filter asks it again."""
+        held = self._domain_order.get((level, domain))
+        if held is None:
+            avoided = [self[index] == AVOIDED for index in members]
+            held = self._domain_order[(level, domain)] = (all(avoided), any(avoided))
+        return held
 
 
 def node_acceptance(node: Node, gang: Gang, broken: list[str]) -> int:
@@ -288,6 +292,21 @@ def broken_rules(node: Node, gang: Gang) -> list[str]:
     if any(taint.effect in NO_SCHEDULE_EFFECTS and not gang.tolerates(taint) for taint in node.taints):
         broken.append(NODE_RULES[2])
     return broken
+
+
+def _avoided_last(fitting: Iterable[tuple], level: _Level, allowed: Acceptance) -> Iterator[tuple]:
+    """The level's ``fitting`` domains with no node to avoid, in their order and as they come (the first that takes
+    the gang ends the search), then those with some such nodes, then those with only such nodes."""
+    some: list[tuple] = []
+    only: list[tuple] = []
+    for domain in fitting:
+        every, some_avoided = allowed.avoided_in(level.name, domain, level.members[domain])
+        if not some_avoided:
+            yield domain
+        else:
+            (only if every else some).append(domain)
+    yield from some
+    yield from only
 
 
 class _Level:
@@ -857,9 +876,10 @@ class Cluster:
                 domains: Iterable[Sequence[int]] = [range(len(self.nodes))]
             else:
                 level = self.levels[depth]
-                domains = (level.members[domain] for domain in level.best_fit(need))
-                if avoids and allowed is not None:  # domains with no node to avoid, then some, then only such
-                    domains = sorted(domains, key=lambda members: _avoided_in(members, allowed))
+                fitting: Iterable[tuple] = level.best_fit(need)
+                if avoids and allowed is not None:
+                    fitting = _avoided_last(fitting, level, allowed)
+                domains = (level.members[domain] for domain in fitting)
             for node_indexes in domains:
                 placed = self._place_in(node_indexes, profile, allowed, window, inner)
                 if placed is not None:

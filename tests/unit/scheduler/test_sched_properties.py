@@ -519,7 +519,8 @@ def check_placed_whenever_a_placement_exists(snap: Snapshot) -> None:
     fits_now = brute_force_fits(gang, snap.nodes, used)
     assert bool(decisions.binds) == fits_now, decisions.reasons
     if fits_now:
-        if gang.preferred_affinity == (PREFER_B,) and not gang.node_selector and len(gang.members) == 1:
+        one_pod = len(gang.members) == 1 and not gang.spreads  # a spread's own view places a gang that has one
+        if gang.preferred_affinity == (PREFER_B,) and not gang.node_selector and one_pod:
             preferred = tuple(node for node in snap.nodes if node.labels["pool"] == "b")
             if brute_force_fits(gang, preferred, used):  # one pod: a node of its preferred pool, where one has room
                 (placement,) = [bind.placement for bind in decisions.binds]
