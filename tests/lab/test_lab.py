@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from railforge.k8s.quantity import parse_quantity
-from railforge.lab import JOB_NAME, render_job
+from railforge.lab import JOB_NAME, VERSIONS_FILE, render_job
 
 ROOT = Path(__file__).resolve().parents[2]
 INVENTORY = "inventories/lab/hosts.yml"
@@ -348,7 +348,7 @@ def test_validate_benchmarks_and_trains_resnet50_across_the_two_workers(lab, tmp
 
 def held_pod(name: str, gpus: int) -> str:
     """A pod for railforge that holds ``gpus`` stand-in GPUs until deleted (the preloaded OpenMPI image, non-root)."""
-    image = yaml.safe_load((ROOT / "roles/versions/defaults/main.yml").read_text())["versions_openmpi_image"]
+    image = yaml.safe_load(VERSIONS_FILE.read_text())["versions_openmpi_image"]
     return json.dumps({
         "apiVersion": "v1",
         "kind": "Pod",

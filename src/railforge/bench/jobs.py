@@ -260,9 +260,10 @@ def images_on_nodes(plan: Plan, node_images: Mapping[str, list[str]]) -> tuple[P
     cannot start the pod. The MPIJob's and perftest's images are the benchmark: lacking, a PlanError; the ResNet-50
     job is left out, in one line. A node missing from ``node_images`` is not checked."""
     notes = []
-    for image, variable in ((plan.image, "image"), (plan.perftest_image, "perftest_image")):
+    needed = [(plan.image, "image")] + ([(plan.perftest_image, "perftest_image")] if perftest_pairs(plan) else [])
+    for image, variable in needed:
         lacking = _lacking(image, plan, node_images)
-        if lacking and (variable == "image" or perftest_pairs(plan)):
+        if lacking:
             raise PlanError(
                 f"{_variable(variable)}: {image} is not on node {', '.join(lacking)}, and no registry serves a "
                 "localhost/ image; load it on the nodes (kubernetes_image_archives) or name an image of a registry"

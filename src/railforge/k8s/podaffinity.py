@@ -169,8 +169,9 @@ class _Gang:
                     "input.unsupported",
                     f"{where} on {key} keeps pods of the same gang apart; within a gang only {HOSTNAME} is honoured",
                 )
-        avoid = self.avoid if required else self.prefer_avoid
-        avoid.setdefault(key, set()).update(self.domains_of_bound(term, namespaces, key))
+        domains = self.domains_of_bound(term, namespaces, key)
+        if domains:
+            (self.avoid if required else self.prefer_avoid).setdefault(key, set()).update(domains)
 
     def domains_of_bound(self, term: dict, namespaces: frozenset[str] | None, key: str) -> set[str]:
         """The domains on ``key`` of the bound pods ``term`` names."""
@@ -251,9 +252,7 @@ class _Gang:
 
     def node_rules(self, required: bool = True) -> tuple[NodeSelectorRequirement, ...]:
         avoid, join = (self.avoid, self.join) if required else (self.prefer_avoid, self.prefer_join)
-        rules = [
-            NodeSelectorRequirement(key, "NotIn", tuple(sorted(values))) for key, values in avoid.items() if values
-        ]
+        rules = [NodeSelectorRequirement(key, "NotIn", tuple(sorted(values))) for key, values in avoid.items()]
         rules += [NodeSelectorRequirement(key, "In", tuple(sorted(values))) for key, values in join]
         return tuple(rules)
 
