@@ -173,3 +173,81 @@ def test_railforge_runs_an_mpijob_on_the_real_node(control_plane, mpi_operator, 
         )
         wait_for("the MPIJob's pods gone", lambda: not core.list_namespaced_pod(namespace).items, 90)
         gpus.stop()
+
+
+def test_an_mpijob_with_a_restart_budget_is_restarted_whole_once_per_failure(
+    control_plane, mpi_operator, run_scheduler
+):
+    """The owner's limit (runPolicy.backoffLimit) above the scheduler's max_restarts: a failed worker restarts the
+    whole gang, the MPI operator and the launcher's Job make the pods again, railforge binds them whole; a failure
+    past the budget fails the gang. Never half-running in between."""
+    namespace, pool = "mpi-budget", "mpi-budget"
+    create_namespace(control_plane, namespace)
+    for index in range(2):
+        add_api_node(
+            control_plane,
+            f"{pool}-n{index}",
+            {"nvidia.com/gpu": "8", "cpu": "64", "memory": "512Gi"},
+            labels={POOL_LABEL: pool, "railforge.io/leaf": "leaf0"},
+        )
+    run_scheduler(
+        {
+            "scheduler_name": SCHEDULER,
+            "node_selector": f"{POOL_LABEL}={pool}",
+            "min_period_seconds": 0.05,
+            "leader_election": {"enabled": False},
+            "eviction_grace_seconds": 0,  # no kubelet here to end a pod's grace period
+            "policy": {"restart_backoff_base": 1, "max_restarts": 1},
+        }
+    )
+    job = mpijob("budget", 2)
+    job["spec"]["runPolicy"] = {"backoffLimit": 2}  # the scheduler's max_restarts + 1: railforge restarts the job
+    custom = client.CustomObjectsApi(control_plane.api)
+    custom.create_namespaced_custom_object("kubeflow.org", "v2beta1", namespace, "mpijobs", job)
+    core = client.CoreV1Api(control_plane.api)
+
+    def pods() -> list:
+        return core.list_namespaced_pod(namespace, label_selector=f"{GROUP_LABEL}=budget").items
+
+    def annotations() -> dict:
+        group = custom.get_namespaced_custom_object("scheduling.x-k8s.io", "v1alpha1", namespace, "podgroups", "budget")
+        return group["metadata"].get("annotations") or {}
+
+    def fail(worker: str) -> None:
+        ended = {"terminated": {"exitCode": 3, "reason": "Error"}}
+        container = {"name": "worker", "ready": False, "restartCount": 0, "image": "", "imageID": "", "state": ended}
+        core.patch_namespaced_pod_status(
+            f"budget-{worker}", namespace, {"status": {"phase": "Failed", "containerStatuses": [container]}}
+        )
+
+    def current() -> list:
+        """The gang's pods not being deleted, after doing what a kubelet does for those being deleted (none here):
+        ending their containers, so that the launcher Job's finalizer lets them go."""
+        for pod in pods():
+            if pod.metadata.deletion_timestamp and pod.status.phase not in ("Succeeded", "Failed"):
+                core.patch_namespaced_pod_status(pod.metadata.name, namespace, {"status": {"phase": "Failed"}})
+        return [pod for pod in pods() if pod.metadata.deletion_timestamp is None]
+
+    def bound_whole(excluded: set[str]) -> bool:
+        """Launcher and both workers bound, none of them an earlier incarnation's, all placed by one plan."""
+        bound = {pod.metadata.uid: pod.spec.node_name for pod in current() if pod.spec.node_name}
+        if len(bound) < 3 or bound.keys() & excluded:
+            return False
+        assert json.loads(annotations()["railforge.io/placement"]) == bound
+        return True
+
+    wait_for("the gang bound", lambda: bound_whole(set()), 60, [mpi_operator])
+    first = {pod.metadata.uid for pod in pods()}
+    fail("worker-1")
+    wait_for("the gang restarted and bound whole again", lambda: bound_whole(first), 90, [mpi_operator])
+    assert annotations()["railforge.io/restarts"] == "1"
+    assert annotations()["railforge.io/last-failure"].startswith("member budget-worker-1 container worker exited 3")
+    assert "railforge.io/failed" not in annotations()
+
+    fail("worker-0")  # a second failure with a budget of one restart: the gang fails and is not bound again
+    wait_for("the gang failed", lambda: "railforge.io/failed" in annotations(), 30, [mpi_operator])
+    wait_for("its pods ended", lambda: not any(pod.spec.node_name for pod in current()), 30, [mpi_operator])
+    time.sleep(3)  # many scheduling passes (min_period_seconds 0.05): none binds the failed gang again
+    assert not any(pod.spec.node_name for pod in current())
+    assert annotations()["railforge.io/restarts"] == "1"
+    assert annotations()["railforge.io/last-failure"].startswith("member budget-worker-0 container worker exited 3")
