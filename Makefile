@@ -60,7 +60,7 @@ lab-test:         ## the lab end to end with its checks (tests/lab): up, job, se
 sim:              ## replay Philly and every ITP trace through all policies -> docs/simulation-results.md (long)
 	railforge simulate-report --all --period 60 --jobs 2 --cache reports/sim-cache
 
-arena:            ## railforge beside kube-scheduler on one API server with KWOK nodes: a Philly slice, an adversarial mix (root)
+arena:            ## railforge beside kube-scheduler (defaults, native gangs) and coscheduling on one API server with KWOK nodes (root)
 	python benchmarks/bench_arena.py
 
 bench:            ## scheduler decide() timings, the exact search's reach, the whole Philly replay on a 1-minute cycle

@@ -1,6 +1,6 @@
 """The arena: the same jobs, on the same API server and the same KWOK nodes, for railforge and its peers.
 
-    make arena        # as root, after make setup: python benchmarks/bench_arena.py (about 10 minutes on 2 cores)
+    make arena        # as root, after make setup: python benchmarks/bench_arena.py (about 17 minutes on 2 cores)
 
 One test-bed control plane, KWOK (railforge.testbed.kwok) managing --nodes fake 8-GPU nodes in leaves of 8 under
 one spine; each pod runs its job's runtime once bound and then succeeds. Two workloads:
@@ -14,9 +14,10 @@ one spine; each pod runs its job's runtime once bound and then succeeds. Two wor
 
 Contenders, each on fresh namespaces of the same server, one after another: railforge (PodGroups), kube-scheduler
 with its defaults (lone pods), kube-scheduler with its own gangs (scheduling.k8s.io/v1alpha2 PodGroups, the
-GenericWorkload and GangScheduling gates on). Not measured here: scheduler-plugins' coscheduling and Kueue, which
-this benchmark does not build yet;
-Volcano and KAI-Scheduler, not served as Go modules here (KAI publishes a 512-pod gang on 512 nodes in 48.7 s).
+GenericWorkload and GangScheduling gates on), scheduler-plugins' kube-scheduler with coscheduling (the same
+scheduling.x-k8s.io PodGroups as railforge; built from its pinned module on the first run, cached). Not measured
+here: Kueue, which this benchmark does not build yet; Volcano and KAI-Scheduler, not served as Go modules here (KAI
+publishes a 512-pod gang on 512 nodes in 48.7 s).
 
 Prints one Markdown table per workload (docs/arena.md explains the metrics) and the load average at the start and
 the end. A metric is computed from the pods' own transitions, as a watch saw them.
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -38,7 +40,7 @@ from railforge.k8s.adapter import Adapter
 from railforge.k8s.gangapis import NATIVE, SCHEDULER_PLUGINS
 from railforge.k8s.settings import settings_from_mapping
 from railforge.sim.traces import load_trace
-from railforge.testbed.build import TEST_IMAGE
+from railforge.testbed.build import TEST_IMAGE, build_component, component, go_env
 from railforge.testbed.controlplane import ControlPlane, create_namespace
 from railforge.testbed.kwok import add_fake_nodes, start_kwok
 from railforge.testbed.procs import wait_for
@@ -90,7 +92,7 @@ def adversarial_jobs(nodes: int) -> list[Job]:
 
 def contend(plane: ControlPlane, workload: str, jobs: list[Job], contender: Contender, args) -> dict:
     """The contender's metrics for the workload, in a namespace of its own; its pods are deleted afterwards."""
-    namespace = f"{workload}-{contender.gangs_as}"
+    namespace = f"{workload}-{re.sub('[^a-z0-9]+', '-', contender.name)}"
     create_namespace(plane, namespace)
     observed = run(plane.api, namespace, jobs, contender, TEST_IMAGE, args.timeout)
     client.CoreV1Api(plane.api).delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
@@ -119,6 +121,7 @@ def main() -> int:
     settings = settings_from_mapping(
         {"scheduler_name": "railforge", "node_selector": f"{POOL}=arena", "leader_election": {"enabled": False}}
     )
+    build_component(component("scheduler-plugins"), go_env())  # cached after the first run
     load_before = os.getloadavg()
     results: dict[str, dict[str, dict]] = {}
     with ControlPlane.start() as plane:
@@ -138,8 +141,13 @@ def main() -> int:
                     results[workload]["railforge"] = contend(plane, workload, jobs, gangs, args)
                 finally:
                     adapter.stop()
-                for name, gang in (("kube-scheduler defaults", None), ("kube-scheduler native gangs", NATIVE)):
-                    scheduler = plane.start_scheduler(native_gangs=gang is NATIVE)
+                peers = (
+                    ("kube-scheduler defaults", plane.start_scheduler, None),
+                    ("kube-scheduler native gangs", lambda: plane.start_scheduler(native_gangs=True), NATIVE),
+                    ("coscheduling", plane.start_coscheduling_scheduler, SCHEDULER_PLUGINS),
+                )
+                for name, start, gang in peers:
+                    scheduler = start()
                     try:
                         contender = Contender(name, "default-scheduler", gang)
                         results[workload][name] = contend(plane, workload, jobs, contender, args)

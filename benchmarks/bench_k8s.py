@@ -37,7 +37,7 @@ from railforge.k8s.adapter import Adapter
 from railforge.k8s.gangapis import NATIVE, SCHEDULER_PLUGINS, GangApi
 from railforge.k8s.settings import settings_from_mapping
 from railforge.testbed.build import TEST_IMAGE, binary, component
-from railforge.testbed.controlplane import ControlPlane, _healthz, add_api_node, create_namespace
+from railforge.testbed.controlplane import ControlPlane, add_api_node, create_namespace
 from railforge.testbed.procs import wait_for
 
 GPU = "nvidia.com/gpu"
@@ -181,34 +181,17 @@ def kube_scheduler_run(plane: ControlPlane, namespace: str, pods: int, qps: int 
     create_pods(plane.api, namespace, [pod_body(f"p{i:04d}", "default-scheduler") for i in range(pods)])
     watch = BindWatch(plane, namespace)
     # qps None: the upstream defaults (client QPS 50, burst 100)
-    process = plane.start_scheduler() if qps is None else start_kube_scheduler_with_qps(plane, qps)
+    process = (
+        plane.start_scheduler()
+        if qps is None
+        else plane.start_configured_scheduler(
+            "scheduler-qps", "kube-scheduler", {"clientConnection": {"qps": qps, "burst": qps}}
+        )
+    )
     try:
         return watch.wait(pods, 600)
     finally:
         plane.stop_component(process)
-
-
-def start_kube_scheduler_with_qps(plane: ControlPlane, qps: int):
-    """kube-scheduler with a configuration file raising clientConnection.qps and burst (flags are ignored beside
-    a configuration file, so the kubeconfig moves into it too)."""
-    flags = plane._component_flags("scheduler-qps", "system:kube-scheduler")
-    kubeconfig = next(flag.split("=", 1)[1] for flag in flags if flag.startswith("--kubeconfig="))
-    config = plane.directory / "kube-scheduler-qps.yaml"
-    config.write_text(
-        json.dumps(
-            {
-                "apiVersion": "kubescheduler.config.k8s.io/v1",
-                "kind": "KubeSchedulerConfiguration",
-                "clientConnection": {"kubeconfig": kubeconfig, "qps": qps, "burst": qps},
-                "leaderElection": {"leaderElect": False},
-            }
-        )
-    )
-    port = next(flag.split("=", 1)[1] for flag in flags if flag.startswith("--secure-port="))
-    keep = [flag for flag in flags if not flag.startswith(("--kubeconfig=", "--leader-elect="))]
-    process = plane._launch("kube-scheduler-qps", [binary("kube-scheduler"), f"--config={config}", *keep])
-    wait_for("kube-scheduler (QPS raised) /healthz", lambda: _healthz(int(port)), 60, [process])
-    return process
 
 
 def gang_run(plane: ControlPlane, namespace: str, pods: int, gangs: GangApi) -> tuple[float, float]:

@@ -272,9 +272,23 @@ COMPONENTS = (
     ),
 )
 
+# The arena's peers, built by the arena on its first run (benchmarks/bench_arena.py), not by `make setup`:
+# scheduler-plugins' kube-scheduler, with the coscheduling plugin compiled in.
+ARENA_PEERS = (
+    Component(
+        "scheduler-plugins",
+        "scheduler-plugins",
+        "versions_scheduler_plugins",
+        "sigs.k8s.io/scheduler-plugins",
+        # unstamped: a Kubernetes component checks its version as Kubernetes' own (v0.34.7 fails that check), and
+        # an unstamped one takes the Kubernetes minor it was built with
+        {"kube-scheduler-plugins": "sigs.k8s.io/scheduler-plugins/cmd/scheduler"},
+    ),
+)
+
 
 def component(name: str) -> Component:
-    return next(c for c in COMPONENTS if c.name == name)
+    return next(c for c in (*COMPONENTS, *ARENA_PEERS) if c.name == name)
 
 
 class NotBuilt(UsageError, FileNotFoundError):
@@ -283,7 +297,7 @@ class NotBuilt(UsageError, FileNotFoundError):
 
 def binary(name: str) -> str:
     """Path of a built test-bed binary; a clear error when `make setup` has not built it."""
-    comp = next((c for c in COMPONENTS if name in c.binaries), None)
+    comp = next((c for c in (*COMPONENTS, *ARENA_PEERS) if name in c.binaries), None)
     if comp is None:
         raise KeyError(f"no test-bed component builds {name!r}")
     path = comp.out_dir / "bin" / name
@@ -301,7 +315,7 @@ def required_version(go_mod: str, module: str) -> str | None:
 def check_wrappers() -> list[str]:
     """Every wrapper under tools/ requires exactly the version pinned in the versions file; problems, listed."""
     problems = []
-    for comp in COMPONENTS:
+    for comp in (*COMPONENTS, *ARENA_PEERS):
         go_mod = (TOOLS / comp.tool_dir / "go.mod").read_text()
         found, wanted = required_version(go_mod, comp.module), "v" + comp.version
         if found != wanted:

@@ -12,6 +12,7 @@ directory; the processes also die with the Python process that started them.
 from __future__ import annotations
 
 import functools
+import json
 import shutil
 import ssl
 import tempfile
@@ -194,12 +195,64 @@ class ControlPlane:
         """The default kube-scheduler (benchmarks compare against it); with ``native_gangs`` its gang scheduling of
         scheduling.k8s.io PodGroups on (the GangScheduling plugin of the default profile)."""
         flags = [f"--feature-gates={NATIVE_GANG_GATES}"] if native_gangs else []
-        process = self._launch(
+        return self._start_scheduler(
             "kube-scheduler",
             [binary("kube-scheduler"), *self._component_flags("scheduler", "system:kube-scheduler"), *flags],
         )
+
+    def start_coscheduling_scheduler(self) -> Process:
+        """scheduler-plugins' kube-scheduler (an arena peer: build it first) with the coscheduling plugin in the
+        default profile, configured as the plugin's README does, gangs of scheduling.x-k8s.io PodGroups. It runs as
+        system:kube-scheduler, also allowed to read PodGroups."""
+        from kubernetes import client
+
+        group, name = "rbac.authorization.k8s.io", "railforge-testbed:coscheduling"
+        rbac = client.RbacAuthorizationV1Api(self.api)
+        if not rbac.list_cluster_role(field_selector=f"metadata.name={name}").items:
+            read = client.V1PolicyRule(
+                api_groups=["scheduling.x-k8s.io"], resources=["podgroups"], verbs=["get", "list", "watch"]
+            )
+            rbac.create_cluster_role(client.V1ClusterRole(metadata=client.V1ObjectMeta(name=name), rules=[read]))
+            rbac.create_cluster_role_binding(
+                client.V1ClusterRoleBinding(
+                    metadata=client.V1ObjectMeta(name=name),
+                    role_ref=client.V1RoleRef(api_group=group, kind="ClusterRole", name=name),
+                    subjects=[client.RbacV1Subject(api_group=group, kind="User", name="system:kube-scheduler")],
+                )
+            )
+        coscheduling = {"name": "Coscheduling"}
+        plugins = {
+            "multiPoint": {"enabled": [coscheduling]},
+            "queueSort": {"enabled": [coscheduling], "disabled": [{"name": "*"}]},
+        }
+        profile = {"schedulerName": "default-scheduler", "plugins": plugins}
+        return self.start_configured_scheduler("scheduler-plugins", "kube-scheduler-plugins", {"profiles": [profile]})
+
+    def start_configured_scheduler(self, name: str, binary_name: str, configuration: dict) -> Process:
+        """A kube-scheduler (``binary_name``: kube-scheduler, or an arena peer's build) with a configuration file
+        (KubeSchedulerConfiguration) of ``configuration``'s fields. Flags are ignored beside such a file, so the
+        kubeconfig and leader election move into it too."""
+        flags = self._component_flags(name, "system:kube-scheduler")
+        connection = {"kubeconfig": flags[0].removeprefix("--kubeconfig="), **configuration.get("clientConnection", {})}
+        config = self.directory / f"{name}.yaml"
+        config.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "kubescheduler.config.k8s.io/v1",
+                    "kind": "KubeSchedulerConfiguration",
+                    "leaderElection": {"leaderElect": False},
+                    **configuration,
+                    "clientConnection": connection,
+                }
+            )
+        )
+        kept = [flag for flag in flags if flag.split("=")[0] not in ("--kubeconfig", "--leader-elect")]
+        return self._start_scheduler(name, [binary(binary_name), f"--config={config}", *kept])
+
+    def _start_scheduler(self, name: str, argv: list[str]) -> Process:
+        process = self._launch(name, argv)
         port = next(a.split("=")[1] for a in process.argv if a.startswith("--secure-port="))
-        wait_for("kube-scheduler /healthz", lambda: _healthz(int(port)), READY_TIMEOUT, [process])
+        wait_for(f"{name} /healthz", lambda: _healthz(int(port)), READY_TIMEOUT, [process])
         return process
 
     def stop_component(self, process: Process) -> None:
