@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -92,7 +91,7 @@ def adversarial_jobs(nodes: int) -> list[Job]:
 
 def contend(plane: ControlPlane, workload: str, jobs: list[Job], contender: Contender, args) -> dict:
     """The contender's metrics for the workload, in a namespace of its own; its pods are deleted afterwards."""
-    namespace = f"{workload}-{re.sub('[^a-z0-9]+', '-', contender.name)}"
+    namespace = f"{workload}-{contender.slug}"
     create_namespace(plane, namespace)
     observed = run(plane.api, namespace, jobs, contender, TEST_IMAGE, args.timeout)
     client.CoreV1Api(plane.api).delete_collection_namespaced_pod(namespace, grace_period_seconds=0)

@@ -74,6 +74,20 @@ def mpijob(name: str, workers: int, gpus: str = "8", cpu: str = "4") -> dict:
     }
 
 
+def end_member(core, namespace: str, pod: str, container: str, message: str | None = None) -> None:
+    """Pod ``pod``'s container ends with exit code 3, as its kubelet would report it."""
+    ended = {"exitCode": 3, "reason": "Error", **({"message": message} if message else {})}
+    status = {
+        "name": container,
+        "ready": False,
+        "restartCount": 0,
+        "image": "",
+        "imageID": "",
+        "state": {"terminated": ended},
+    }
+    core.patch_namespaced_pod_status(pod, namespace, {"status": {"phase": "Failed", "containerStatuses": [status]}})
+
+
 def scrape(url: str) -> dict[tuple[str, frozenset], float]:
     with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
         assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")

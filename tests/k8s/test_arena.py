@@ -88,7 +88,7 @@ def test_railforge_and_kube_scheduler_run_the_same_jobs_and_the_metrics_follow_f
         scheduler = control_plane.start_scheduler(native_gangs=gang is NATIVE)
         contender = Contender(name, "default-scheduler", gang)
         try:
-            namespace = f"arena-{contender.gangs_as}"
+            namespace = f"arena-{contender.slug}"
             create_namespace(control_plane, namespace)
             observed = run(control_plane.api, namespace, JOBS, contender, TEST_IMAGE, timeout=60)
         finally:

@@ -4,7 +4,7 @@ workers and a scheduling.x-k8s.io/v1alpha1 PodGroup. CRDs and RBAC come from the
 import json
 import time
 
-from k8s_helpers import mpijob
+from k8s_helpers import end_member, mpijob
 from kubernetes import client
 
 from railforge.testbed.controlplane import add_api_node, create_namespace
@@ -46,9 +46,9 @@ def test_an_mpijob_yields_launcher_workers_and_a_podgroup(control_plane, mpi_ope
     wait_for("the MPIJob's pods gone", lambda: not gang_pods(), 60, [mpi_operator])
 
 
-def test_railforge_binds_an_mpijobs_launcher_and_workers_at_once(control_plane, mpi_operator, run_scheduler):
-    namespace, pool = "mpi-bind", "mpi-bind"
-    create_namespace(control_plane, namespace)
+def two_node_pool(control_plane, pool: str) -> None:
+    """Namespace ``pool`` and two API-only 8-GPU nodes of one leaf labelled as the pool (the scheduler's selector)."""
+    create_namespace(control_plane, pool)
     for index in range(2):
         add_api_node(
             control_plane,
@@ -56,6 +56,11 @@ def test_railforge_binds_an_mpijobs_launcher_and_workers_at_once(control_plane, 
             {"nvidia.com/gpu": "8", "cpu": "64", "memory": "512Gi"},
             labels={POOL_LABEL: pool, "railforge.io/leaf": "leaf0"},
         )
+
+
+def test_railforge_binds_an_mpijobs_launcher_and_workers_at_once(control_plane, mpi_operator, run_scheduler):
+    namespace, pool = "mpi-bind", "mpi-bind"
+    two_node_pool(control_plane, pool)
     adapter = run_scheduler(
         {
             "scheduler_name": SCHEDULER,
@@ -106,13 +111,9 @@ def test_railforge_binds_an_mpijobs_launcher_and_workers_at_once(control_plane, 
 
     wait_for("the PodGroup's status", scheduled, 10)
 
-    # a worker ends with exit code 3 (as its kubelet would write it): the evidence is told on the MPIJob too, which
-    # may delete its PodGroup once it gives up
-    terminated = {"terminated": {"exitCode": 3, "reason": "Error"}}
-    container = {"name": "worker", "ready": False, "restartCount": 0, "image": "", "imageID": "", "state": terminated}
-    core.patch_namespaced_pod_status(
-        "ring-worker-1", namespace, {"status": {"phase": "Failed", "containerStatuses": [container]}}
-    )
+    # a worker ends with exit code 3: the evidence is told on the MPIJob too, which may delete its PodGroup once it
+    # gives up
+    end_member(core, namespace, "ring-worker-1", "worker")
 
     def told() -> list[str]:
         selector = "involvedObject.kind=MPIJob,involvedObject.name=ring,reason=MemberFailed"
@@ -120,6 +121,89 @@ def test_railforge_binds_an_mpijobs_launcher_and_workers_at_once(control_plane, 
 
     wait_for("the MPIJob's MemberFailed Event", told, 30)
     assert told()[0].startswith("member ring-worker-1 container worker exited 3 (Error)"), told()
+
+
+def test_an_mpijob_within_its_restart_budget_is_restarted_whole_and_failed_past_it(
+    control_plane, mpi_operator, run_scheduler
+):
+    """The owner's limit (runPolicy.backoffLimit) above the scheduler's max_restarts: a failed worker restarts the
+    whole gang, the MPI operator and the launcher's Job make the pods again, railforge binds them by one plan; the
+    next failure, past the budget, fails the gang, and the pods the owner makes again stay unbound."""
+    namespace, pool = "mpi-budget", "mpi-budget"
+    two_node_pool(control_plane, pool)
+    run_scheduler(
+        {
+            "scheduler_name": SCHEDULER,
+            "node_selector": f"{POOL_LABEL}={pool}",
+            "min_period_seconds": 0.05,
+            "leader_election": {"enabled": False},
+            "eviction_grace_seconds": 0,  # no kubelet here to end a pod's grace period
+            "policy": {"restart_backoff_base": 1, "max_restarts": 1},
+        }
+    )
+    job = mpijob("budget", 2)
+    job["spec"]["runPolicy"] = {"backoffLimit": 2}  # the scheduler's max_restarts + 1: railforge restarts the job
+    custom = client.CustomObjectsApi(control_plane.api)
+    custom.create_namespaced_custom_object("kubeflow.org", "v2beta1", namespace, "mpijobs", job)
+    core = client.CoreV1Api(control_plane.api)
+
+    def current() -> list:
+        """The gang's pods not being deleted, after doing what a kubelet does for those being deleted (none here):
+        ending their containers, so that the launcher Job's finalizer lets them go."""
+        selector = f"{GROUP_LABEL}=budget"
+        for pod in core.list_namespaced_pod(namespace, label_selector=selector).items:
+            if pod.metadata.deletion_timestamp and pod.status.phase not in ("Succeeded", "Failed"):
+                core.patch_namespaced_pod_status(pod.metadata.name, namespace, {"status": {"phase": "Failed"}})
+        pods = core.list_namespaced_pod(namespace, label_selector=selector).items
+        return [pod for pod in pods if pod.metadata.deletion_timestamp is None]
+
+    def annotations() -> dict:
+        group = custom.get_namespaced_custom_object("scheduling.x-k8s.io", "v1alpha1", namespace, "podgroups", "budget")
+        return group["metadata"].get("annotations") or {}
+
+    def bound_whole(earlier: set[str]) -> bool:
+        """Launcher and both workers bound, none of an earlier incarnation, all placed by one plan."""
+        bound = {pod.metadata.uid: pod.spec.node_name for pod in current() if pod.spec.node_name}
+        if len(bound) < 3 or bound.keys() & earlier:
+            return False
+        assert json.loads(annotations()["railforge.io/placement"]) == bound
+        return True
+
+    try:
+        wait_for("the gang bound", lambda: bound_whole(set()), 60, [mpi_operator])
+        first = {pod.metadata.uid for pod in current()}
+        end_member(core, namespace, "budget-worker-1", "worker")
+        wait_for("the gang restarted and bound whole again", lambda: bound_whole(first), 90, [mpi_operator])
+        assert annotations()["railforge.io/restarts"] == "1"
+        assert annotations()["railforge.io/last-failure"].startswith("member budget-worker-1 container worker exited 3")
+        assert "railforge.io/failed" not in annotations()
+
+        second = {pod.metadata.uid for pod in current()}
+        end_member(core, namespace, "budget-worker-0", "worker")  # past the budget of one restart
+
+        def failed() -> bool:
+            current()  # the pods being deleted end first: until then the gang still counts as running
+            return annotations().get("railforge.io/reason-code") == "gang.failed"
+
+        wait_for("the gang failed", failed, 30)
+
+        def made_again() -> bool:  # the owner's third incarnation: the gang's three pods, none bound
+            pods = current()
+            assert not any(pod.spec.node_name for pod in pods if pod.metadata.uid not in first | second), pods
+            return len([pod for pod in pods if pod.metadata.uid not in first | second]) == 3
+
+        wait_for("the owner's pods made again", made_again, 60, [mpi_operator])
+        watched_until = time.monotonic() + 2
+        while time.monotonic() < watched_until:  # some 40 scheduling passes (0.05 s apart): none binds them
+            assert not any(pod.spec.node_name for pod in current())
+            time.sleep(0.2)
+        assert annotations()["railforge.io/restarts"] == "1"
+        assert annotations()["railforge.io/last-failure"].startswith("member budget-worker-0 container worker exited 3")
+    finally:
+        custom.delete_namespaced_custom_object(
+            "kubeflow.org", "v2beta1", namespace, "mpijobs", "budget", propagation_policy="Foreground"
+        )
+        wait_for("the MPIJob's pods gone", lambda: not current(), 60, [mpi_operator])
 
 
 def test_railforge_runs_an_mpijob_on_the_real_node(control_plane, mpi_operator, node, run_scheduler):
@@ -173,81 +257,3 @@ def test_railforge_runs_an_mpijob_on_the_real_node(control_plane, mpi_operator, 
         )
         wait_for("the MPIJob's pods gone", lambda: not core.list_namespaced_pod(namespace).items, 90)
         gpus.stop()
-
-
-def test_an_mpijob_with_a_restart_budget_is_restarted_whole_once_per_failure(
-    control_plane, mpi_operator, run_scheduler
-):
-    """The owner's limit (runPolicy.backoffLimit) above the scheduler's max_restarts: a failed worker restarts the
-    whole gang, the MPI operator and the launcher's Job make the pods again, railforge binds them whole; a failure
-    past the budget fails the gang. Never half-running in between."""
-    namespace, pool = "mpi-budget", "mpi-budget"
-    create_namespace(control_plane, namespace)
-    for index in range(2):
-        add_api_node(
-            control_plane,
-            f"{pool}-n{index}",
-            {"nvidia.com/gpu": "8", "cpu": "64", "memory": "512Gi"},
-            labels={POOL_LABEL: pool, "railforge.io/leaf": "leaf0"},
-        )
-    run_scheduler(
-        {
-            "scheduler_name": SCHEDULER,
-            "node_selector": f"{POOL_LABEL}={pool}",
-            "min_period_seconds": 0.05,
-            "leader_election": {"enabled": False},
-            "eviction_grace_seconds": 0,  # no kubelet here to end a pod's grace period
-            "policy": {"restart_backoff_base": 1, "max_restarts": 1},
-        }
-    )
-    job = mpijob("budget", 2)
-    job["spec"]["runPolicy"] = {"backoffLimit": 2}  # the scheduler's max_restarts + 1: railforge restarts the job
-    custom = client.CustomObjectsApi(control_plane.api)
-    custom.create_namespaced_custom_object("kubeflow.org", "v2beta1", namespace, "mpijobs", job)
-    core = client.CoreV1Api(control_plane.api)
-
-    def pods() -> list:
-        return core.list_namespaced_pod(namespace, label_selector=f"{GROUP_LABEL}=budget").items
-
-    def annotations() -> dict:
-        group = custom.get_namespaced_custom_object("scheduling.x-k8s.io", "v1alpha1", namespace, "podgroups", "budget")
-        return group["metadata"].get("annotations") or {}
-
-    def fail(worker: str) -> None:
-        ended = {"terminated": {"exitCode": 3, "reason": "Error"}}
-        container = {"name": "worker", "ready": False, "restartCount": 0, "image": "", "imageID": "", "state": ended}
-        core.patch_namespaced_pod_status(
-            f"budget-{worker}", namespace, {"status": {"phase": "Failed", "containerStatuses": [container]}}
-        )
-
-    def current() -> list:
-        """The gang's pods not being deleted, after doing what a kubelet does for those being deleted (none here):
-        ending their containers, so that the launcher Job's finalizer lets them go."""
-        for pod in pods():
-            if pod.metadata.deletion_timestamp and pod.status.phase not in ("Succeeded", "Failed"):
-                core.patch_namespaced_pod_status(pod.metadata.name, namespace, {"status": {"phase": "Failed"}})
-        return [pod for pod in pods() if pod.metadata.deletion_timestamp is None]
-
-    def bound_whole(excluded: set[str]) -> bool:
-        """Launcher and both workers bound, none of them an earlier incarnation's, all placed by one plan."""
-        bound = {pod.metadata.uid: pod.spec.node_name for pod in current() if pod.spec.node_name}
-        if len(bound) < 3 or bound.keys() & excluded:
-            return False
-        assert json.loads(annotations()["railforge.io/placement"]) == bound
-        return True
-
-    wait_for("the gang bound", lambda: bound_whole(set()), 60, [mpi_operator])
-    first = {pod.metadata.uid for pod in pods()}
-    fail("worker-1")
-    wait_for("the gang restarted and bound whole again", lambda: bound_whole(first), 90, [mpi_operator])
-    assert annotations()["railforge.io/restarts"] == "1"
-    assert annotations()["railforge.io/last-failure"].startswith("member budget-worker-1 container worker exited 3")
-    assert "railforge.io/failed" not in annotations()
-
-    fail("worker-0")  # a second failure with a budget of one restart: the gang fails and is not bound again
-    wait_for("the gang failed", lambda: "railforge.io/failed" in annotations(), 30, [mpi_operator])
-    wait_for("its pods ended", lambda: not any(pod.spec.node_name for pod in current()), 30, [mpi_operator])
-    time.sleep(3)  # many scheduling passes (min_period_seconds 0.05): none binds the failed gang again
-    assert not any(pod.spec.node_name for pod in current())
-    assert annotations()["railforge.io/restarts"] == "1"
-    assert annotations()["railforge.io/last-failure"].startswith("member budget-worker-0 container worker exited 3")

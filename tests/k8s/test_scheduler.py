@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from conftest import borrowers_bound, eventually, reserved_in
+from k8s_helpers import end_member
 
 from railforge.k8s.annotations import EXPECTED_START, decode_expected_start
 
@@ -355,10 +356,7 @@ def test_a_failed_member_restarts_the_whole_gang_after_its_backoff(cluster, run_
     pods = cluster.gang("flaky", 2)
     cluster.wait("the gang bound", lambda: len(cluster.bound("flaky")) == 2)
     first_uids = {pod.metadata.uid for pod in cluster.pods("flaky")}
-    ended = {"terminated": {"exitCode": 3, "reason": "Error", "message": "rank 1: NCCL timeout"}}
-    container = {"name": "main", "ready": False, "restartCount": 0, "image": "x", "imageID": "", "state": ended}
-    status = {"phase": "Failed", "containerStatuses": [container]}  # as a kubelet reports a container that exited 3
-    cluster.core.patch_namespaced_pod_status(pods[1], cluster.name, {"status": status})
+    end_member(cluster.core, cluster.name, pods[1], "main", "rank 1: NCCL timeout")
 
     def restarted() -> None:
         assert not {pod.metadata.uid for pod in cluster.pods("flaky")} & first_uids  # both pods deleted

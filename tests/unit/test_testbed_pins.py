@@ -1,6 +1,6 @@
 """The test bed builds what the versions file pins: every wrapper module under tools/ requires that version."""
 
-from railforge.testbed.build import ARENA_PEERS, COMPONENTS, TOOLS, check_wrappers, pinned_versions, required_version
+from railforge.testbed.build import ALL_COMPONENTS, TOOLS, check_wrappers, pinned_versions, required_version
 
 
 def test_every_wrapper_requires_the_pinned_version():
@@ -8,7 +8,7 @@ def test_every_wrapper_requires_the_pinned_version():
 
 
 def test_every_pinned_component_has_a_wrapper_with_a_go_sum():
-    for comp in (*COMPONENTS, *ARENA_PEERS):
+    for comp in ALL_COMPONENTS:
         assert (TOOLS / comp.tool_dir / "go.sum").stat().st_size > 0, comp.name
         assert comp.version == pinned_versions()[comp.version_key]
 

@@ -11,12 +11,13 @@ kube-scheduler's defaults see).
 from __future__ import annotations
 
 import math
+import re
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from railforge.k8s.gangapis import NATIVE, GangApi
+from railforge.k8s.gangapis import GangApi
 from railforge.scheduler import GPU
 from railforge.testbed.kwok import FAKE_NODE_LABEL, RUNTIME_ANNOTATION
 
@@ -43,9 +44,9 @@ class Contender:
     gang: GangApi | None  # the PodGroup API its jobs are gangs of; None: lone pods
 
     @property
-    def gangs_as(self) -> str:
-        """How its jobs are gangs, in a word (namespaces): podgroup, native or lone."""
-        return "lone" if self.gang is None else ("native" if self.gang is NATIVE else "podgroup")
+    def slug(self) -> str:
+        """Its name as a namespace's name takes it: lower case, a dash for anything else than a letter or digit."""
+        return re.sub("[^a-z0-9]+", "-", self.name.lower())
 
 
 @dataclass

@@ -285,10 +285,11 @@ ARENA_PEERS = (
         {"kube-scheduler-plugins": "sigs.k8s.io/scheduler-plugins/cmd/scheduler"},
     ),
 )
+ALL_COMPONENTS = (*COMPONENTS, *ARENA_PEERS)
 
 
 def component(name: str) -> Component:
-    return next(c for c in (*COMPONENTS, *ARENA_PEERS) if c.name == name)
+    return next(c for c in ALL_COMPONENTS if c.name == name)
 
 
 class NotBuilt(UsageError, FileNotFoundError):
@@ -297,12 +298,13 @@ class NotBuilt(UsageError, FileNotFoundError):
 
 def binary(name: str) -> str:
     """Path of a built test-bed binary; a clear error when `make setup` has not built it."""
-    comp = next((c for c in (*COMPONENTS, *ARENA_PEERS) if name in c.binaries), None)
+    comp = next((c for c in ALL_COMPONENTS if name in c.binaries), None)
     if comp is None:
         raise KeyError(f"no test-bed component builds {name!r}")
     path = comp.out_dir / "bin" / name
     if not path.exists():
-        raise NotBuilt(f"{path} is missing: run `make setup` (it builds the test bed into a cache)")
+        builder = "python benchmarks/bench_arena.py" if comp in ARENA_PEERS else "make setup"
+        raise NotBuilt(f"{path} is missing: run `{builder}` (it builds it into the test bed's cache)")
     return str(path)
 
 
@@ -315,14 +317,14 @@ def required_version(go_mod: str, module: str) -> str | None:
 def check_wrappers() -> list[str]:
     """Every wrapper under tools/ requires exactly the version pinned in the versions file; problems, listed."""
     problems = []
-    for comp in (*COMPONENTS, *ARENA_PEERS):
+    for comp in ALL_COMPONENTS:
         go_mod = (TOOLS / comp.tool_dir / "go.mod").read_text()
         found, wanted = required_version(go_mod, comp.module), "v" + comp.version
         if found != wanted:
             problems.append(
                 f"tools/{comp.tool_dir}/go.mod requires {comp.module} {found}, but {comp.version_key} in "
                 f"{VERSIONS_FILE.relative_to(ROOT)} pins {wanted}: run `go get {comp.module}@{wanted} && go mod tidy` "
-                f"in tools/{comp.tool_dir} (Kubernetes: update the staging replace lines too)"
+                f"in tools/{comp.tool_dir} (Kubernetes, scheduler-plugins: update the staging replace lines too)"
             )
     return problems
 

@@ -233,7 +233,8 @@ class ControlPlane:
         (KubeSchedulerConfiguration) of ``configuration``'s fields. Flags are ignored beside such a file, so the
         kubeconfig and leader election move into it too."""
         flags = self._component_flags(name, "system:kube-scheduler")
-        connection = {"kubeconfig": flags[0].removeprefix("--kubeconfig="), **configuration.get("clientConnection", {})}
+        kubeconfig = next(flag.removeprefix("--kubeconfig=") for flag in flags if flag.startswith("--kubeconfig="))
+        connection = {"kubeconfig": kubeconfig, **configuration.get("clientConnection", {})}
         config = self.directory / f"{name}.yaml"
         config.write_text(
             json.dumps(
@@ -256,7 +257,8 @@ class ControlPlane:
         return process
 
     def stop_component(self, process: Process) -> None:
-        """Stop a component started on request (start_scheduler) and forget it: the plane's waits watch the rest."""
+        """Stop a component started on request (the start_*scheduler methods) and forget it: the plane's waits watch
+        the rest."""
         process.stop()
         self.processes.remove(process)
 
