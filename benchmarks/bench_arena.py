@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -107,6 +108,7 @@ def main() -> int:
     parser.add_argument("--max-runtime", type=float, default=60, help="seconds a job runs at most")
     parser.add_argument("--timeout", type=float, default=240, help="seconds each contender has per workload")
     parser.add_argument("--traces-dir", default=str(ROOT.parent / "shared/traces"))
+    parser.add_argument("--logs", help="a directory to keep each peer scheduler's log in, as WORKLOAD-CONTENDER.log")
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("bench_arena: run as root (the test bed's control plane)", file=sys.stderr)
@@ -147,11 +149,14 @@ def main() -> int:
                 )
                 for name, start, gang in peers:
                     scheduler = start()
+                    contender = Contender(name, "default-scheduler", gang)
                     try:
-                        contender = Contender(name, "default-scheduler", gang)
                         results[workload][name] = contend(plane, workload, jobs, contender, args)
                     finally:
                         plane.stop_component(scheduler)
+                        if args.logs:
+                            Path(args.logs).mkdir(parents=True, exist_ok=True)
+                            shutil.copy(scheduler.log, Path(args.logs) / f"{workload}-{contender.slug}.log")
         finally:
             kwok.stop()
     load_after = os.getloadavg()
