@@ -123,6 +123,8 @@ def main() -> int:
         {"scheduler_name": "railforge", "node_selector": f"{POOL}=arena", "leader_election": {"enabled": False}}
     )
     build_component(component("scheduler-plugins"), go_env())  # cached after the first run
+    if args.logs:
+        Path(args.logs).mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()
     results: dict[str, dict[str, dict]] = {}
     with ControlPlane.start() as plane:
@@ -154,9 +156,8 @@ def main() -> int:
                         results[workload][name] = contend(plane, workload, jobs, contender, args)
                     finally:
                         plane.stop_component(scheduler)
-                        if args.logs:
-                            Path(args.logs).mkdir(parents=True, exist_ok=True)
-                            shutil.copy(scheduler.log, Path(args.logs) / f"{workload}-{contender.slug}.log")
+                        if args.logs:  # moved: the next start of the same scheduler begins a log of its own
+                            shutil.move(scheduler.log, Path(args.logs) / f"{workload}-{contender.slug}.log")
         finally:
             kwok.stop()
     load_after = os.getloadavg()

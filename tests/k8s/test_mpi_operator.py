@@ -150,11 +150,10 @@ def test_an_mpijob_within_its_restart_budget_is_restarted_whole_and_failed_past_
     def current() -> list:
         """The gang's pods not being deleted, after doing what a kubelet does for those being deleted (none here):
         ending their containers, so that the launcher Job's finalizer lets them go."""
-        selector = f"{GROUP_LABEL}=budget"
-        for pod in core.list_namespaced_pod(namespace, label_selector=selector).items:
+        pods = core.list_namespaced_pod(namespace, label_selector=f"{GROUP_LABEL}=budget").items
+        for pod in pods:
             if pod.metadata.deletion_timestamp and pod.status.phase not in ("Succeeded", "Failed"):
                 core.patch_namespaced_pod_status(pod.metadata.name, namespace, {"status": {"phase": "Failed"}})
-        pods = core.list_namespaced_pod(namespace, label_selector=selector).items
         return [pod for pod in pods if pod.metadata.deletion_timestamp is None]
 
     def annotations() -> dict:
@@ -188,9 +187,9 @@ def test_an_mpijob_within_its_restart_budget_is_restarted_whole_and_failed_past_
         wait_for("the gang failed", failed, 30)
 
         def made_again() -> bool:  # the owner's third incarnation: the gang's three pods, none bound
-            pods = current()
-            assert not any(pod.spec.node_name for pod in pods if pod.metadata.uid not in first | second), pods
-            return len([pod for pod in pods if pod.metadata.uid not in first | second]) == 3
+            third = [pod for pod in current() if pod.metadata.uid not in first | second]
+            assert not any(pod.spec.node_name for pod in third), third
+            return len(third) == 3
 
         wait_for("the owner's pods made again", made_again, 60, [mpi_operator])
         watched_until = time.monotonic() + 2
