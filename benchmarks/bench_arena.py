@@ -15,9 +15,10 @@ one spine; each pod runs its job's runtime once bound and then succeeds. Two wor
 Contenders, each on fresh namespaces of the same server, one after another: railforge (PodGroups), kube-scheduler
 with its defaults (lone pods), kube-scheduler with its own gangs (scheduling.k8s.io/v1alpha2 PodGroups, the
 GenericWorkload and GangScheduling gates on), scheduler-plugins' kube-scheduler with coscheduling (the same
-scheduling.x-k8s.io PodGroups as railforge; built from its pinned module on the first run, cached). Not measured
-here: Kueue, which this benchmark does not build yet; Volcano and KAI-Scheduler, not served as Go modules here (KAI
-publishes a 512-pod gang on 512 nodes in 48.7 s).
+scheduling.x-k8s.io PodGroups as railforge), and Kueue in front of kube-scheduler's defaults (each job a suspended
+batch/v1 Job in a LocalQueue of a ClusterQueue whose quota is the cluster's GPUs; railforge.testbed.kueue says how it
+is configured). The peers are built from their pinned modules on the first run and cached. Not measured here: Volcano
+and KAI-Scheduler, not served as Go modules here (KAI publishes a 512-pod gang on 512 nodes in 48.7 s).
 
 Prints one Markdown table per workload (docs/arena.md explains the metrics) and the load average at the start and
 the end. A metric is computed from the pods' own transitions, as a watch saw them.
@@ -35,12 +36,13 @@ from pathlib import Path
 from bench_k8s import apply_crds, load_line
 from kubernetes import client
 
-from railforge.bench.arena import Contender, Job, run, summary
+from railforge.bench.arena import Contender, Job, run, simulated, summary
 from railforge.k8s.adapter import Adapter
 from railforge.k8s.gangapis import NATIVE, SCHEDULER_PLUGINS
 from railforge.k8s.settings import settings_from_mapping
 from railforge.sim.traces import load_trace
-from railforge.testbed.build import TEST_IMAGE, build_component, component, go_env
+from railforge.testbed import kueue
+from railforge.testbed.build import ARENA_PEERS, TEST_IMAGE, build_component, go_env
 from railforge.testbed.controlplane import ControlPlane, create_namespace
 from railforge.testbed.kwok import add_fake_nodes, start_kwok
 from railforge.testbed.procs import wait_for
@@ -48,6 +50,7 @@ from railforge.testbed.procs import wait_for
 ROOT = Path(__file__).resolve().parents[1]
 GPUS_PER_NODE = 8
 POOL = "railforge.bench/pool"
+KUEUE_CLUSTER_QUEUE, KUEUE_QUEUE = "arena", "arena"  # one ClusterQueue of every GPU; a LocalQueue per namespace
 METRICS = (
     ("completed", "jobs completed", "{:.0f}"),
     ("never_started", "never started", "{:.0f}"),
@@ -94,7 +97,11 @@ def contend(plane: ControlPlane, workload: str, jobs: list[Job], contender: Cont
     """The contender's metrics for the workload, in a namespace of its own; its pods are deleted afterwards."""
     namespace = f"{workload}-{contender.slug}"
     create_namespace(plane, namespace)
+    if contender.queue is not None:
+        kueue.add_local_queue(plane, namespace, contender.queue, KUEUE_CLUSTER_QUEUE)
     observed = run(plane.api, namespace, jobs, contender, TEST_IMAGE, args.timeout)
+    # the Jobs first (Kueue's), so that none makes its pods again
+    client.BatchV1Api(plane.api).delete_collection_namespaced_job(namespace, propagation_policy="Background")
     client.CoreV1Api(plane.api).delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
     return summary(jobs, observed, args.nodes * GPUS_PER_NODE)
 
@@ -122,7 +129,8 @@ def main() -> int:
     settings = settings_from_mapping(
         {"scheduler_name": "railforge", "node_selector": f"{POOL}=arena", "leader_election": {"enabled": False}}
     )
-    build_component(component("scheduler-plugins"), go_env())  # cached after the first run
+    for peer in ARENA_PEERS:
+        build_component(peer, go_env())  # cached after the first run
     if args.logs:
         Path(args.logs).mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()
@@ -130,10 +138,14 @@ def main() -> int:
     with ControlPlane.start() as plane:
         apply_crds(plane)
         kwok = start_kwok(plane, plane.directory / "kwok")
+        kueue.apply_crds(plane)
+        kueue.add_cluster_queue(plane, KUEUE_CLUSTER_QUEUE, args.nodes * GPUS_PER_NODE)
         for index in range(args.nodes):
             labels = {POOL: "arena", "railforge.io/leaf": f"leaf-{index // 8:02d}", "railforge.io/spine": "spine-0"}
             resources = {"nvidia.com/gpu": str(GPUS_PER_NODE), "cpu": "128", "memory": "2Ti"}
             add_fake_nodes(plane, [f"fake-{index:04d}"], resources, labels)
+        listed = client.CoreV1Api(plane.api).list_node(label_selector=f"{POOL}=arena").items
+        nodes = [plane.api.sanitize_for_serialization(node) for node in listed]  # for the simulator
         try:
             for workload, jobs in workloads.items():
                 results[workload] = {}
@@ -144,20 +156,32 @@ def main() -> int:
                     results[workload]["railforge"] = contend(plane, workload, jobs, gangs, args)
                 finally:
                     adapter.stop()
+                observed = simulated(jobs, nodes, settings)
+                results[workload]["railforge, simulated"] = summary(jobs, observed, args.nodes * GPUS_PER_NODE)
                 peers = (
-                    ("kube-scheduler defaults", plane.start_scheduler, None),
-                    ("kube-scheduler native gangs", lambda: plane.start_scheduler(native_gangs=True), NATIVE),
-                    ("coscheduling", plane.start_coscheduling_scheduler, SCHEDULER_PLUGINS),
+                    (Contender("kube-scheduler defaults", "default-scheduler", None), plane.start_scheduler),
+                    (
+                        Contender("kube-scheduler native gangs", "default-scheduler", NATIVE),
+                        lambda: plane.start_scheduler(native_gangs=True),
+                    ),
+                    (
+                        Contender("coscheduling", "default-scheduler", SCHEDULER_PLUGINS),
+                        plane.start_coscheduling_scheduler,
+                    ),
+                    (Contender("Kueue", "default-scheduler", None, KUEUE_QUEUE), plane.start_scheduler),
                 )
-                for name, start, gang in peers:
-                    scheduler = start()
-                    contender = Contender(name, "default-scheduler", gang)
+                for contender, start in peers:
+                    processes = [start()]
                     try:
-                        results[workload][name] = contend(plane, workload, jobs, contender, args)
+                        if contender.queue is not None:
+                            processes.append(kueue.start_kueue(plane, plane.directory / "kueue"))
+                        results[workload][contender.name] = contend(plane, workload, jobs, contender, args)
                     finally:
-                        plane.stop_component(scheduler)
-                        if args.logs:  # moved: the next start of the same scheduler begins a log of its own
-                            shutil.move(scheduler.log, Path(args.logs) / f"{workload}-{contender.slug}.log")
+                        for process in reversed(processes):
+                            plane.stop_component(process)
+                            if args.logs:  # moved: the next start of the same program begins a log of its own
+                                log = Path(args.logs) / f"{workload}-{contender.slug}-{process.name}.log"
+                                shutil.move(process.log, log)
         finally:
             kwok.stop()
     load_after = os.getloadavg()

@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import threading
 import time
@@ -36,7 +35,7 @@ from railforge.k8s import CRD_DIR, rest
 from railforge.k8s.adapter import Adapter
 from railforge.k8s.gangapis import NATIVE, SCHEDULER_PLUGINS, GangApi
 from railforge.k8s.settings import settings_from_mapping
-from railforge.testbed.build import TEST_IMAGE, binary, component
+from railforge.testbed.build import TEST_IMAGE, component
 from railforge.testbed.controlplane import ControlPlane, add_api_node, create_namespace
 from railforge.testbed.procs import wait_for
 
@@ -221,12 +220,9 @@ def gang_run(plane: ControlPlane, namespace: str, pods: int, gangs: GangApi) -> 
 
 def apply_crds(plane: ControlPlane) -> None:
     """The PodGroup CRD of the pinned mpi-operator release and our Queue CRD."""
-    kubectl = [binary("kubectl"), f"--kubeconfig={plane.admin_kubeconfig}", "apply", "--server-side"]
-    podgroups = component("mpi-operator").out_dir / "scheduling.x-k8s.io_podgroups.yaml"
-    crds = [podgroups, CRD_DIR / "queues.railforge.io.yaml"]
-    subprocess.run([*kubectl, *(f"--filename={path}" for path in crds)], check=True, capture_output=True)
-    kubectl[-2:] = ["wait", "--for=condition=Established", "--timeout=60s"]
-    subprocess.run([*kubectl, *(f"--filename={path}" for path in crds)], check=True, capture_output=True)
+    plane.apply_crds(
+        [component("mpi-operator").out_dir / "scheduling.x-k8s.io_podgroups.yaml", CRD_DIR / "queues.railforge.io.yaml"]
+    )
 
 
 def add_nodes(plane: ControlPlane, prefix: str, count: int, pool: str) -> list[str]:

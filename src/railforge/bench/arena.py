@@ -4,7 +4,8 @@ of what happened, computed from the pods' own transitions as a watch saw them.
 A job is a gang of pods, each asking ``gpus`` GPUs and running ``runtime`` seconds once Running (KWOK ends it,
 ``railforge.testbed.kwok``). A contender names the scheduler the pods ask for and how a job says it is a gang: a
 ``scheduling.x-k8s.io`` PodGroup its pods join by label (railforge, coscheduling), a ``scheduling.k8s.io`` PodGroup
-its pods name in ``spec.schedulingGroup`` (Kubernetes' own gangs, alpha in 1.36), or not at all (lone pods: what
+its pods name in ``spec.schedulingGroup`` (Kubernetes' own gangs, alpha in 1.36), a batch/v1 Job submitted suspended
+to a Kueue LocalQueue (Kueue admits the whole Job, the Job controller makes its pods), or not at all (lone pods: what
 kube-scheduler's defaults see).
 """
 
@@ -18,7 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from railforge.k8s.gangapis import GangApi
-from railforge.scheduler import GPU
+from railforge.k8s.settings import Settings
+from railforge.scheduler import GPU, Gang, Member, Queue
+from railforge.testbed.kueue import QUEUE_LABEL
 from railforge.testbed.kwok import FAKE_NODE_LABEL, RUNTIME_ANNOTATION
 
 BIG_JOB_GPUS = 16  # "16+ GPU jobs"
@@ -42,6 +45,7 @@ class Contender:
     name: str
     scheduler_name: str
     gang: GangApi | None  # the PodGroup API its jobs are gangs of; None: lone pods
+    queue: str | None = None  # a Kueue LocalQueue: each job is a suspended Job submitted there, not pods
 
     @property
     def slug(self) -> str:
@@ -104,12 +108,20 @@ def pod_body(job: Job, index: int, contender: Contender, image: str) -> dict:
     }
 
 
+def job_body(job: Job, contender: Contender, image: str) -> dict:
+    """The job as a suspended batch/v1 Job of ``job.pods`` pods in the contender's Kueue LocalQueue."""
+    template = pod_body(job, 0, contender, image)
+    del template["metadata"]["name"]  # the Job controller names its pods
+    spec = {"parallelism": job.pods, "completions": job.pods, "suspend": True, "template": template}
+    return {"metadata": {"name": job.name, "labels": {QUEUE_LABEL: contender.queue}}, "spec": spec}
+
+
 def run(api, namespace: str, jobs: list[Job], contender: Contender, image: str, timeout: float) -> Observation:
     """Submit every job at its time and watch the namespace's pods until each has ended or ``timeout`` seconds."""
     from kubernetes import client, watch
     from urllib3.exceptions import ProtocolError
 
-    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    core, custom, batch = client.CoreV1Api(api), client.CustomObjectsApi(api), client.BatchV1Api(api)
     observation = Observation(time.monotonic())
     stop = threading.Event()
     watcher = watch.Watch()
@@ -131,6 +143,9 @@ def run(api, namespace: str, jobs: list[Job], contender: Contender, image: str, 
     try:
         for job in sorted(jobs, key=lambda job: job.submit):
             time.sleep(max(0.0, job.submit - (time.monotonic() - observation.started)))
+            if contender.queue is not None:
+                batch.create_namespaced_job(namespace, cast(Any, job_body(job, contender, image)))
+                continue
             if contender.gang is not None:
                 body = contender.gang.podgroup(job.name, job.pods)
                 custom.create_namespaced_custom_object(
@@ -151,6 +166,39 @@ def run(api, namespace: str, jobs: list[Job], contender: Contender, image: str, 
         stop.set()
         watcher.stop()
         thread.join(10)
+    return observation
+
+
+def simulated(jobs: list[Job], nodes: list[dict], settings: Settings) -> Observation:
+    """The same jobs through railforge's simulator (its core without an API server, the same settings) on the same
+    Node objects: an observation whose pods are bound, running and ended when the simulator started and ended their
+    gangs, for ``summary`` to measure as it does a contender's."""
+    from railforge.k8s.translate import to_node
+    from railforge.sim.engine import SimJob, Simulator
+
+    queue = settings.default_queue
+    gangs = [
+        SimJob(
+            Gang(
+                job.name,
+                queue,
+                tuple(Member(f"{job.name}-{i}", {GPU: job.gpus}) for i in range(job.pods)),
+                submit_time=job.submit,
+                node_selector={FAKE_NODE_LABEL: "fake"},
+            ),
+            job.runtime,
+        )
+        for job in jobs
+    ]
+    cluster = [to_node(node, settings.topology, {}) for node in nodes]
+    result = Simulator(cluster, [Queue(queue)], gangs, settings.policy).run()
+    observation = Observation(started=0.0)
+    pods = {job.name: job.pods for job in jobs}
+    for outcome in result.jobs:
+        phase = "Pending" if outcome.end is None else "Succeeded"
+        for index in range(pods[outcome.job_id]):
+            times = PodTimes(outcome.job_id, outcome.first_start, outcome.first_start, outcome.end, phase)
+            observation.pods[f"{outcome.job_id}-{index}"] = times
     return observation
 
 

@@ -93,6 +93,24 @@ CNI_PLUGINS = tuple(
     for name in names.split()
 )
 
+# Every CRD of the Kueue release (its config/components/crd/bases): the controller manager watches them all.
+KUEUE_CRDS = tuple(
+    f"kueue.x-k8s.io_{name}"
+    for name in (
+        "admissionchecks",
+        "clusterqueues",
+        "cohorts",
+        "localqueues",
+        "multikueueclusters",
+        "multikueueconfigs",
+        "provisioningrequestconfigs",
+        "resourceflavors",
+        "topologies",
+        "workloadpriorityclasses",
+        "workloads",
+    )
+)
+
 COMPONENTS = (
     Component(
         "kubernetes",
@@ -273,7 +291,8 @@ COMPONENTS = (
 )
 
 # The arena's peers, built by the arena on its first run (benchmarks/bench_arena.py), not by `make setup`:
-# scheduler-plugins' kube-scheduler, with the coscheduling plugin compiled in.
+# scheduler-plugins' kube-scheduler, with the coscheduling plugin compiled in, and Kueue's controller manager with the
+# CRDs of its release.
 ARENA_PEERS = (
     Component(
         "scheduler-plugins",
@@ -283,6 +302,15 @@ ARENA_PEERS = (
         # unstamped: a Kubernetes component checks its version as Kubernetes' own (v0.34.7 fails that check), and
         # an unstamped one takes the Kubernetes minor it was built with
         {"kube-scheduler-plugins": "sigs.k8s.io/scheduler-plugins/cmd/scheduler"},
+    ),
+    Component(
+        "kueue",
+        "kueue",
+        "versions_kueue",
+        "sigs.k8s.io/kueue",
+        {"kueue": "sigs.k8s.io/kueue/cmd/kueue"},
+        version_vars=("sigs.k8s.io/kueue/pkg/version.GitVersion",),
+        extra={f"{name}.yaml": f"sigs.k8s.io/kueue:config/components/crd/bases/{name}.yaml" for name in KUEUE_CRDS},
     ),
 )
 ALL_COMPONENTS = (*COMPONENTS, *ARENA_PEERS)

@@ -15,6 +15,7 @@ import functools
 import json
 import shutil
 import ssl
+import subprocess
 import tempfile
 import time
 import urllib.request
@@ -77,7 +78,7 @@ class ControlPlane:
             pki.kubeconfig(directory / "admin.conf", server, ca.cert_path, admin_cert, admin_key, "admin"),
         )
         try:
-            plane._launch(
+            plane.launch(
                 "etcd",
                 [
                     binary("etcd"),
@@ -108,7 +109,7 @@ class ControlPlane:
             )
             kubelet_client = ca.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client", "system:masters")
             sa_key, sa_pub = pki.service_account_keys(directory / "pki")
-            plane._launch(
+            plane.launch(
                 "kube-apiserver",
                 [
                     binary("kube-apiserver"),
@@ -138,7 +139,7 @@ class ControlPlane:
                 ],
             )
             wait_for("kube-apiserver /readyz", plane._ready, READY_TIMEOUT, plane.processes)
-            plane._launch(
+            plane.launch(
                 "kube-controller-manager",
                 [
                     binary("kube-controller-manager"),
@@ -171,7 +172,8 @@ class ControlPlane:
             "--leader-elect=false",
         ]
 
-    def _launch(self, name: str, argv: list[str]) -> Process:
+    def launch(self, name: str, argv: list[str]) -> Process:
+        """Start a component of the plane, logging to NAME.log in its directory; stop() stops it."""
         process = Process(name, argv, self.directory / f"{name}.log")
         self.processes.append(process)
         return process
@@ -251,10 +253,17 @@ class ControlPlane:
         return self._start_scheduler(name, [binary(binary_name), f"--config={config}", *kept])
 
     def _start_scheduler(self, name: str, argv: list[str]) -> Process:
-        process = self._launch(name, argv)
+        process = self.launch(name, argv)
         port = next(a.split("=")[1] for a in process.argv if a.startswith("--secure-port="))
         wait_for(f"{name} /healthz", lambda: _healthz(int(port)), READY_TIMEOUT, [process])
         return process
+
+    def apply_crds(self, paths: list[Path]) -> None:
+        """Apply CRD files (server-side, so a re-apply updates) and wait until each is Established."""
+        kubectl = [binary("kubectl"), f"--kubeconfig={self.admin_kubeconfig}"]
+        files = [f"--filename={path}" for path in paths]
+        for action in (["apply", "--server-side"], ["wait", "--for=condition=Established", "--timeout=60s"]):
+            subprocess.run([*kubectl, *action, *files], check=True, capture_output=True)
 
     def stop_component(self, process: Process) -> None:
         """Stop a component started on request (the start_*scheduler methods) and forget it: the plane's waits watch
