@@ -1,6 +1,6 @@
 """The arena: the same jobs, on the same API server and the same KWOK nodes, for railforge and its peers.
 
-    make arena        # as root, after make setup: python benchmarks/bench_arena.py (about 17 minutes on 2 cores)
+    make arena        # as root, after make setup: python benchmarks/bench_arena.py (about 26 minutes on 2 cores)
 
 One test-bed control plane, KWOK (railforge.testbed.kwok) managing --nodes fake 8-GPU nodes in leaves of 8 under
 one spine; each pod runs its job's runtime once bound and then succeeds. Two workloads:
@@ -113,7 +113,7 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=200)
     parser.add_argument("--span", type=float, default=120, help="seconds the slice's submissions spread over")
     parser.add_argument("--max-runtime", type=float, default=60, help="seconds a job runs at most")
-    parser.add_argument("--timeout", type=float, default=240, help="seconds each contender has per workload")
+    parser.add_argument("--timeout", type=float, default=360, help="seconds each contender has per workload")
     parser.add_argument("--traces-dir", default=str(ROOT.parent / "shared/traces"))
     parser.add_argument("--logs", help="a directory to keep each peer scheduler's log in, as WORKLOAD-CONTENDER.log")
     args = parser.parse_args()
