@@ -67,7 +67,13 @@ METRICS = (
 def trace_jobs(traces_dir: str, offset: int, count: int, span: float, max_runtime: float) -> list[Job]:
     """`count` consecutive jobs of 1+ GPUs from the `offset`-th, their submissions spread over `span` seconds and
     their runtimes compressed alike, capped at `max_runtime`."""
-    records = [record for record in load_trace("philly", traces_dir).jobs if record.gpus >= 1][offset : offset + count]
+    try:
+        trace = load_trace("philly", traces_dir)
+    except FileNotFoundError as error:
+        raise SystemExit(f"bench_arena: no trace file {error.filename} (--traces-dir)") from None
+    records = [record for record in trace.jobs if record.gpus >= 1][offset : offset + count]
+    if not records:
+        raise SystemExit(f"bench_arena: the trace has no job of 1+ GPUs from the {offset}th (--offset)")
     start = records[0].submit
     compress = max(1e-9, records[-1].submit - start) / span
     return [
@@ -115,7 +121,10 @@ def main() -> int:
     parser.add_argument("--max-runtime", type=float, default=60, help="seconds a job runs at most")
     parser.add_argument("--timeout", type=float, default=360, help="seconds each contender has per workload")
     parser.add_argument("--traces-dir", default=str(ROOT.parent / "shared/traces"))
-    parser.add_argument("--logs", help="a directory to keep each peer scheduler's log in, as WORKLOAD-CONTENDER.log")
+    parser.add_argument(
+        "--logs",
+        help="a directory to keep the log of each peer's programs in, as WORKLOAD-CONTENDER-PROGRAM.log",
+    )
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("bench_arena: run as root (the test bed's control plane)", file=sys.stderr)
