@@ -204,7 +204,13 @@ def test_a_member_that_exits_non_zero_leaves_its_exit_code_and_log_on_its_gang(
     pods = client.CoreV1Api(control_plane.api).list_namespaced_pod
     gang = "scheduling.x-k8s.io/pod-group=crash"
     wait_for("the restart to delete both pods", lambda: not pods(namespace, label_selector=gang).items, 60)
-    (restart,) = [decision for decision in adapter.state.view().recent if decision.kind == "restart"]
+
+    def restarts() -> list:
+        return [decision for decision in adapter.state.view().recent if decision.kind == "restart"]
+
+    # with no grace the pods are gone as their deletes commit, a moment before the adapter records the restart
+    wait_for("the restart's decision", restarts, 10)
+    (restart,) = restarts()
     assert restart.detail.endswith("(member crash-0 container main exited 3 (Error))"), restart
     events = client.CoreV1Api(control_plane.api).list_namespaced_event
 
