@@ -38,7 +38,8 @@ def shape_facts(shape: str) -> dict:
     """railforge_hw facts of a machine shape of the fixtures (tests/unit/hw/shapes.py), read from a fake sysfs."""
     from ansible.module_utils.railforge_hwfacts import gather_hw_facts
     from shapes import SHAPES
-    from sysfs_builder import build
+
+    from railforge.hwsim import build
 
     with tempfile.TemporaryDirectory() as root:
         return gather_hw_facts(str(build(Path(root), SHAPES[shape]())))

@@ -22,6 +22,7 @@ for p in (_MU, str(ROOT / "plugins/filter"), str(Path(__file__).parent)):
 def shape_trees(tmp_path_factory):
     """Every machine shape of shapes.py built once per session: name -> root path (str)."""
     from shapes import SHAPES
-    from sysfs_builder import build
+
+    from railforge.hwsim import build
 
     return {n: str(build(tmp_path_factory.mktemp(n), fn())) for n, fn in SHAPES.items()}

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from railforge_hwparse import parse_ibdev2netdev, parse_ibstat
 
+from railforge import hwsim
+
 REALDATA = Path(__file__).resolve().parents[2] / "fixtures" / "realdata"
 DERIVED = REALDATA.parent / "derived"
 IBSTAT_STATES = {"Active": "ACTIVE", "Initializing": "INIT", "Armed": "ARMED"}
@@ -129,75 +131,8 @@ def _dgx_a100():
 #    GPU<->nearest HCA by bus number, the 4 NVSwitch bridge functions and the CPU lists are the shape's
 #    assumptions (2 sockets x 56 cores with HT).
 # --------------------------------------------------------------------------------------------------
-DGX_H100_PAIRS = [  # (gpu bus, hca bus, hca, numa)
-    (0x19, 0x18, "mlx5_0", 0),
-    (0x3B, 0x40, "mlx5_3", 0),
-    (0x4C, 0x4F, "mlx5_4", 0),
-    (0x5D, 0x5E, "mlx5_5", 0),
-    (0x9B, 0x9A, "mlx5_6", 1),
-    (0xBB, 0xC0, "mlx5_8", 1),
-    (0xCB, 0xCE, "mlx5_9", 1),
-    (0xDB, 0xDC, "mlx5_10", 1),
-]
-
-
 def _dgx_h100():
-    links = {
-        e["device"]: e
-        for e in parse_ibdev2netdev(realdata("ibdev2netdev/dgx-h100-style-8ib-ibpXXs0-3eth-cnode3-011.txt"))
-    }
-
-    def port(dev, layer, rate):
-        e = links[dev]
-        return {
-            "state": "ACTIVE" if e["link"] == "Up" else "DOWN",
-            "rate": rate,
-            "layer": layer,
-            "netdev": e["netdev"],
-        }
-
-    tree = []
-    for gbus, hbus, hca, numa in DGX_H100_PAIRS:
-        tree.append(
-            (
-                "hb",
-                f"0000:{gbus - 3:02x}",
-                numa,
-                [
-                    (
-                        "rp",
-                        [
-                            (
-                                "sw",
-                                [
-                                    [("gpu", f"0000:{gbus:02x}:00.0", 0x2330)],
-                                    [("hca", f"0000:{hbus:02x}:00.0", hca, [port(hca, "InfiniBand", 400)])],
-                                ],
-                            )
-                        ],
-                    )
-                ],
-            )
-        )
-    tree.append(
-        (
-            "hb",
-            "0000:28",
-            0,
-            [
-                (
-                    "rp",
-                    [
-                        ("hca", "0000:29:00.0", "mlx5_1", [port("mlx5_1", "Ethernet", 200)]),
-                        ("hca", "0000:29:00.1", "mlx5_2", [port("mlx5_2", "Ethernet", 200)]),
-                    ],
-                )
-            ],
-        )
-    )
-    tree.append(("hb", "0000:a9", 1, [("rp", [("hca", "0000:aa:00.0", "mlx5_7", [port("mlx5_7", "Ethernet", 200)])])]))
-    tree.append(("hb", "0000:04", 0, [("rp", [("nvswitch", f"0000:{5 + k:02x}:00.0", 0x22A3)]) for k in range(4)]))
-    return {"numa": {0: "0-55,112-167", 1: "56-111,168-223"}, "default_route": "enp170s0np0", "tree": tree}
+    return hwsim.dgx_h100(parse_ibdev2netdev(realdata("ibdev2netdev/dgx-h100-style-8ib-ibpXXs0-3eth-cnode3-011.txt")))
 
 
 # --------------------------------------------------------------------------------------------------

@@ -15,7 +15,8 @@ from ansible.module_utils.railforge_hwfacts import (
 )
 from ansible.module_utils.railforge_hwparse import parse_nvidia_smi_topo
 from shapes import SHAPES, realdata
-from sysfs_builder import SysfsBuilder, build
+
+from railforge.hwsim import SysfsBuilder, build
 
 
 @pytest.fixture(scope="module")

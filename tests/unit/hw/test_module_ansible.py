@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from ansible.module_utils.railforge_hwfacts import gather_device_facts, gather_hw_facts
 from shapes import SHAPES, realdata
-from sysfs_builder import build
+
+from railforge.hwsim import build
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -1,4 +1,5 @@
-"""Build small fake sysfs trees (PCI hierarchy, RDMA devices, netdevs, NUMA) under a tmp dir.
+"""Simulated sysfs trees (PCI hierarchy, RDMA devices, netdevs, NUMA) for the hardware facts: the unit tests'
+machine shapes and the lab's DGX-shaped workers (``railforge lab hardware``) are built with it.
 
 A machine is described compactly as nested tuples::
 
@@ -142,3 +143,75 @@ def build(root: Path, shape: dict) -> Path:
         b.default_route(shape["default_route"])
     b.build(shape["tree"])
     return Path(root)
+
+
+DGX_H100_PAIRS = [  # (gpu bus, hca bus, hca, numa)
+    (0x19, 0x18, "mlx5_0", 0),
+    (0x3B, 0x40, "mlx5_3", 0),
+    (0x4C, 0x4F, "mlx5_4", 0),
+    (0x5D, 0x5E, "mlx5_5", 0),
+    (0x9B, 0x9A, "mlx5_6", 1),
+    (0xBB, 0xC0, "mlx5_8", 1),
+    (0xCB, 0xCE, "mlx5_9", 1),
+    (0xDB, 0xDC, "mlx5_10", 1),
+]
+
+
+def dgx_h100(ibdev2netdev: list[dict]) -> dict:
+    """The shape of a DGX H100 (8 x H100 SXM5, 8 ConnectX-7 InfiniBand compute ports each on its GPU's PCIe
+    switch, 3 Ethernet ports, 4 NVSwitches, 2 NUMA nodes) with the RDMA device and netdev names and link states of
+    ``ibdev2netdev`` (the parsed lines of a real one: railforge_hwparse.parse_ibdev2netdev). The GPU<->HCA pairing
+    by bus number, the NVSwitch functions and the CPU lists are the shape's assumptions (2 x 56 cores with HT)."""
+    links = {e["device"]: e for e in ibdev2netdev}
+
+    def port(dev, layer, rate):
+        e = links[dev]
+        return {
+            "state": "ACTIVE" if e["link"] == "Up" else "DOWN",
+            "rate": rate,
+            "layer": layer,
+            "netdev": e["netdev"],
+        }
+
+    tree = []
+    for gbus, hbus, hca, numa in DGX_H100_PAIRS:
+        tree.append(
+            (
+                "hb",
+                f"0000:{gbus - 3:02x}",
+                numa,
+                [
+                    (
+                        "rp",
+                        [
+                            (
+                                "sw",
+                                [
+                                    [("gpu", f"0000:{gbus:02x}:00.0", 0x2330)],
+                                    [("hca", f"0000:{hbus:02x}:00.0", hca, [port(hca, "InfiniBand", 400)])],
+                                ],
+                            )
+                        ],
+                    )
+                ],
+            )
+        )
+    tree.append(
+        (
+            "hb",
+            "0000:28",
+            0,
+            [
+                (
+                    "rp",
+                    [
+                        ("hca", "0000:29:00.0", "mlx5_1", [port("mlx5_1", "Ethernet", 200)]),
+                        ("hca", "0000:29:00.1", "mlx5_2", [port("mlx5_2", "Ethernet", 200)]),
+                    ],
+                )
+            ],
+        )
+    )
+    tree.append(("hb", "0000:a9", 1, [("rp", [("hca", "0000:aa:00.0", "mlx5_7", [port("mlx5_7", "Ethernet", 200)])])]))
+    tree.append(("hb", "0000:04", 0, [("rp", [("nvswitch", f"0000:{5 + k:02x}:00.0", 0x22A3)]) for k in range(4)]))
+    return {"numa": {0: "0-55,112-167", 1: "56-111,168-223"}, "default_route": "enp170s0np0", "tree": tree}
