@@ -173,7 +173,7 @@ def dgx_h100(ibdev2netdev: list[dict]) -> dict:
             "netdev": e["netdev"],
         }
 
-    tree = []
+    tree: list[tuple] = []
     for gbus, hbus, hca, numa in DGX_H100_PAIRS:
         tree.append(
             (
