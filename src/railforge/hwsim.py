@@ -26,6 +26,15 @@ _PHYS = {"ACTIVE": "5: LinkUp", "DOWN": "3: Disabled", "INIT": "5: LinkUp", "ARM
 _STATE_NUM = {"DOWN": 1, "INIT": 2, "ARMED": 3, "ACTIVE": 4}
 
 
+def fixture_body(text: str) -> str:
+    """A tool output of tests/fixtures/realdata (or derived) without its 4 header lines (source, machine, notes,
+    the ``# ---`` rule)."""
+    lines = text.splitlines(keepends=True)
+    if len(lines) < 4 or not lines[3].startswith("# ---"):
+        raise ValueError("not a fixture: its fourth line is not the '# ---' rule")
+    return "".join(lines[4:])
+
+
 class SysfsBuilder:
     def __init__(self, root: Path):
         self.root = Path(root)

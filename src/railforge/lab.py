@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import signal
 import sys
 import threading
@@ -36,6 +37,8 @@ from railforge.cliargs import (
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "deploy/openmpi/mpijob.yml.j2"
 VERSIONS_FILE = ROOT / "roles/versions/defaults/main.yml"
+# The real ibdev2netdev of a DGX H100-style node whose names the lab workers' simulated hardware takes.
+DGX_H100_LINKS = ROOT / "tests/fixtures/realdata/ibdev2netdev/dgx-h100-style-8ib-ibpXXs0-3eth-cnode3-011.txt"
 # The lines allreduce (deploy/openmpi/allreduce.c) prints: one per rank, then rank 0's summary.
 RANK_LINE = re.compile(r"^rank=(\d+) host=(\S+) bytes=(\d+) result=(ok|FAIL) time_s=([0-9.]+)$", re.M)
 SUMMARY_LINE = re.compile(
@@ -301,6 +304,34 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--rdma-slots", type=positive_int, default=4, help="rdma/<RAIL> devices each (shared HCA slots)"
     )
     plugins.set_defaults(func=serve_device_plugins)
+    hardware = actions.add_parser(
+        "hardware", help="build a DGX H100-shaped simulated sysfs tree and print its netdevs, one per line"
+    )
+    hardware.add_argument("root", type=Path, help="the tree's root, replaced when it exists (the node's hw_root)")
+    hardware.add_argument(
+        "--ibdev2netdev", type=text_file, default=DGX_H100_LINKS, help="the ibdev2netdev output it takes names from"
+    )
+    hardware.set_defaults(func=build_hardware)
+
+
+def build_hardware(args: argparse.Namespace) -> int:
+    """A lab worker's hardware: the DGX H100 shape with the RDMA device and netdev names of a real ibdev2netdev
+    (railforge.hwsim), built afresh under ``root``; its netdevs are printed for the node to get netdevs so named."""
+    import importlib.util
+
+    from railforge import hwsim
+
+    spec = importlib.util.spec_from_file_location(
+        "railforge_hwparse", ROOT / "plugins/module_utils/railforge_hwparse.py"
+    )
+    assert spec is not None and spec.loader is not None
+    hwparse = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hwparse)
+    links = hwparse.parse_ibdev2netdev(hwsim.fixture_body(args.ibdev2netdev.read_text()))
+    shutil.rmtree(args.root, ignore_errors=True)
+    hwsim.build(args.root, hwsim.dgx_h100(links))
+    print(*sorted(link["netdev"] for link in links), sep="\n")
+    return 0
 
 
 def serve_device_plugins(args: argparse.Namespace) -> int:

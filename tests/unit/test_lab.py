@@ -3,9 +3,11 @@
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 
 from kubernetes import client
 
+from railforge.cli import main
 from railforge.lab import JobPod, Rank, diagnosis, node_table, rail_address, render_job
 
 
@@ -110,3 +112,24 @@ def test_the_diagnosis_names_pressured_nodes_waiting_pods_and_the_newest_events(
         "event Pod/job-worker-0 Pulled: image present",
         "event Pod/job-worker-0 Scheduled: bound",
     ]
+
+
+def test_a_lab_workers_hardware_is_a_dgx_h100_that_the_facts_module_reads(tmp_path, capsys):
+    """`railforge lab hardware` builds the simulated DGX H100 (over an earlier tree) and names its netdevs; the facts
+    module reads 8 GPUs, 4 NVSwitches and 8 InfiniBand rails in GPU order from it, each on a printed netdev."""
+    import ansible.module_utils
+
+    ansible.module_utils.__path__.append(str(Path(__file__).resolve().parents[2] / "plugins/module_utils"))
+    from ansible.module_utils.railforge_hwfacts import gather_hw_facts
+
+    root = tmp_path / "hw"
+    (root / "sys/stale").mkdir(parents=True)
+    assert main(["lab", "hardware", str(root)]) == 0
+    netdevs = capsys.readouterr().out.split()
+    assert not (root / "sys/stale").exists()
+    facts = gather_hw_facts(str(root))
+    assert (facts["gpu_count"], facts["nvlink"]["nvswitch_count"], facts["rail_count"]) == (8, 4, 8)
+    assert [rail["gpu"] for rail in facts["rails"]] == list(range(8))
+    assert {rail["link_layer"] for rail in facts["rails"]} == {"InfiniBand"}
+    assert {rail["netdev"] for rail in facts["rails"]} < set(netdevs)
+    assert facts["rails"][0] == {**facts["rails"][0], "hca": "mlx5_0", "netdev": "ibp24s0"}

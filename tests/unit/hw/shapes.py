@@ -20,9 +20,7 @@ IBSTAT_STATES = {"Active": "ACTIVE", "Initializing": "INIT", "Armed": "ARMED"}
 
 def realdata(rel: str, root: Path = REALDATA) -> str:
     """Body of a realdata (or derived) fixture (the 4 header lines stripped)."""
-    lines = (root / rel).read_text().splitlines(keepends=True)
-    assert lines[3].startswith("# ---"), rel
-    return "".join(lines[4:])
+    return hwsim.fixture_body((root / rel).read_text())
 
 
 def _ports_from_ibstat(rel: str, root: Path = REALDATA) -> dict[str, list[dict]]:
