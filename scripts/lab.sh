@@ -2,11 +2,15 @@
 # `make lab`: a real Kubernetes cluster in Podman node containers on this machine, made by playbooks/site.yml
 # against inventories/lab: packages from a local signed apt repository of our own builds, every image preloaded
 # from archives (no registry: the air-gapped path), then the add-ons, the scheduler and an MPIJob across two nodes.
-# The workers' GPUs and RDMA devices are fake: `railforge lab device-plugins` (FakeDevicePlugin), one host process
-# per worker, stands in for NVIDIA's device plugin and the RDMA shared device plugin. Its sockets lie in a host
-# directory bind-mounted as the node's /var/lib/kubelet/device-plugins, its device files (Allocate's mounts) in one
-# mounted at the same path in the node. Each worker's rail is a veth netdev, rail0: Multus (thin) and whereabouts,
-# built from their pinned releases, give every pod that asks an address of the rail's range on it (macvlan).
+# The workers are DGX H100-shaped: each presents a simulated sysfs tree (`railforge lab hardware`, mounted as
+# /srv/fake-hw: 8 GPUs, 4 NVSwitches, 8 InfiniBand compute HCAs, 3 Ethernet ports) and a veth netdev for every
+# netdev the tree names; the node stage's hardware roles install from a signed stand-in vendor repository
+# (tests/standins, mounted as /srv/railforge-vendor), and the facts play reads the tree. The GPUs and RDMA devices the
+# kubelets see are served by `railforge lab device-plugins` (FakeDevicePlugin), one host process per worker, sized
+# from the facts the play kept, in place of NVIDIA's device plugin and the RDMA shared device plugin. Its sockets lie
+# in a host directory bind-mounted as the node's /var/lib/kubelet/device-plugins, its device files (Allocate's
+# mounts) in one mounted at the same path in the node. Multus (thin) and whereabouts, built from their pinned
+# releases, give every pod that asks an address on each rail (macvlan over the rail's netdev).
 # `make lab-down`: removes the nodes, their volumes and network, and puts back the host sysctls the kubelets set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,13 +44,25 @@ workers() {  # the names of the kube_node group, one per line
     ansible-inventory -i "$inventory" --list | python3 -c 'import json,sys; print(*json.load(sys.stdin)["kube_node"]["hosts"], sep="\n")'
 }
 
-start_device_plugins() {  # name: 2 nvidia.com/gpu and rdma/rail0 for the node's kubelet, unless already served
+hw_facts() {  # name key: a value of the node's railforge_hw that playbooks/facts.yml kept
+    python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "inventories/lab/artifacts/hw/$1.json" "$2"
+}
+
+rail_options() {  # option [prefix]: "--OPTION [PREFIX]rail0 ..." for each rail of the first worker's facts
+    local i
+    for ((i = 0; i < $(hw_facts "$(workers | head -n 1)" rail_count); i++)); do
+        printf -- '--%s %srail%d ' "$1" "${2:-}" "$i"
+    done
+}
+
+start_device_plugins() {  # name: the GPUs and a device per rail its facts name, unless already served
     local name=$1 dir=$state/$1
     if [[ -f $dir/device-plugins.pid ]] && kill -0 "$(cat "$dir/device-plugins.pid")" 2>/dev/null; then
         return
     fi
+    # shellcheck disable=SC2046 # one word per option and rail
     setsid railforge lab device-plugins --plugin-dir "$dir/device-plugins" --state-dir "$dir/devices" \
-        --gpus 2 --rail rail0 </dev/null >"$dir/device-plugins.log" 2>&1 &
+        --gpus "$(hw_facts "$name" gpu_count)" $(rail_options rail) </dev/null >"$dir/device-plugins.log" 2>&1 &
     echo $! >"$dir/device-plugins.pid"
     # registered once the node advertises them (the log tells why not)
     local waited=0
@@ -75,6 +91,8 @@ stop_device_plugins() {  # name
 start_node() {  # name address: systemd as PID 1 in a privileged node with its own cgroup namespace
     local name=$1 address=$2
     podman volume exists "$name-containerd" || podman volume create "$name-containerd" >/dev/null
+    local hardware=()  # a worker's simulated DGX H100
+    [[ -d $state/$name/hw ]] && hardware=(-v "$state/$name/hw:/srv/fake-hw:ro")
     # --systemd=false with systemd's mounts spelled out: Podman's systemd mode together with a private cgroup
     # namespace puts the node's systemd at the host's cgroup root on cgroup v1 hosts (research/nested-containerd).
     podman run -d --name "$name" --hostname "$name" --network "$network" --ip "$address" \
@@ -82,7 +100,7 @@ start_node() {  # name address: systemd as PID 1 in a privileged node with its o
         --tmpfs /tmp --tmpfs /run --tmpfs /run/lock -e container=podman \
         -v "$name-containerd:/var/lib/containerd" \
         -v "$apt_repo:/srv/railforge-apt:ro" -v "$images:/srv/railforge-images:ro" \
-        -v "$job_images:/srv/railforge-job-images:ro" \
+        -v "$job_images:/srv/railforge-job-images:ro" -v "$state/vendor:/srv/railforge-vendor:ro" "${hardware[@]}" \
         -v "$state/$name/device-plugins:/var/lib/kubelet/device-plugins" -v "$state/$name/devices:$state/$name/devices" \
         "$image" /bin/sh -c 'rm -f /etc/machine-id /var/lib/dbus/machine-id && systemd-machine-id-setup >/dev/null &&
             mount --make-rshared / && exec /lib/systemd/systemd' >/dev/null
@@ -126,6 +144,35 @@ node_mounts() {  # what start_node mounts: the local apt repository and the clus
     images=$(python3 -c 'from railforge.testbed.images import cluster_images; print(cluster_images())')
 }
 
+# The stand-in vendor repository (tests/standins: CUDA's driver, fabric manager, toolkits and DCGM, the container
+# toolkit, DOCA-OFED and GDRCopy), signed by a throw-away key of the lab's, laid out under the paths the roles' URL
+# variables name in inventories/lab/hosts.yml: CUDA's <distribution>/<arch>/ with its key file name, DOCA's
+# <release>/<distribution><point release>/<arch>/ (vendor_doca_layout, once a node tells its point release). Built
+# once per lab (`down` removes it).
+vendor_repo() {
+    local vendor=$state/vendor
+    [[ -f $vendor/repo/InRelease ]] && return
+    mkdir -p "$vendor/cuda/debian12"
+    python3 tests/standins/build_repo.py --sign-with "$state/vendor-gnupg" "$vendor/repo" tests/standins/cuda.yml \
+        tests/standins/doca.yml
+    ln -sfn ../../repo "$vendor/cuda/debian12/x86_64"
+    ln -sfn key.asc "$vendor/repo/3bf863cc.pub"
+    for path in libnvidia-container gdrcopy; do ln -sfn repo "$vendor/$path"; done
+}
+
+vendor_doca_layout() {  # the DOCA release the inventory pins, for the node image's Debian point release
+    local release point
+    release=$(ansible-inventory -i "$inventory" --host "$(workers | head -n 1)" |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["doca_ofed_version"])')
+    point=$(podman exec lab-cp-01 cat /etc/debian_version)
+    mkdir -p "$state/vendor/doca/$release/debian$point"
+    ln -sfn ../../../repo "$state/vendor/doca/$release/debian$point/x86_64"
+}
+
+worker_hardware() {  # name: its simulated DGX H100 (kept while the lab lives: the node mounts it)
+    [[ -d $state/$1/hw ]] || railforge lab hardware "$state/$1/hw" >"$state/$1/netdevs"
+}
+
 # `up` ends with the time of each step (site.yml's own stages are in its summary: "stage times").
 step_times=()
 step_started=$SECONDS
@@ -141,6 +188,7 @@ up)
     railforge testbed build
     node_mounts
     mkdir -p "$state" "$job_images"
+    vendor_repo
     # The images the cluster stages need besides kubeadm's: the scheduler and the MPIJob's OpenMPI image.
     RAILFORGE_SCHEDULER_ARCHIVE="$job_images/railforge-scheduler.tar" deploy/scheduler/build.sh >/dev/null
     RAILFORGE_IMAGE_ARCHIVE="$job_images/railforge-openmpi.tar" deploy/openmpi/build.sh >/dev/null
@@ -155,6 +203,7 @@ up)
 import json, pathlib, sys, yaml
 from railforge.testbed.build import component
 repo, images, job_images, state = map(pathlib.Path, sys.argv[1:])
+vendor = (state / "vendor-gnupg/fingerprint.txt").read_text().strip()
 archives = [f"/srv/railforge-images/{name}" for name in sorted(json.loads((images / "manifest.json").read_text()).values())]
 archives += [f"/srv/railforge-job-images/{path.name}" for path in sorted(job_images.glob("*.tar"))]
 operator = component("mpi-operator").out_dir  # the CRDs of the pinned releases, from their Go modules
@@ -164,6 +213,8 @@ nad_crd = state / "nad-crd.yml"  # the first document of Multus's manifest
 nad_crd.write_text(yaml.safe_dump(next(d for d in multus if d and d["kind"] == "CustomResourceDefinition")))
 print(json.dumps({
     "kubernetes_apt_repo_key_fingerprint": (repo / "fingerprint.txt").read_text().strip(),
+    **dict.fromkeys(("nvidia_driver_repo_key_fingerprint", "nvidia_container_toolkit_repo_key_fingerprint",
+                     "doca_ofed_repo_key_fingerprint", "gpudirect_gdrcopy_repo_key_fingerprint"), vendor),
     "kubernetes_image_archives": archives,
     "mpi_operator_crd_url": f"file://{operator}/kubeflow.org_mpijobs.yaml",
     "railforge_scheduler_podgroup_crd_url": f"file://{operator}/scheduling.x-k8s.io_podgroups.yaml",
@@ -176,6 +227,7 @@ PY
         network=railforge-lab-$(date +%s)
         podman network create --label "$network_label" --subnet "$subnet" "$network" >/dev/null
     fi
+    while read -r name; do mkdir -p "$state/$name" && worker_hardware "$name"; done < <(workers)
     while read -r name address; do
         mkdir -p "$state/$name/device-plugins" "$state/$name/devices"  # its bind mounts (/run is a tmpfs)
         if podman container exists "$name"; then
@@ -186,17 +238,26 @@ PY
         echo "lab: node $name at $address"
     done < <(nodes)
     add_api_address
-    # A worker's rail: one end of a veth pair (this kernel has no dummy netdev), up, for macvlan to build on.
+    vendor_doca_layout
+    # A worker's netdevs, named as its tree names them: one end of a veth pair each (this kernel has no dummy
+    # netdev), up, for macvlan to build a rail's pod interfaces on.
     while read -r name; do
-        podman exec "$name" sh -c 'ip link show rail0 >/dev/null 2>&1 || ip link add rail0 type veth peer name rail0-peer
-            ip link set rail0-peer up && ip link set rail0 up'
+        # shellcheck disable=SC2046 # one argument per netdev
+        podman exec "$name" sh -c 'i=0; for netdev in "$@"; do i=$((i + 1))
+            ip link show "$netdev" >/dev/null 2>&1 || ip link add "$netdev" type veth peer name "hwpeer$i"
+            ip link set "hwpeer$i" up && ip link set "$netdev" up; done' sh $(cat "$state/$name/netdevs")
     done < <(workers)
     step_done "node containers"
     ansible-playbook -i "$inventory" -e "@$state/vars.yml" playbooks/site.yml
     step_done "site.yml"
     while read -r name; do start_device_plugins "$name"; done < <(workers)
     step_done "device plugins"
-    railforge lab job --kubeconfig inventories/lab/artifacts/admin.conf --rail rail0 --network railforge-network/rail0
+    # The workers' node class (one: they are alike) and its NCCL settings, which rail_networks applied.
+    nccl=$(podman exec lab-cp-01 kubectl --kubeconfig /etc/kubernetes/admin.conf get configmap -n railforge-network \
+        -l railforge.io/nccl-class -o jsonpath='{.items[*].metadata.name}')
+    # shellcheck disable=SC2046 # one word per option and rail
+    railforge lab job --kubeconfig inventories/lab/artifacts/admin.conf --gpus "$(hw_facts "$(workers | head -n 1)" gpu_count)" \
+        $(rail_options rail) $(rail_options network railforge-network/) --nccl-config "railforge-network/$nccl"
     step_done "MPIJob"
     printf 'lab: %s\n' "${step_times[@]}"
     echo "lab: done in $((SECONDS - started)) s. The cluster, with a kubectl of its own version:"

@@ -135,6 +135,14 @@ def k8s_name(text: str) -> str:
     return text
 
 
+def namespaced_name(text: str) -> str:
+    """NAMESPACE/NAME of a namespaced object, both Kubernetes names."""
+    namespace, _, name = text.partition("/")
+    if not (_K8S_NAME.fullmatch(namespace) and _K8S_NAME.fullmatch(name)):
+        raise argparse.ArgumentTypeError(f"expected NAMESPACE/NAME, both Kubernetes names, got {text!r}")
+    return text
+
+
 def quantity(text: str) -> str:
     """A positive Kubernetes quantity, e.g. 1100m or 2."""
     from railforge.k8s.quantity import parse_quantity

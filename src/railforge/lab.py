@@ -14,6 +14,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -25,6 +26,7 @@ from railforge.cliargs import (
     directory,
     k8s_name,
     kube_client,
+    namespaced_name,
     non_negative_int,
     output_directory,
     path_component,
@@ -51,11 +53,15 @@ DEVICES_LINE = re.compile(r"^devices (.*)$", re.M)
 JOB_ROLE = "training.kubeflow.org/job-role"
 JOB_NAME = "training.kubeflow.org/job-name"
 NETWORK_STATUS = "k8s.v1.cni.cncf.io/network-status"  # Multus's record of a pod's interfaces
-RAIL_INTERFACE = "net1"  # the first interface Multus adds
+RAIL_INTERFACE = re.compile(r"^net\d+$")  # the interfaces Multus adds: net1, net2, ...
 # The devices of a lab worker: (resource, count, the variable Allocate sets). The stand-in plays NVIDIA's device
-# plugin (nvidia.com/gpu, NVIDIA_VISIBLE_DEVICES) and the RDMA shared device plugin (rdma/<rail>).
+# plugin (nvidia.com/gpu, NVIDIA_VISIBLE_DEVICES) and the RDMA shared device plugin (rdma/<rail>, rdma_env(rail)).
 GPU = ("nvidia.com/gpu", "NVIDIA_VISIBLE_DEVICES")
-RDMA_ENV = "RAILFORGE_RDMA_DEVICES"
+
+
+def rdma_env(rail: str) -> str:
+    """The variable the stand-in's Allocate sets to a container's rdma/<rail> devices: RAILFORGE_RDMA_<RAIL>."""
+    return "RAILFORGE_RDMA_" + re.sub(r"\W", "_", rail.upper())
 
 
 @dataclass(frozen=True)
@@ -82,12 +88,15 @@ def render_job(
     namespace: str,
     workers: int,
     worker_cpu: str,
-    rail: str | None = None,
-    network: str | None = None,
+    gpus: int = 1,
+    rails: Sequence[str] = (),
+    networks: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
     image: str | None = None,
 ) -> dict:
-    """Every worker requests one GPU; rail: also one rdma/<rail> device; network: the NetworkAttachmentDefinition
-    ("namespace/name") each worker attaches."""
+    """Every worker requests ``gpus`` GPUs and one rdma/<rail> device of each of ``rails``, attaches each of
+    ``networks`` (NetworkAttachmentDefinitions, "namespace/name"), has ``env`` and prints first what its devices and
+    ``env`` are."""
     import jinja2  # the operator's tools only: not in the scheduler's image
 
     pins = yaml.safe_load(VERSIONS_FILE.read_text())
@@ -99,10 +108,11 @@ def render_job(
         workers=workers,
         slots_per_worker=1,
         worker_cpu=worker_cpu,
-        gpus_per_worker=1,
-        worker_resources={f"rdma/{rail}": 1} if rail else {},
-        worker_networks=[network] if network else [],
-        device_env=[GPU[1], RDMA_ENV],
+        gpus_per_worker=gpus,
+        worker_resources={f"rdma/{rail}": 1 for rail in rails},
+        worker_networks=list(networks),
+        worker_env=dict(env or {}),
+        device_env=[GPU[1], *map(rdma_env, rails), *sorted(env or {})],
     )
     return yaml.safe_load(text)
 
@@ -114,19 +124,20 @@ class JobPod:
     node: str
     scheduler: str
     devices: str = ""  # the worker's DEVICES_LINE, once read
-    rail_address: str = ""  # its address on RAIL_INTERFACE
+    rail_addresses: tuple[str, ...] = ()  # its first address on each RAIL_INTERFACE, in order
 
 
-def rail_address(annotations: dict[str, str] | None) -> str:
-    """The pod's first address on RAIL_INTERFACE from Multus's network-status annotation; "" when none."""
+def rail_addresses(annotations: dict[str, str] | None) -> tuple[str, ...]:
+    """The pod's first address on each interface Multus added (net1, net2, ...), from its network-status
+    annotation."""
     status = json.loads((annotations or {}).get(NETWORK_STATUS, "[]"))
-    return next(
-        (entry["ips"][0] for entry in status if entry.get("interface") == RAIL_INTERFACE and entry.get("ips")), ""
+    return tuple(
+        entry["ips"][0] for entry in status if RAIL_INTERFACE.match(entry.get("interface", "")) and entry.get("ips")
     )
 
 
 def node_table(pods: list[JobPod], ranks: list[Rank]) -> list[tuple[str, ...]]:
-    """(node, pods with their roles, ranks, devices, rail address, verdict) per node that ran a pod of the job."""
+    """(node, pods with their roles, ranks, devices, rail addresses, verdict) per node that ran a pod of the job."""
     by_node: dict[str, list[JobPod]] = {}
     for pod in pods:
         by_node.setdefault(pod.node or "(unbound)", []).append(pod)
@@ -136,7 +147,7 @@ def node_table(pods: list[JobPod], ranks: list[Rank]) -> list[tuple[str, ...]]:
         roles = ", ".join(f"{pod.name} ({pod.role})" for pod in sorted(members, key=lambda pod: pod.name))
         verdict = "ok" if mine and all(rank.ok for rank in mine) else ("FAIL" if mine else "-")
         devices = " ".join(pod.devices for pod in members if pod.devices) or "-"
-        addresses = " ".join(pod.rail_address for pod in members if pod.rail_address) or "-"
+        addresses = " ".join(",".join(pod.rail_addresses) for pod in members if pod.rail_addresses) or "-"
         rows.append((node, roles, " ".join(str(rank.rank) for rank in mine) or "-", devices, addresses, verdict))
     return rows
 
@@ -173,10 +184,15 @@ def run_job(
     name: str,
     workers: int,
     worker_cpu: str,
-    rail: str | None,
-    network: str | None,
+    gpus: int,
+    rails: Sequence[str],
+    networks: Sequence[str],
+    nccl_config: str | None,
     timeout: float,
 ) -> int:
+    """Submit the job (each worker: ``gpus`` GPUs, a device of each rail, an interface on each network, the data of
+    the ConfigMap ``nccl_config`` ("namespace/name": the node class's NCCL settings) in its environment), follow it to
+    its end and print where it ran; 0 when it proved the chain."""
     from kubernetes import client
     from kubernetes.client.rest import ApiException
 
@@ -195,8 +211,12 @@ def run_job(
     except ApiException as error:
         if error.status != 404:
             raise
+    env = {}
+    if nccl_config:
+        config_namespace, config_name = nccl_config.split("/", 1)
+        env = core.read_namespaced_config_map(config_name, config_namespace).data or {}
     submitted = time.monotonic()
-    job = render_job(name, namespace, workers, worker_cpu, rail, network)
+    job = render_job(name, namespace, workers, worker_cpu, gpus, rails, networks, env)
     custom.create_namespaced_custom_object(group, version, namespace, plural, job)
     print(f"lab: MPIJob {namespace}/{name} submitted: {workers} workers, gang-scheduled by railforge", flush=True)
     state: str | None = None
@@ -213,7 +233,7 @@ def run_job(
                 found = DEVICES_LINE.search(core.read_namespaced_pod_log(meta.name, namespace))
                 devices = found.group(1) if found else ""
             seen[meta.name] = JobPod(
-                meta.name, role, spec.node_name, spec.scheduler_name or "", devices, rail_address(meta.annotations)
+                meta.name, role, spec.node_name, spec.scheduler_name or "", devices, rail_addresses(meta.annotations)
             )
         # a custom object comes back as its decoded JSON
         job_object = cast(dict, custom.get_namespaced_custom_object(group, version, namespace, plural, name))
@@ -229,7 +249,7 @@ def run_job(
     log = core.read_namespaced_pod_log(launcher[0].name, namespace) if launcher else ""
     ranks, summary = parse_ranks(log)
     print(f"lab: MPIJob {state or 'did not end'} after {elapsed:.1f} s; launcher log:\n{log.rstrip()}")
-    rows = [("node", "pods (role)", "ranks", "devices", "rail address", "result"), *node_table(pods, ranks)]
+    rows = [("node", "pods (role)", "ranks", "devices", "rail addresses", "result"), *node_table(pods, ranks)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
@@ -246,13 +266,15 @@ def run_job(
         and len(worker_nodes) == workers
         and schedulers == {"railforge"}
         and all(pod.devices for pod in worker_pods)
-        and (not network or len({pod.rail_address for pod in worker_pods if pod.rail_address}) == workers)
+        and all(len(set(pod.rail_addresses)) == len(networks) for pod in worker_pods)
+        and len({address for pod in worker_pods for address in pod.rail_addresses}) == workers * len(networks)
+        and all(f"{key}={value}" in pod.devices.split() for pod in worker_pods for key, value in env.items())
     )
     if not good:
         print(
             f"lab: the job did not prove the chain: state {state}, {len(ranks)} of {workers} ranks, workers on "
             f"{len(worker_nodes)} nodes, schedulers {sorted(schedulers)}, summary {summary}, workers' devices and rail "
-            f"addresses {[(pod.devices, pod.rail_address) for pod in worker_pods]}",
+            f"addresses {[(pod.devices, pod.rail_addresses) for pod in worker_pods]}",
             file=sys.stderr,
         )
         nodes, every_pod = core.list_node().items, core.list_pod_for_all_namespaces().items
@@ -271,8 +293,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     job.add_argument("--workers", type=positive_int, default=2)
     # Small enough that two workers fit one lab node: only the template's pod anti-affinity keeps them apart.
     job.add_argument("--worker-cpu", type=quantity, default="300m")
-    job.add_argument("--rail", type=path_component, help="each worker also requests one rdma/RAIL device")
-    job.add_argument("--network", help="the NetworkAttachmentDefinition (namespace/name) each worker attaches")
+    job.add_argument("--gpus", type=non_negative_int, default=1, help="nvidia.com/gpu each worker requests")
+    job.add_argument(
+        "--rail", type=path_component, action="append", default=[], help="each worker requests one rdma/RAIL device"
+    )
+    job.add_argument(
+        "--network",
+        type=namespaced_name,
+        action="append",
+        default=[],
+        help="a NetworkAttachmentDefinition (namespace/name) each worker attaches (repeatable)",
+    )
+    job.add_argument(
+        "--nccl-config", type=namespaced_name, help="the ConfigMap (namespace/name) of NCCL settings the workers get"
+    )
     job.add_argument("--timeout", type=positive_float, default=300)
     job.set_defaults(
         func=lambda args: run_job(
@@ -281,8 +315,10 @@ def register(sub: argparse._SubParsersAction) -> None:
             args.name,
             args.workers,
             args.worker_cpu,
+            args.gpus,
             args.rail,
             args.network,
+            args.nccl_config,
             args.timeout,
         )
     )
@@ -344,7 +380,9 @@ def serve_device_plugins(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    resources = [(GPU[0], args.gpus, GPU[1])] + [(f"rdma/{rail}", args.rdma_slots, RDMA_ENV) for rail in args.rail]
+    resources = [(GPU[0], args.gpus, GPU[1])] + [
+        (f"rdma/{rail}", args.rdma_slots, rdma_env(rail)) for rail in args.rail
+    ]
     plugins = []
     try:
         for resource, count, env in resources:

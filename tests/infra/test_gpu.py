@@ -164,7 +164,11 @@ def test_containerd_has_nvidia_runtime_and_keeps_user_config(host, hostvars):
         pytest.skip("nvidia_container_toolkit not applied to this host")
     config = tomllib.loads(host.file("/etc/containerd/config.toml").content_string)
     assert "/etc/containerd/conf.d/*.toml" in config["imports"]
-    runtime = tomllib.loads(dropin.content_string)["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]
+    settings = tomllib.loads(dropin.content_string)
+    # the CRI plugin's name in each config version: 2 (containerd 1.x and 2.x), 3 (containerd 2.x)
+    cri = {2: "io.containerd.grpc.v1.cri", 3: "io.containerd.cri.v1.runtime"}[settings["version"]]
+    assert settings["version"] == config["version"], "the drop-in's version differs from config.toml's"
+    runtime = settings["plugins"][cri]["containerd"]
     assert runtime["runtimes"]["nvidia"]["options"]["BinaryName"] == "/usr/bin/nvidia-container-runtime"
     assert (runtime.get("default_runtime_name") == "nvidia") == hostvars["nvidia_container_toolkit_default_runtime"]
     for backup in host.run("ls /etc/containerd/config.toml.*~ 2>/dev/null").stdout.split():

@@ -1,8 +1,11 @@
 """The lab (`make lab`) end to end, as CI runs it: three Podman node containers made into a Kubernetes cluster by
-playbooks/site.yml (kubeadm from the local signed apt repository, every image preloaded: nothing pulled), the
-scheduler and the MPI operator deployed by their roles, Multus and whereabouts by the network stage, fake GPUs and
-RDMA devices served to the workers' kubelets by the device-plugin stand-in, and an MPIJob gang-scheduled by railforge
-whose two workers run on two nodes, each with the devices it requested and an address on the rail network;
+playbooks/site.yml (kubeadm from the local signed apt repository, every image preloaded: nothing pulled), the two
+workers DGX H100-shaped (a simulated tree each) with every hardware role of the node stage installed from the signed
+stand-in vendor repository, their hardware facts gathered by the facts play and turned into 8 rail networks, node
+labels and the node class's NCCL settings, the scheduler and the MPI operator deployed by their roles, Multus and
+whereabouts by the network stage, the GPUs and RDMA devices the facts found served to the workers' kubelets by the
+device-plugin stand-in, and an MPIJob gang-scheduled by railforge whose two workers run on two nodes of one leaf,
+each with 8 GPUs, a device of every rail, an address on every rail network and the class's NCCL settings;
 validate.yml runs its node checks and its benchmark's CPU fallback (the allreduce and ResNet-50 training across the
 two workers), quarantines a node that fails a check and releases it; then a second run and a check run change
 nothing; flannel routes every node's pod range to the others; two more control
@@ -30,7 +33,9 @@ INVENTORY = "inventories/lab/hosts.yml"
 NODES = ("lab-cp-01", "lab-node-01", "lab-node-02")
 WORKERS = ("lab-node-01", "lab-node-02")
 LAB_CIDR = ipaddress.ip_network("10.89.50.0/24")  # the nodes' network, lab.sh's subnet
-RAIL_CIDR = ipaddress.ip_network("10.89.51.0/24")  # rail_networks_cidrs of inventories/lab
+# rail_networks_cidrs of inventories/lab (the example's)
+RAIL_CIDRS = [ipaddress.ip_network(f"10.{200 + rail}.0.0/24") for rail in range(8)]
+GPUS = 8  # a DGX H100's, on each worker
 STATE = Path("/run/railforge-lab")
 SYSCTLS = (
     "vm.overcommit_memory",
@@ -114,11 +119,15 @@ def test_cluster_is_made_by_kubeadm_from_local_packages_and_preloaded_images(lab
         assert ready["status"] == "True", node["metadata"]["name"]
         assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.36.5"
         assert node["status"]["nodeInfo"]["containerRuntimeVersion"] == "containerd://2.3.7"
-    for name in NODES:  # the only apt sources are the local repository, and the packages are held
+    kubernetes = {"containerd.io", "cri-tools", "kubeadm", "kubectl", "kubelet", "kubernetes-cni"}
+    for name in NODES:  # Kubernetes comes from the local repository, and its packages are held
         sources = run("podman", "exec", name, "sh", "-c", "cat /etc/apt/sources.list.d/kubernetes.list").stdout
         assert "file:/srv/railforge-apt/" in sources and "signed-by=" in sources
-        held = run("podman", "exec", name, "apt-mark", "showhold").stdout.split()
-        assert sorted(held) == ["containerd.io", "cri-tools", "kubeadm", "kubectl", "kubelet", "kubernetes-cni"]
+        held = set(run("podman", "exec", name, "apt-mark", "showhold").stdout.split())
+        # the workers' NVIDIA stack too, from the stand-in vendor repository
+        assert (
+            held == kubernetes if name not in WORKERS else {"nvidia-open", "nvidia-fabricmanager"} | kubernetes <= held
+        )
     pulls = kubectl("get", "events", "-A", "--field-selector", "reason=Pulling", "-o", "name")
     assert pulls.strip() == "", f"images were pulled, not preloaded: {pulls}"
     system = json.loads(kubectl("get", "pods", "-n", "kube-system", "-o", "json"))["items"]
@@ -127,7 +136,9 @@ def test_cluster_is_made_by_kubeadm_from_local_packages_and_preloaded_images(lab
     daemonsets = {
         ds["metadata"]["name"] for ds in json.loads(kubectl("get", "ds", "-n", "kube-system", "-o", "json"))["items"]
     }
-    assert {"multus", "whereabouts"} <= daemonsets and "rdma-shared-device-plugin" not in daemonsets, daemonsets
+    assert {"multus", "whereabouts"} <= daemonsets, daemonsets
+    # the vendors' device plugins and exporter need real devices: the stand-in serves the devices instead
+    assert not {"rdma-shared-device-plugin", "nvidia-device-plugin", "dcgm-exporter"} & daemonsets, daemonsets
 
 
 def test_up_says_what_each_stage_took_and_which_kubectl_to_use(lab):
@@ -188,12 +199,39 @@ def test_flannel_routes_every_other_nodes_pod_range_over_vxlan(lab):
         assert bridge["mtu"] == eth0 - 50  # room for the VXLAN encapsulation
 
 
-def test_workers_advertise_the_stand_in_devices(lab):
+def test_the_workers_hardware_facts_become_networks_labels_nccl_settings_and_devices(lab):
+    """Read by the facts play from each worker's simulated DGX H100 and kept, never written in the inventory: 8 GPUs
+    and 8 InfiniBand rails in GPU order; the network stage's 8 rail networks over the facts' netdevs with the
+    example's ranges, the nodes' labels (GPU product, rails, NVLink, leaf and spine from railforge_topology) and the
+    class's NCCL ConfigMap; the device-plugin stand-in advertises what the facts found."""
+    inventory = yaml.safe_load((ROOT / INVENTORY).read_text())
+    assert "railforge_hw" not in json.dumps(inventory), "hardware facts written by hand"
     nodes = {node["metadata"]["name"]: node for node in json.loads(kubectl("get", "nodes", "-o", "json"))["items"]}
     for name in WORKERS:
+        facts = json.loads((ROOT / f"inventories/lab/artifacts/hw/{name}.json").read_text())
+        assert (facts["gpu_count"], facts["rail_count"], facts["nvlink"]["nvswitch_count"]) == (GPUS, 8, 4), name
+        assert [rail["hca"] for rail in facts["rails"]] == [
+            "mlx5_0", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_8", "mlx5_9", "mlx5_10"
+        ]  # fmt: skip
         allocatable = nodes[name]["status"]["allocatable"]
-        assert (allocatable.get("nvidia.com/gpu"), allocatable.get("rdma/rail0")) == ("2", "4"), name
+        assert allocatable.get("nvidia.com/gpu") == str(GPUS), name
+        assert [allocatable.get(f"rdma/rail{rail}") for rail in range(8)] == ["4"] * 8, name
+        labels = nodes[name]["metadata"]["labels"]
+        print(name, {key: value for key, value in labels.items() if "railforge" in key or "nvidia" in key})
+        assert labels["railforge.io/leaf"] == "leaf-01" and labels["railforge.io/spine"] == "spine-a", labels
+        assert labels["railforge.io/nccl-class"], labels
     assert "nvidia.com/gpu" not in nodes["lab-cp-01"]["status"]["allocatable"]
+    networks = json.loads(kubectl("get", "network-attachment-definitions", "-n", "railforge-network", "-o", "json"))
+    configs = {nad["metadata"]["name"]: json.loads(nad["spec"]["config"]) for nad in networks["items"]}
+    assert sorted(configs) == sorted(f"rail{rail}" for rail in range(8)), sorted(configs)
+    facts = json.loads((ROOT / f"inventories/lab/artifacts/hw/{WORKERS[0]}.json").read_text())
+    for rail in range(8):
+        config = configs[f"rail{rail}"]
+        assert (config["type"], config["master"]) == ("macvlan", facts["rails"][rail]["netdev"]), config
+        assert config["ipam"]["range"] == str(RAIL_CIDRS[rail]), config
+    (nccl,) = json.loads(kubectl("get", "configmaps", "-n", "railforge-network", "-l", "railforge.io/nccl-class",
+                                 "-o", "json"))["items"]  # fmt: skip
+    assert nccl["data"]["NCCL_IB_HCA"].count("mlx5_") == 8, nccl["data"]
     for name in WORKERS:  # served from the host: one process per worker, under its pidfile
         pid = (STATE / name / "device-plugins.pid").read_text().strip()
         assert "lab device-plugins" in Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
@@ -206,11 +244,15 @@ def test_mpijob_is_gang_scheduled_across_two_nodes(lab):
     table = dict(re.findall(r"^(lab-node-0[12])\s+(.*)$", out, re.M))
     assert sorted(table) == list(WORKERS), out[-3000:]
     assert all(row.rstrip().endswith("ok") for row in table.values())
-    for row in table.values():  # what Allocate gave each worker: one GPU and one rdma/rail0 device
-        assert re.search(r"\bNVIDIA_VISIBLE_DEVICES=gpu-[01] RAILFORGE_RDMA_DEVICES=rail0-[0-3]\b", row), row
-    # each worker's address on the rail (net1, by Multus and whereabouts): two of the rail's range
-    addresses = {ipaddress.ip_address(re.search(r"\s(\d+\.\d+\.\d+\.\d+)\s", row)[1]) for row in table.values()}
-    assert len(addresses) == 2 and all(address in RAIL_CIDR for address in addresses), table
+    for row in table.values():  # what Allocate gave each worker: every GPU and a device of each rail
+        assert re.search(r"\bNVIDIA_VISIBLE_DEVICES=(gpu-[0-7],){7}gpu-[0-7]\b", row), row
+        assert len(re.findall(r"\bRAILFORGE_RDMA_RAIL[0-7]=rail[0-7]-[0-3]\b", row)) == 8, row
+        assert re.search(r"\bNCCL_IB_HCA=\S*mlx5_0", row), row  # the node class's NCCL settings
+    # each worker's address on every rail (net1 ... net8, by Multus and whereabouts), in the rail's range
+    for row in table.values():
+        (listed,) = re.findall(r"\s(\d+\.\d+\.\d+\.\d+(?:,\d+\.\d+\.\d+\.\d+)*)\s", row)
+        addresses = [ipaddress.ip_address(address) for address in listed.split(",")]
+        assert [address in cidr for address, cidr in zip(addresses, RAIL_CIDRS, strict=True)] == [True] * 8, row
     assert "lab: bound by railforge; 2 worker nodes" in out
 
 
@@ -288,7 +330,7 @@ def allocatable_millicores(node: str) -> int:
 
 def test_validate_benchmarks_and_trains_resnet50_across_the_two_workers(lab, tmp_path):
     """validate.yml as `make lab-validate` runs it, the ResNet-50 image imported first: the node checks, then its
-    benchmark in mode cpu (the lab has no gpu_nodes: said in one line), the allreduce and the ResNet-50 job, each
+    benchmark in mode cpu (its stand-in GPUs run no CUDA), the allreduce and the ResNet-50 job, each
     gang-scheduled by railforge over the two workers, DDP's gradients all-reduced between them over flannel, and the
     per-node table. The ResNet-50 image (1.6 GB) is imported into the workers only, not preloaded on every node as
     the cluster's images are (without it the job is left out in one line)."""
@@ -315,6 +357,7 @@ def test_validate_benchmarks_and_trains_resnet50_across_the_two_workers(lab, tmp
         # two nodes by the template's pod anti-affinity)
         "railforge_benchmark_worker_cpu": f"{int(allocatable_millicores(WORKERS[0]) * 0.6)}m",
         "railforge_benchmark_timeout": 600,
+        "railforge_benchmark_mode": "cpu",
         "railforge_benchmark_results": str(tmp_path / "results"),
         "railforge_benchmark_reports": str(tmp_path / "reports"),
     }
@@ -322,7 +365,6 @@ def test_validate_benchmarks_and_trains_resnet50_across_the_two_workers(lab, tmp
     logs = "".join(f"\n--- {log.name}\n{log.read_text()[-2000:]}" for log in (tmp_path / "results").rglob("*.log"))
     assert result.returncode == 0, f"{result.stdout[-6000:]}{result.stderr[-2000:]}\nlaunchers' logs:{logs}"
     output = " ".join(result.stdout.split())
-    assert "no host in gpu_nodes: the benchmark runs in mode cpu" in output, output
     assert "the ResNet-50 job is left out" not in output, output
     table = output[output.rfind("TASK [Show the per-node result]") :]
     print(table)
@@ -367,7 +409,7 @@ def held_pod(name: str, gpus: int) -> str:
 
 def test_a_node_that_fails_validation_is_quarantined_and_released(lab):
     """The health loop (issue 38) in the lab: a node check fails on lab-node-02 (its persisted sysctls moved aside),
-    and validate.yml quarantines it; a pod of 2 GPUs lands on lab-node-01, a second waits saying lab-node-02 is
+    and validate.yml quarantines it; a pod of all 8 GPUs lands on lab-node-01, a second waits saying lab-node-02 is
     quarantined, in `railforge queue` and on the dashboard; `railforge node release` gives the node back and the
     second starts there."""
     persisted = "/etc/sysctl.d/90-railforge-kubernetes.conf"
@@ -388,7 +430,7 @@ def test_a_node_that_fails_validation_is_quarantined_and_released(lab):
         ], taints
         for name in ("health-first", "health-second"):
             run("podman", "exec", "-i", "lab-cp-01", "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf",
-                "apply", "-f", "-", input_text=held_pod(name, 2))  # fmt: skip
+                "apply", "-f", "-", input_text=held_pod(name, GPUS))  # fmt: skip
         on_node = polled(
             lambda: kubectl("get", "pod", "health-first", "-n", "railforge-lab", "-o", "jsonpath={.spec.nodeName}"),
             bool,

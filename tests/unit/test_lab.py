@@ -8,24 +8,33 @@ from pathlib import Path
 from kubernetes import client
 
 from railforge.cli import main
-from railforge.lab import JobPod, Rank, diagnosis, node_table, rail_address, render_job
+from railforge.lab import JobPod, Rank, diagnosis, node_table, rail_addresses, render_job
 
 
-def test_the_rail_address_is_the_first_address_of_net1():
+def test_the_rail_addresses_are_the_first_address_of_each_interface_multus_added():
     status = [
         {"name": "cbr0", "interface": "eth0", "ips": ["10.244.1.7"], "default": True},
-        {"name": "railforge-network/rail0", "interface": "net1", "ips": ["10.89.51.3", "fd00::3"]},
+        {"name": "railforge-network/rail0", "interface": "net1", "ips": ["10.200.0.3", "fd00::3"]},
+        {"name": "railforge-network/rail1", "interface": "net2", "ips": ["10.201.0.3"]},
     ]
-    assert rail_address({"k8s.v1.cni.cncf.io/network-status": json.dumps(status)}) == "10.89.51.3"
-    assert rail_address({"k8s.v1.cni.cncf.io/network-status": json.dumps(status[:1])}) == ""
-    assert rail_address(None) == ""
+    annotations = {"k8s.v1.cni.cncf.io/network-status": json.dumps(status)}
+    assert rail_addresses(annotations) == ("10.200.0.3", "10.201.0.3")
+    assert rail_addresses({"k8s.v1.cni.cncf.io/network-status": json.dumps(status[:1])}) == ()
+    assert rail_addresses(None) == ()
 
 
-def test_the_table_shows_each_nodes_pods_ranks_devices_and_rail_address():
+def test_the_table_shows_each_nodes_pods_ranks_devices_and_rail_addresses():
     pods = [
         JobPod("job-launcher", "launcher", "node-a", "railforge"),
-        JobPod("job-worker-0", "worker", "node-a", "railforge", "NVIDIA_VISIBLE_DEVICES=gpu-1", "10.89.51.2"),
-        JobPod("job-worker-1", "worker", "node-b", "railforge", "NVIDIA_VISIBLE_DEVICES=gpu-0", "10.89.51.3"),
+        JobPod("job-worker-0", "worker", "node-a", "railforge", "NVIDIA_VISIBLE_DEVICES=gpu-1", ("10.200.0.2",)),
+        JobPod(
+            "job-worker-1",
+            "worker",
+            "node-b",
+            "railforge",
+            "NVIDIA_VISIBLE_DEVICES=gpu-0",
+            ("10.200.0.3", "10.201.0.3"),
+        ),
     ]
     ranks = [Rank(0, "job-worker-0", 1024, True, 0.1), Rank(1, "job-worker-1", 1024, False, 0.1)]
     assert node_table(pods, ranks) == [
@@ -34,21 +43,38 @@ def test_the_table_shows_each_nodes_pods_ranks_devices_and_rail_address():
             "job-launcher (launcher), job-worker-0 (worker)",
             "0",
             "NVIDIA_VISIBLE_DEVICES=gpu-1",
-            "10.89.51.2",
+            "10.200.0.2",
             "ok",
         ),
-        ("node-b", "job-worker-1 (worker)", "1", "NVIDIA_VISIBLE_DEVICES=gpu-0", "10.89.51.3", "FAIL"),
+        ("node-b", "job-worker-1 (worker)", "1", "NVIDIA_VISIBLE_DEVICES=gpu-0", "10.200.0.3,10.201.0.3", "FAIL"),
     ]
 
 
-def test_the_lab_job_asks_for_a_gpu_and_the_rail_it_names():
-    worker = render_job("j", "ns", 2, "1", rail="rail0", network="railforge-network/rail0")["spec"]["mpiReplicaSpecs"][
-        "Worker"
-    ]["template"]
-    assert worker["spec"]["containers"][0]["resources"]["limits"]["rdma/rail0"] == 1
-    assert worker["metadata"]["annotations"] == {"k8s.v1.cni.cncf.io/networks": "railforge-network/rail0"}
+def test_the_lab_job_asks_for_its_gpus_every_rail_and_its_network_with_the_nccl_settings():
+    rails = ["rail0", "rail1"]
+    networks = ["railforge-network/rail0", "railforge-network/rail1"]
+    nccl = {"NCCL_IB_HCA": "=mlx5_0:1,mlx5_3:1", "NCCL_SOCKET_IFNAME": "eth0"}
+    worker = render_job("j", "ns", 2, "1", 8, rails, networks, nccl)["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
+    container = worker["spec"]["containers"][0]
+    assert container["resources"]["limits"] == {
+        "memory": "256Mi",
+        "nvidia.com/gpu": 8,
+        "rdma/rail0": 1,
+        "rdma/rail1": 1,
+    }
+    assert worker["metadata"]["annotations"] == {"k8s.v1.cni.cncf.io/networks": ",".join(networks)}
+    assert container["env"] == [{"name": name, "value": value} for name, value in sorted(nccl.items())]
+    # the first line a worker prints: what Allocate set for each device and the NCCL settings
+    assert container["command"][2].startswith(
+        "echo devices NVIDIA_VISIBLE_DEVICES=${NVIDIA_VISIBLE_DEVICES} RAILFORGE_RDMA_RAIL0=${RAILFORGE_RDMA_RAIL0} "
+        "RAILFORGE_RDMA_RAIL1=${RAILFORGE_RDMA_RAIL1} NCCL_IB_HCA=${NCCL_IB_HCA} "
+        "NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME};"
+    )
     bare = render_job("j", "ns", 2, "1")["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
     assert bare["spec"]["containers"][0]["resources"]["limits"] == {"memory": "256Mi", "nvidia.com/gpu": 1}
+    assert "env" not in bare["spec"]["containers"][0] and "k8s.v1.cni.cncf.io/networks" not in bare["metadata"].get(
+        "annotations", {}
+    )
 
 
 def test_the_diagnosis_names_pressured_nodes_waiting_pods_and_the_newest_events():

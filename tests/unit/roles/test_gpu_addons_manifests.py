@@ -84,6 +84,12 @@ def exporter(service_monitor: bool, **overrides) -> list[dict]:
     return render("dcgm_exporter", "dcgm-exporter.yaml.j2", dcgm_exporter_service_monitor=service_monitor, **overrides)
 
 
+def test_where_something_else_serves_the_gpus_the_nodes_are_labelled_without_the_daemonset():
+    objects = device_plugin(nvidia_device_plugin_install_daemonset=False)
+    assert sorted(o["kind"] for o in objects) == ["ConfigMap", "Node"]
+    assert one(objects, "Node")["metadata"]["labels"]["nvidia.com/gpu.present"] == "true"
+
+
 def test_the_exporter_image_is_the_pair_of_the_dcgm_pins():
     container = one(exporter(False), "DaemonSet")["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == "nvcr.io/nvidia/k8s/dcgm-exporter:4.5.2-4.8.1-ubuntu22.04"
