@@ -29,9 +29,10 @@ from rail_networks import (  # noqa: E402
 )
 from railforge_hw import railforge_nccl_env, railforge_node_labels  # noqa: E402
 
-# The example's settings: one /16 per rail, the role's default CNI types and RDMA resource prefix.
+# The example's settings: one /16 per rail, the role's default CNI types, RDMA resource prefix and NCCL interface.
 CIDRS = [f"10.{100 + i}.0.0/16" for i in range(8)]
 CNI_TYPES = {"infiniband": "ipoib", "ethernet": "macvlan"}
+SOCKET_IFNAME = "eth0"
 
 
 def shape_facts(shape: str) -> dict:
@@ -49,7 +50,7 @@ def example() -> str:
     facts = shape_facts("dgx_h100")
     nodes = {"dgx-01": facts, "dgx-02": facts}
     rails = rail_networks_rails(nodes, CIDRS, CNI_TYPES)
-    classes = rail_networks_nccl_classes({node: railforge_nccl_env(f) for node, f in nodes.items()})
+    classes = rail_networks_nccl_classes({node: railforge_nccl_env(f, SOCKET_IFNAME) for node, f in nodes.items()})
     ((name, members),) = classes.items()
     table = ["| rail | HCA | netdev | PCI address | CIDR | CNI | RDMA resource |", "|---|---|---|---|---|---|---|"]
     table += [

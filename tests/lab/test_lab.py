@@ -252,7 +252,8 @@ def test_mpijob_is_gang_scheduled_across_two_nodes(lab):
     for row in table.values():  # what Allocate gave each worker: every GPU and a device of each rail
         assert re.search(r"\bNVIDIA_VISIBLE_DEVICES=(gpu-[0-7],){7}gpu-[0-7]\b", row), row
         assert len(re.findall(r"\bRAILFORGE_RDMA_RAIL[0-7]=rail[0-7]-[0-3]\b", row)) == 8, row
-        assert re.search(r"\bNCCL_IB_HCA=\S*mlx5_0", row), row  # the node class's NCCL settings
+        # the node class's NCCL settings, bootstrapping over the pod's own interface on the cluster network
+        assert re.search(r"\bNCCL_IB_HCA=\S*mlx5_0\S* NCCL_SOCKET_IFNAME==eth0\b", row), row
     # each worker's address on every rail (net1 ... net8, by Multus and whereabouts), in the rail's range
     for row in table.values():
         (listed,) = re.findall(r"\s(\d+\.\d+\.\d+\.\d+(?:,\d+\.\d+\.\d+\.\d+)*)\s", row)

@@ -198,7 +198,7 @@ def plan_from_mapping(data: Mapping) -> Plan:
         raise PlanError(f"railforge_benchmark_nodes: expected the nodes' railforge_hw facts by name, got {facts!r}")
     data = {**data, **_rail_settings(data.get("rail_networks") or {})}
     gid_index = _count(data, "nccl_gid_index", 3, minimum=0)
-    socket_ifname = _text(data, "nccl_socket_ifname", "")
+    socket_ifname = _text(data, "nccl_socket_ifname", "eth0")
     nodes = tuple(_node(name, facts.get(name, {}), mode, socket_ifname, gid_index) for name in sorted(set(names)))
     workers = _count(data, "workers", len(nodes))
     tools = tuple(data.get("perftest_tools", ("ib_write_bw",)))
