@@ -204,6 +204,7 @@ def test_the_workers_hardware_facts_become_networks_labels_nccl_settings_and_dev
     and 8 InfiniBand rails in GPU order; the network stage's 8 rail networks over the facts' netdevs with the
     example's ranges, the nodes' labels (GPU product, rails, NVLink, leaf and spine from railforge_topology) and the
     class's NCCL ConfigMap; the device-plugin stand-in advertises what the facts found."""
+
     def keys(node) -> set[str]:
         if isinstance(node, dict):
             return set(node) | {key for value in node.values() for key in keys(value)}
