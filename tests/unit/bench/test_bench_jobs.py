@@ -313,9 +313,12 @@ def test_nodes_of_different_classes_or_without_gpus_are_refused(shapes):
     with pytest.raises(PlanError, match="railforge_benchmark_nodes: node pcie-01 has gpus 2 but dgx-01 has 8"):
         plan_from_mapping(gpu_plan({"dgx-01": dgx, "pcie-01": pcie}))
     other = copy.deepcopy(dgx)
-    other["default_interface"] = "eno9"  # another bootstrap interface: another NCCL class
+    other["default_interface"] = "eno9"  # with each node's own bootstrap interface: another NCCL class
+    own_interface = {"rail_networks_nccl_socket_ifname": ""}
     with pytest.raises(PlanError, match="node dgx-02 has nccl_env"):
-        plan_from_mapping(gpu_plan({"dgx-01": dgx, "dgx-02": other}))
+        plan_from_mapping(gpu_plan({"dgx-01": dgx, "dgx-02": other}, rail_networks=own_interface))
+    plan = plan_from_mapping(gpu_plan({"dgx-01": dgx, "dgx-02": other}))  # both bootstrap over the pods' eth0
+    assert {node.nccl_env["NCCL_SOCKET_IFNAME"] for node in plan.nodes} == {"=eth0"}
     with pytest.raises(PlanError, match="node dgx-03: railforge_hw shows 0 GPUs; mode gpu needs GPU nodes"):
         plan_from_mapping(gpu_plan({"dgx-01": dgx}, nodes=["dgx-01", "dgx-03"]))
 
@@ -351,8 +354,22 @@ def test_the_playbook_refuses_bad_settings_before_any_change_naming_the_variable
     assert "railforge_benchmark_floors.cpu-fallback.floors.mpi_allreduce.busbw_gbps: expected a positive number" in (
         output
     )
-    # the lab's inventory passes the pre-flight and has no GPU node to read: the check comes before any cluster call
+    # an inventory that passes the pre-flight, without GPU nodes to read: the check comes before any cluster call
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(
+        json.dumps({
+            "all": {
+                # the scheduler's image from a registry the nodes reach (the pre-flight refuses a local one)
+                "vars": {"railforge_cluster_name": "forge-a", "versions_railforge_scheduler_registry": "registry.test"},
+                "children": {
+                    "kube_control_plane": {"hosts": {"cp-01": {"ansible_host": "127.0.0.1"}}},
+                    "kube_node": {"hosts": {"node-01": {"ansible_host": "127.0.0.2"}}},
+                    "k8s_cluster": {"children": {"kube_control_plane": {}, "kube_node": {}}},
+                },
+            }
+        })
+    )  # fmt: skip
     (tmp_path / "earlier/outputs").mkdir(parents=True)
     variables = {"railforge_benchmark_results": str(tmp_path / "earlier"), "kubernetes_kubeconfig": "/nonexistent"}
-    output = run_benchmark_playbook(tmp_path, variables, "inventories/lab/hosts.yml")
+    output = run_benchmark_playbook(tmp_path, variables, str(inventory))
     assert f"railforge_benchmark_results: {tmp_path / 'earlier'} holds the logs of an earlier run" in output
