@@ -44,13 +44,17 @@ workers() {  # the names of the kube_node group, one per line
     ansible-inventory -i "$inventory" --list | python3 -c 'import json,sys; print(*json.load(sys.stdin)["kube_node"]["hosts"], sep="\n")'
 }
 
+first_worker() {  # read whole: a reader that stops early makes workers' Python print a BrokenPipeError
+    workers | sed -n 1p
+}
+
 hw_facts() {  # name key: a value of the node's railforge_hw that playbooks/facts.yml kept
     python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "inventories/lab/artifacts/hw/$1.json" "$2"
 }
 
 rail_options() {  # option [prefix]: "--OPTION [PREFIX]rail0 ..." for each rail of the first worker's facts
     local i
-    for ((i = 0; i < $(hw_facts "$(workers | head -n 1)" rail_count); i++)); do
+    for ((i = 0; i < $(hw_facts "$(first_worker)" rail_count); i++)); do
         printf -- '--%s %srail%d ' "$1" "${2:-}" "$i"
     done
 }
@@ -162,7 +166,7 @@ vendor_repo() {
 
 vendor_doca_layout() {  # the DOCA release the inventory pins, for the node image's Debian point release
     local release point
-    release=$(ansible-inventory -i "$inventory" --host "$(workers | head -n 1)" |
+    release=$(ansible-inventory -i "$inventory" --host "$(first_worker)" |
         python3 -c 'import json,sys; print(json.load(sys.stdin)["doca_ofed_version"])')
     point=$(podman exec lab-cp-01 cat /etc/debian_version)
     mkdir -p "$state/vendor/doca/$release/debian$point"
@@ -256,7 +260,7 @@ PY
     nccl=$(podman exec lab-cp-01 kubectl --kubeconfig /etc/kubernetes/admin.conf get configmap -n railforge-network \
         -l railforge.io/nccl-class -o jsonpath='{.items[*].metadata.name}')
     # shellcheck disable=SC2046 # one word per option and rail
-    railforge lab job --kubeconfig inventories/lab/artifacts/admin.conf --gpus "$(hw_facts "$(workers | head -n 1)" gpu_count)" \
+    railforge lab job --kubeconfig inventories/lab/artifacts/admin.conf --gpus "$(hw_facts "$(first_worker)" gpu_count)" \
         $(rail_options rail) $(rail_options network railforge-network/) --nccl-config "railforge-network/$nccl"
     step_done "MPIJob"
     printf 'lab: %s\n' "${step_times[@]}"
