@@ -43,7 +43,8 @@ PROBE_CRD = {
 @pytest.fixture(scope="module")
 def rail_cluster(control_plane, nad_crd, tmp_path_factory):
     """The pinned Multus release's NetworkAttachmentDefinition CRD, the system namespace, and two Nodes with a label
-    of their own; the inventory gives the second node another bootstrap interface, so another NCCL class."""
+    of their own; the inventory gives the second node another default-route interface, which is another NCCL class
+    where the plays take each node's own interface (rail_networks_nccl_socket_ifname "")."""
     core = client.CoreV1Api(control_plane.api)
     if not core.list_namespace(field_selector=f"metadata.name={SYSTEM_NAMESPACE}").items:
         create_namespace(control_plane, SYSTEM_NAMESPACE)
@@ -67,6 +68,8 @@ def play(plane, inventory: Path, tmp_path: Path, *args: str, **overrides) -> sub
         "rail_networks_namespace": NAMESPACE,
         "rail_networks_system_namespace": SYSTEM_NAMESPACE,
         "rail_networks_cidrs": CIDRS,
+        # each node's own interface, as hostNetwork jobs use (the default is the pods' eth0, alike on every node)
+        "rail_networks_nccl_socket_ifname": "",
         **overrides,
     }
     return run_playbook("playbooks/network.yml", variables, tmp_path, *args, inventory=inventory)
