@@ -363,7 +363,10 @@ def build_hardware(args: argparse.Namespace) -> int:
     assert spec is not None and spec.loader is not None
     hwparse = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hwparse)
-    links = hwparse.parse_ibdev2netdev(hwsim.fixture_body(args.ibdev2netdev.read_text()))
+    try:
+        links = hwparse.parse_ibdev2netdev(hwsim.fixture_body(args.ibdev2netdev.read_text()))
+    except ValueError as error:  # not a fixture, or not ibdev2netdev (the parser's ParseError is a ValueError)
+        raise UsageError(f"--ibdev2netdev {args.ibdev2netdev}: {error}") from None
     shutil.rmtree(args.root, ignore_errors=True)
     hwsim.build(args.root, hwsim.dgx_h100(links))
     print(*sorted(link["netdev"] for link in links), sep="\n")
