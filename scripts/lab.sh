@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make lab`: a real Kubernetes cluster in Podman node containers on this machine, made by playbooks/site.yml
-# against inventories/lab: packages from a local signed apt repository of our own builds, every image preloaded
+# against the example inventory's cluster (inventories/lab: the example cut to the lab's hosts plus the overlay of
+# what differs here, written by `railforge lab inventory`; one container lab-<host> per host): packages from a local signed apt repository of our own builds, every image preloaded
 # from archives (no registry: the air-gapped path), then the add-ons, the scheduler and an MPIJob across two nodes.
 # The workers are DGX H100-shaped: each presents a simulated sysfs tree (`railforge lab hardware`, mounted as
 # /srv/fake-hw: 8 GPUs, 4 NVSwitches, 8 InfiniBand compute HCAs, 3 Ethernet ports) and a veth netdev for every
@@ -18,6 +19,7 @@ export CONTAINERS_CONF="$PWD/molecule/containers.conf" ANSIBLE_CONFIG="$PWD/ansi
 inventory=inventories/lab/hosts.yml
 # Nodes that `up` leaves out: `add NAME` starts one, playbooks/scale.yml joins it (tests/lab).
 extra_inventory=inventories/lab/scale.yml
+control_plane=lab-cp-01  # the first control plane's container
 # The nodes' Podman network: railforge-lab-<time of its making>, found again by its label. A new name each time:
 # Podman 4.3 keeps a removed network's address allocations, and nodes killed before their teardown leave theirs
 # behind, which would refuse the next node its address.
@@ -35,17 +37,28 @@ sysctls=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops 
 # and their pods' service traffic goes nowhere. Raised, never lowered.
 inotify_instances=1024
 
-nodes() {  # name address, one per line; arguments: more inventories (-i FILE)
+write_inventory() {  # arguments: railforge lab inventory's (--machine-vars FILE)
+    railforge lab inventory "$@" >/dev/null
+}
+
+nodes() {  # name container address, one per line; arguments: more inventories (-i FILE)
+    [[ -f $inventory ]] || write_inventory
     ansible-inventory -i "$inventory" "$@" --list |
-        python3 -c 'import json,sys; d=json.load(sys.stdin)["_meta"]["hostvars"]; [print(h, v["railforge_node_ip"]) for h, v in sorted(d.items())]'
+        python3 -c 'import json,sys; d=json.load(sys.stdin)["_meta"]["hostvars"]; [print(h, v["ansible_host"], v["railforge_node_ip"]) for h, v in sorted(d.items())]'
 }
 
-workers() {  # the names of the kube_node group, one per line
-    ansible-inventory -i "$inventory" --list | python3 -c 'import json,sys; print(*json.load(sys.stdin)["kube_node"]["hosts"], sep="\n")'
+workers() {  # name container of each host of the kube_node group (with its child groups), one per line
+    ansible-inventory -i "$inventory" --list | python3 -c 'import json, sys
+inventory = json.load(sys.stdin)
+def members(group):
+    entry = inventory.get(group, {})
+    return [*entry.get("hosts", []), *(host for child in entry.get("children", []) for host in members(child))]
+for host in dict.fromkeys(members("kube_node")):
+    print(host, inventory["_meta"]["hostvars"][host]["ansible_host"])'
 }
 
-first_worker() {  # read whole: a reader that stops early makes workers' Python print a BrokenPipeError
-    workers | sed -n 1p
+first_worker() {
+    workers | sed -n '1s/ .*//p'
 }
 
 hw_facts() {  # name key: a value of the node's railforge_hw that playbooks/facts.yml kept
@@ -70,7 +83,7 @@ start_device_plugins() {  # name: the GPUs and a device per rail its facts name,
     echo $! >"$dir/device-plugins.pid"
     # registered once the node advertises them (the log tells why not)
     local waited=0
-    until podman exec lab-cp-01 kubectl --kubeconfig /etc/kubernetes/admin.conf get "node/$name" \
+    until podman exec "$control_plane" kubectl --kubeconfig /etc/kubernetes/admin.conf get "node/$name" \
         -o jsonpath='{.status.allocatable}' | grep '"rdma/rail0":"4"' >/dev/null; do
         if ((waited++ == 90)); then
             echo "lab: $name does not advertise the fake devices after 90 s:" >&2
@@ -92,17 +105,17 @@ stop_device_plugins() {  # name
     rm -f "$pidfile"
 }
 
-start_node() {  # name address: systemd as PID 1 in a privileged node with its own cgroup namespace
-    local name=$1 address=$2
-    podman volume exists "$name-containerd" || podman volume create "$name-containerd" >/dev/null
+start_node() {  # name container address: systemd as PID 1 in a privileged node with its own cgroup namespace
+    local name=$1 container=$2 address=$3
+    podman volume exists "$container-containerd" || podman volume create "$container-containerd" >/dev/null
     local hardware=()  # a worker's simulated DGX H100
     [[ -d $state/$name/hw ]] && hardware=(-v "$state/$name/hw:/srv/fake-hw:ro")
     # --systemd=false with systemd's mounts spelled out: Podman's systemd mode together with a private cgroup
     # namespace puts the node's systemd at the host's cgroup root on cgroup v1 hosts (research/nested-containerd).
-    podman run -d --name "$name" --hostname "$name" --network "$network" --ip "$address" \
+    podman run -d --name "$container" --hostname "$name" --network "$network" --ip "$address" \
         --privileged --cgroupns=private --systemd=false --stop-signal SIGRTMIN+3 \
         --tmpfs /tmp --tmpfs /run --tmpfs /run/lock -e container=podman \
-        -v "$name-containerd:/var/lib/containerd" \
+        -v "$container-containerd:/var/lib/containerd" \
         -v "$apt_repo:/srv/railforge-apt:ro" -v "$images:/srv/railforge-images:ro" \
         -v "$job_images:/srv/railforge-job-images:ro" -v "$state/vendor:/srv/railforge-vendor:ro" "${hardware[@]}" \
         -v "$state/$name/device-plugins:/var/lib/kubelet/device-plugins" -v "$state/$name/devices:$state/$name/devices" \
@@ -114,10 +127,10 @@ start_node() {  # name address: systemd as PID 1 in a privileged node with its o
 # a stand-in for the load balancer or kube-vip address in front of several control planes.
 add_api_address() {
     local address
-    address=$(ansible-inventory -i "$inventory" --host lab-cp-01 |
+    address=$(ansible-inventory -i "$inventory" --host "$(first_worker)" |
         python3 -c 'import json,sys; print(json.load(sys.stdin)["kubernetes_control_plane_endpoint"].rsplit(":", 1)[0])')
-    podman exec lab-cp-01 ip address replace "$address/32" dev eth0
-    echo "lab: control plane endpoint $address on lab-cp-01"
+    podman exec "$control_plane" ip address replace "$address/32" dev eth0
+    echo "lab: control plane endpoint $address on $control_plane"
 }
 
 lab_networks() {  # the names of the lab's networks (one, or none)
@@ -168,7 +181,7 @@ vendor_doca_layout() {  # the DOCA release the inventory pins, for the node imag
     local release point
     release=$(ansible-inventory -i "$inventory" --host "$(first_worker)" |
         python3 -c 'import json,sys; print(json.load(sys.stdin)["doca_ofed_version"])')
-    point=$(podman exec lab-cp-01 cat /etc/debian_version)
+    point=$(podman exec "$control_plane" cat /etc/debian_version)
     mkdir -p "$state/vendor/doca/$release/debian$point"
     ln -sfn ../../../repo "$state/vendor/doca/$release/debian$point/x86_64"
 }
@@ -225,39 +238,40 @@ print(json.dumps({
     "rail_networks_crd_files": [str(nad_crd), *map(str, sorted(whereabouts.glob("whereabouts.cni.cncf.io_*.yaml")))],
 }))
 PY
+    write_inventory --machine-vars "$state/vars.yml"
     network=$(lab_network)
     if [[ -z $network ]]; then
         remove_stale_bridge
         network=railforge-lab-$(date +%s)
         podman network create --label "$network_label" --subnet "$subnet" "$network" >/dev/null
     fi
-    while read -r name; do mkdir -p "$state/$name" && worker_hardware "$name"; done < <(workers)
-    while read -r name address; do
+    while read -r name _; do mkdir -p "$state/$name" && worker_hardware "$name"; done < <(workers)
+    while read -r name container address; do
         mkdir -p "$state/$name/device-plugins" "$state/$name/devices"  # its bind mounts (/run is a tmpfs)
-        if podman container exists "$name"; then
-            podman start "$name" >/dev/null
+        if podman container exists "$container"; then
+            podman start "$container" >/dev/null
         else
-            start_node "$name" "$address"
+            start_node "$name" "$container" "$address"
         fi
-        echo "lab: node $name at $address"
+        echo "lab: node $name ($container) at $address"
     done < <(nodes)
     add_api_address
     vendor_doca_layout
     # A worker's netdevs, named as its tree names them: one end of a veth pair each (this kernel has no dummy
     # netdev), up, for macvlan to build a rail's pod interfaces on.
-    while read -r name; do
+    while read -r name container; do
         # shellcheck disable=SC2046 # one argument per netdev
-        podman exec "$name" sh -c 'i=0; for netdev in "$@"; do i=$((i + 1))
+        podman exec "$container" sh -c 'i=0; for netdev in "$@"; do i=$((i + 1))
             ip link show "$netdev" >/dev/null 2>&1 || ip link add "$netdev" type veth peer name "hwpeer$i"
             ip link set "hwpeer$i" up && ip link set "$netdev" up; done' sh $(cat "$state/$name/netdevs")
     done < <(workers)
     step_done "node containers"
-    ansible-playbook -i "$inventory" -e "@$state/vars.yml" playbooks/site.yml
+    ansible-playbook -i "$inventory" playbooks/site.yml
     step_done "site.yml"
-    while read -r name; do start_device_plugins "$name"; done < <(workers)
+    while read -r name _; do start_device_plugins "$name"; done < <(workers)
     step_done "device plugins"
     # The workers' node class (one: they are alike) and its NCCL settings, which rail_networks applied.
-    nccl=$(podman exec lab-cp-01 kubectl --kubeconfig /etc/kubernetes/admin.conf get configmap -n railforge-network \
+    nccl=$(podman exec "$control_plane" kubectl --kubeconfig /etc/kubernetes/admin.conf get configmap -n railforge-network \
         -l railforge.io/nccl-class -o jsonpath='{.items[*].metadata.name}')
     # shellcheck disable=SC2046 # one word per option and rail
     railforge lab job --kubeconfig inventories/lab/artifacts/admin.conf --gpus "$(hw_facts "$(first_worker)" gpu_count)" \
@@ -275,20 +289,20 @@ add)  # add NAME...: start nodes of the extra inventory for playbooks/scale.yml 
     [[ -n $network ]] || { echo "lab: no lab network; run $0 up first" >&2; exit 2; }
     node_mounts
     for name in "$@"; do
-        address=$(nodes -i "$extra_inventory" | awk -v name="$name" '$1 == name {print $2}')
+        read -r container address < <(nodes -i "$extra_inventory" | awk -v name="$name" '$1 == name {print $2, $3}')
         [[ -n $address ]] || { echo "lab: $name is not a host of $extra_inventory" >&2; exit 2; }
         mkdir -p "$state/$name/device-plugins" "$state/$name/devices"
-        podman container exists "$name" || start_node "$name" "$address"
-        echo "lab: node $name at $address"
+        podman container exists "$container" || start_node "$name" "$container" "$address"
+        echo "lab: node $name ($container) at $address"
     done
     ;;
 down)
-    while read -r name _; do
+    while read -r name container _; do
         stop_device_plugins "$name"
-        if podman container exists "$name"; then
-            podman rm -f -t 10 "$name" >/dev/null && echo "lab: removed $name"
+        if podman container exists "$container"; then
+            podman rm -f -t 10 "$container" >/dev/null && echo "lab: removed $container"
         fi
-        podman volume rm -f "$name-containerd" >/dev/null 2>&1 || true
+        podman volume rm -f "$container-containerd" >/dev/null 2>&1 || true
     done < <(nodes -i "$extra_inventory")
     while read -r network; do podman network rm "$network" >/dev/null; done < <(lab_networks)
     remove_stale_bridge

@@ -21,6 +21,7 @@ from typing import cast
 
 import yaml
 
+from railforge import labinventory
 from railforge.cliargs import (
     UsageError,
     directory,
@@ -348,6 +349,24 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--ibdev2netdev", type=text_file, default=DGX_H100_LINKS, help="the ibdev2netdev output it takes names from"
     )
     hardware.set_defaults(func=build_hardware)
+    inventory = actions.add_parser(
+        "inventory", help="write the lab's inventory: the example's, cut to the lab's hosts, plus the lab overlay"
+    )
+    inventory.add_argument("--out", type=output_directory, default=labinventory.OVERLAY.parent)
+    inventory.add_argument("--example", type=directory, default=labinventory.EXAMPLE)
+    inventory.add_argument("--overlay", type=text_file, default=labinventory.OVERLAY)
+    inventory.add_argument(
+        "--machine-vars", type=text_file, help="this machine's stand-in settings (YAML), held to the overlay's rules"
+    )
+    inventory.set_defaults(func=write_inventory)
+
+
+def write_inventory(args: argparse.Namespace) -> int:
+    written = labinventory.generate(
+        args.out, example=args.example, overlay_path=args.overlay, machine_vars=args.machine_vars
+    )
+    print(*written, sep="\n")
+    return 0
 
 
 def build_hardware(args: argparse.Namespace) -> int:

@@ -1,16 +1,17 @@
-"""The lab (`make lab`) end to end, as CI runs it: three Podman node containers made into a Kubernetes cluster by
-playbooks/site.yml (kubeadm from the local signed apt repository, every image preloaded: nothing pulled), the two
-workers DGX H100-shaped (a simulated tree each) with every hardware role of the node stage installed from the signed
-stand-in vendor repository, their hardware facts gathered by the facts play and turned into 8 rail networks, node
-labels and the node class's NCCL settings, the scheduler and the MPI operator deployed by their roles, Multus and
-whereabouts by the network stage, the GPUs and RDMA devices the facts found served to the workers' kubelets by the
-device-plugin stand-in, and an MPIJob gang-scheduled by railforge whose two workers run on two nodes of one leaf,
+"""The lab (`make lab`) end to end, as CI runs it: the example inventory's cluster, scaled down (one control plane, two
+DGX H100 nodes, the storage node: inventories/lab/overlay.yml), in Podman node containers made into a Kubernetes
+cluster by playbooks/site.yml (kubeadm from the local signed apt repository, every image preloaded: nothing pulled),
+the two workers DGX H100-shaped (a simulated tree each) with every hardware role of the node stage installed from the
+signed stand-in vendor repository, their hardware facts gathered by the facts play and turned into 8 rail networks,
+node labels and the node class's NCCL settings, the scheduler and the MPI operator deployed by their roles, Multus
+and whereabouts by the network stage, the GPUs and RDMA devices the facts found served to the workers' kubelets by
+the device-plugin stand-in, and an MPIJob gang-scheduled by railforge whose two workers run on two nodes of one leaf,
 each with 8 GPUs, a device of every rail, an address on every rail network and the class's NCCL settings;
 validate.yml runs its node checks and its benchmark's CPU fallback (the allreduce and ResNet-50 training across the
 two workers), quarantines a node that fails a check and releases it; then a second run and a check run change
-nothing; flannel routes every node's pod range to the others; two more control
-planes are added by playbooks/scale.yml without a change on the running hosts, whose flannel routes the new pod
-ranges, and are taken out again by playbooks/reset.yml; and `lab.sh down` leaves nothing."""
+nothing; flannel routes every node's pod range to the others; two more control planes are added by
+playbooks/scale.yml without a change on the running hosts, whose flannel routes the new pod ranges, and are taken out
+again by playbooks/reset.yml; and `lab.sh down` leaves nothing."""
 
 import contextlib
 import functools
@@ -29,9 +30,12 @@ from railforge.k8s.quantity import parse_quantity
 from railforge.lab import JOB_NAME, VERSIONS_FILE, render_job
 
 ROOT = Path(__file__).resolve().parents[2]
-INVENTORY = "inventories/lab/hosts.yml"
-NODES = ("lab-cp-01", "lab-node-01", "lab-node-02")
-WORKERS = ("lab-node-01", "lab-node-02")
+INVENTORY = "inventories/lab/hosts.yml"  # written by lab.sh up: the example's, cut, plus inventories/lab/overlay.yml
+OVERLAY = yaml.safe_load((ROOT / "inventories/lab/overlay.yml").read_text())
+CONTAINERS = {host: values["ansible_host"] for host, values in {**OVERLAY["hosts"], **OVERLAY["scale_hosts"]}.items()}
+NODES = ("cp-01", "dgx-01", "dgx-02")  # the example's hosts the lab's cluster has (Kubernetes node names)
+WORKERS = ("dgx-01", "dgx-02")
+STORAGE = "stor-01"  # the example's storage node: the node stage only
 LAB_CIDR = ipaddress.ip_network("10.89.50.0/24")  # the nodes' network, lab.sh's subnet
 # rail_networks_cidrs of inventories/lab (the example's)
 RAIL_CIDRS = [ipaddress.ip_network(f"10.{200 + rail}.0.0/24") for rail in range(8)]
@@ -59,7 +63,9 @@ def run(*argv: str, check: bool = True, input_text: str | None = None) -> subpro
 
 
 def kubectl(*argv: str) -> str:
-    return run("podman", "exec", "lab-cp-01", "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", *argv).stdout
+    return run(
+        "podman", "exec", CONTAINERS["cp-01"], "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", *argv
+    ).stdout
 
 
 def recap(output: str) -> dict[str, dict[str, int]]:
@@ -121,13 +127,20 @@ def test_cluster_is_made_by_kubeadm_from_local_packages_and_preloaded_images(lab
         assert node["status"]["nodeInfo"]["containerRuntimeVersion"] == "containerd://2.3.7"
     kubernetes = {"containerd.io", "cri-tools", "kubeadm", "kubectl", "kubelet", "kubernetes-cni"}
     for name in NODES:  # Kubernetes comes from the local repository, and its packages are held
-        sources = run("podman", "exec", name, "sh", "-c", "cat /etc/apt/sources.list.d/kubernetes.list").stdout
+        sources = run("podman", "exec", CONTAINERS[name], "cat", "/etc/apt/sources.list.d/kubernetes.list").stdout
         assert "file:/srv/railforge-apt/" in sources and "signed-by=" in sources
-        held = set(run("podman", "exec", name, "apt-mark", "showhold").stdout.split())
+        held = set(run("podman", "exec", CONTAINERS[name], "apt-mark", "showhold").stdout.split())
         # the workers' NVIDIA stack too, from the stand-in vendor repository
         assert (
             held == kubernetes if name not in WORKERS else {"nvidia-open", "nvidia-fabricmanager"} | kubernetes <= held
         )
+    # the example's storage node: the node stage's OS part (with the example's extra packages) and nothing more
+    installed = set(
+        run("podman", "exec", CONTAINERS[STORAGE], "dpkg-query", "-W", "-f", "${Package}\\n").stdout.split()
+    )
+    assert {"chrony", "htop", "tmux"} <= installed, installed
+    stacks = ("kube", "containerd", "nvidia", "libnvidia", "cuda", "datacenter-gpu", "doca", "mlnx", "gdrcopy")
+    assert not [package for package in installed if package.startswith(stacks)], installed
     pulls = kubectl("get", "events", "-A", "--field-selector", "reason=Pulling", "-o", "name")
     assert pulls.strip() == "", f"images were pulled, not preloaded: {pulls}"
     system = json.loads(kubectl("get", "pods", "-n", "kube-system", "-o", "json"))["items"]
@@ -182,7 +195,7 @@ def within(seconds: float, condition) -> bool:
 
 def flannel_routes(host: str) -> set[str]:
     """The destinations a node routes through flannel's VXLAN device."""
-    routes = run("podman", "exec", host, "ip", "-4", "route", "show", "dev", "flannel.1").stdout
+    routes = run("podman", "exec", CONTAINERS[host], "ip", "-4", "route", "show", "dev", "flannel.1").stdout
     return {line.split()[0] for line in routes.splitlines() if line.strip()}
 
 
@@ -192,10 +205,12 @@ def test_flannel_routes_every_other_nodes_pod_range_over_vxlan(lab):
     assert flannel["status"]["numberReady"] == len(NODES), flannel["status"]
     for host in NODES:
         assert sorted(flannel_routes(host)) == sorted(cidr for node, cidr in ranges.items() if node != host), host
-        conflist = json.loads(run("podman", "exec", host, "cat", "/etc/cni/net.d/10-railforge-pods.conflist").stdout)
+        conflist = json.loads(
+            run("podman", "exec", CONTAINERS[host], "cat", "/etc/cni/net.d/10-railforge-pods.conflist").stdout
+        )
         bridge = conflist["plugins"][0]
         assert bridge["ipam"]["ranges"] == [[{"subnet": ranges[host]}]]
-        eth0 = int(run("podman", "exec", host, "cat", "/sys/class/net/eth0/mtu").stdout)
+        eth0 = int(run("podman", "exec", CONTAINERS[host], "cat", "/sys/class/net/eth0/mtu").stdout)
         assert bridge["mtu"] == eth0 - 50  # room for the VXLAN encapsulation
 
 
@@ -226,7 +241,7 @@ def test_the_workers_hardware_facts_become_networks_labels_nccl_settings_and_dev
         print(name, {key: value for key, value in labels.items() if "railforge" in key or "nvidia" in key})
         assert labels["railforge.io/leaf"] == "leaf-01" and labels["railforge.io/spine"] == "spine-a", labels
         assert labels["railforge.io/nccl-class"], labels
-    assert "nvidia.com/gpu" not in nodes["lab-cp-01"]["status"]["allocatable"]
+    assert "nvidia.com/gpu" not in nodes["cp-01"]["status"]["allocatable"]
     networks = json.loads(kubectl("get", "network-attachment-definitions", "-n", "railforge-network", "-o", "json"))
     configs = {nad["metadata"]["name"]: json.loads(nad["spec"]["config"]) for nad in networks["items"]}
     assert sorted(configs) == sorted(f"rail{rail}" for rail in range(8)), sorted(configs)
@@ -247,7 +262,7 @@ def test_mpijob_is_gang_scheduled_across_two_nodes(lab):
     out = lab["up"]
     assert "lab: MPIJob Succeeded after" in out
     assert re.search(r"^summary ranks=2 .* result=ok$", out, re.M)
-    table = dict(re.findall(r"^(lab-node-0[12])\s+(.*)$", out, re.M))
+    table = dict(re.findall(r"^(dgx-0[12])\s+(.*)$", out, re.M))
     assert sorted(table) == list(WORKERS), out[-3000:]
     assert all(row.rstrip().endswith("ok") for row in table.values())
     for row in table.values():  # what Allocate gave each worker: every GPU and a device of each rail
@@ -266,7 +281,7 @@ def test_mpijob_is_gang_scheduled_across_two_nodes(lab):
 @contextlib.contextmanager
 def submitted(job: dict):
     """The MPIJob applied to the lab, deleted again at the end."""
-    admin = ("podman", "exec", "-i", "lab-cp-01", "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf")
+    admin = ("podman", "exec", "-i", CONTAINERS["cp-01"], "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf")
     subprocess.run(
         [*admin, "apply", "-f", "-"], input=json.dumps(job), env=ENV, capture_output=True, check=True, text=True
     )
@@ -348,7 +363,7 @@ def test_validate_benchmarks_and_trains_resnet50_across_the_two_workers(lab, tmp
     for worker in WORKERS:
         with archive.open("rb") as image:
             imported = subprocess.run(
-                ["podman", "exec", "-i", worker, "ctr", "--namespace", "k8s.io", "images", "import", "-"],
+                ["podman", "exec", "-i", CONTAINERS[worker], "ctr", "--namespace", "k8s.io", "images", "import", "-"],
                 stdin=image, env=ENV, capture_output=True, text=True,
             )  # fmt: skip
         assert imported.returncode == 0, imported.stderr
@@ -379,7 +394,7 @@ def test_validate_benchmarks_and_trains_resnet50_across_the_two_workers(lab, tmp
         assert re.search(
             rf"\| {worker} \| \d+ passed, 0 failed, \d+ skipped \| - \| mpi_allreduce [^|]+\| PASS \|", table
         )
-    (report,) = (tmp_path / "reports").glob("benchmark-lab-*.json")
+    (report,) = (tmp_path / "reports").glob("benchmark-forge-a-*.json")
     document = json.loads(report.read_text())
     assert document["failed"] == [] and [job["state"] for job in document["jobs"]["mpijobs"]] == ["Succeeded"] * 2
     for job in document["jobs"]["mpijobs"]:
@@ -415,18 +430,18 @@ def held_pod(name: str, gpus: int) -> str:
 
 
 def test_a_node_that_fails_validation_is_quarantined_and_released(lab):
-    """The health loop (issue 38) in the lab: a node check fails on lab-node-02 (its persisted sysctls moved aside),
-    and validate.yml quarantines it; a pod of all 8 GPUs lands on lab-node-01, a second waits saying lab-node-02 is
+    """The health loop (issue 38) in the lab: a node check fails on dgx-02 (its persisted sysctls moved aside), and
+    validate.yml quarantines it; a pod of all 8 GPUs lands on dgx-01, a second waits saying dgx-02 is
     quarantined, in `railforge queue` and on the dashboard; `railforge node release` gives the node back and the
     second starts there."""
     persisted = "/etc/sysctl.d/90-railforge-kubernetes.conf"
     kubeconfig = str(ROOT / "inventories/lab/artifacts/admin.conf")
-    run("podman", "exec", WORKERS[1], "mv", persisted, "/root/sysctls.conf")
+    run("podman", "exec", CONTAINERS[WORKERS[1]], "mv", persisted, "/root/sysctls.conf")
     try:
         result = run(
             "ansible-playbook", "-i", INVENTORY, "--skip-tags", "benchmark", "playbooks/validate.yml", check=False
         )
-        run("podman", "exec", WORKERS[1], "mv", "/root/sysctls.conf", persisted)
+        run("podman", "exec", CONTAINERS[WORKERS[1]], "mv", "/root/sysctls.conf", persisted)
         output = " ".join(result.stdout.split())
         assert result.returncode == 2 and "node validation failed" in output, output[-4000:]
         quarantined = f"quarantine: node {WORKERS[1]} tainted railforge.io/quarantine:NoSchedule (check test_sysctls"
@@ -436,7 +451,7 @@ def test_a_node_that_fails_validation_is_quarantined_and_released(lab):
             {key: taint[key] for key in ("key", "value", "effect")} for taint in taints
         ], taints
         for name in ("health-first", "health-second"):
-            run("podman", "exec", "-i", "lab-cp-01", "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf",
+            run("podman", "exec", "-i", CONTAINERS["cp-01"], "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf",
                 "apply", "-f", "-", input_text=held_pod(name, GPUS))  # fmt: skip
         on_node = polled(
             lambda: kubectl("get", "pod", "health-first", "-n", "railforge-lab", "-o", "jsonpath={.spec.nodeName}"),
@@ -463,21 +478,27 @@ def test_a_node_that_fails_validation_is_quarantined_and_released(lab):
         )
         assert on_node == WORKERS[1]
     finally:  # the lab as it was for the tests after this one
-        run("podman", "exec", WORKERS[1], "sh", "-c", f"[ -e {persisted} ] || mv /root/sysctls.conf {persisted}")
+        run(
+            "podman",
+            "exec",
+            CONTAINERS[WORKERS[1]],
+            "sh",
+            "-c",
+            f"[ -e {persisted} ] || mv /root/sysctls.conf {persisted}",
+        )
         kubectl("delete", "pod", "health-first", "health-second", "-n", "railforge-lab", "--ignore-not-found")
         run("railforge", "node", "release", WORKERS[1], "--kubeconfig", kubeconfig, check=False)
 
 
 def test_second_run_and_check_run_change_nothing(lab):
-    vars_file = f"@{STATE / 'vars.yml'}"
     for extra in ([], ["--check"]):
-        result = run("ansible-playbook", "-i", INVENTORY, "-e", vars_file, *extra, "playbooks/kubernetes.yml")
+        result = run("ansible-playbook", "-i", INVENTORY, *extra, "playbooks/kubernetes.yml")
         counts = recap(result.stdout)
         assert sorted(counts) == sorted(NODES)
         assert {host: c["changed"] for host, c in counts.items()} == dict.fromkeys(NODES, 0), result.stdout[-4000:]
         assert not re.search(r"changed: \[\S+\] => .*kubeadm (init|join)", result.stdout)
     # another pin on the installed nodes: refused on every node before anything changes (kubeadm upgrades a cluster)
-    moved = run("ansible-playbook", "-i", INVENTORY, "-e", vars_file, "-e", "versions_kubernetes=1.36.4",
+    moved = run("ansible-playbook", "-i", INVENTORY, "-e", "versions_kubernetes=1.36.4",
                 "playbooks/kubernetes.yml", check=False)  # fmt: skip
     assert moved.returncode == 2, moved.stdout[-4000:]
     assert {host: c["changed"] for host, c in recap(moved.stdout).items()} == dict.fromkeys(NODES, 0)
@@ -490,7 +511,7 @@ def test_second_run_and_check_run_change_nothing(lab):
 SCALE_INVENTORIES = ("-i", INVENTORY, "-i", "inventories/lab/scale.yml")
 # Two more control planes (etcd wants an odd number): started by `lab.sh add`, joined by scale.yml, removed again by
 # reset.yml.
-ADDED = ["lab-cp-02", "lab-cp-03"]
+ADDED = ["cp-02", "cp-03"]
 
 
 def changed_tasks(output: str) -> dict[str, list[str]]:
@@ -509,7 +530,7 @@ def changed_tasks(output: str) -> dict[str, list[str]]:
 def etcd_members() -> list[str]:
     """The names of etcd's members, as the first control plane's etcd lists them."""
     listed = kubectl(
-        "exec", "--namespace", "kube-system", "etcd-lab-cp-01", "--", "etcdctl", "--endpoints=https://127.0.0.1:2379",
+        "exec", "--namespace", "kube-system", "etcd-cp-01", "--", "etcdctl", "--endpoints=https://127.0.0.1:2379",
         "--cacert=/etc/kubernetes/pki/etcd/ca.crt", "--cert=/etc/kubernetes/pki/etcd/server.crt",
         "--key=/etc/kubernetes/pki/etcd/server.key", "member", "list", "--write-out=json",
     )  # fmt: skip
@@ -518,11 +539,11 @@ def etcd_members() -> list[str]:
 
 def test_scale_joins_two_control_planes_and_leaves_the_running_hosts_alone(lab):
     run("scripts/lab.sh", "add", *ADDED)
-    scale = ("-e", f"@{STATE / 'vars.yml'}", "-e", json.dumps({"kubernetes_scale_hosts": ADDED}), "playbooks/scale.yml")
+    scale = ("-e", json.dumps({"kubernetes_scale_hosts": ADDED}), "playbooks/scale.yml")
     result = run("ansible-playbook", *SCALE_INVENTORIES, *scale)
     counts, changed = recap(result.stdout), changed_tasks(result.stdout)
     assert sorted(counts) == sorted([*NODES, *ADDED])
-    assert re.search(r"^changed: \[lab-cp-0[23] -> lab-cp-01\]", result.stdout, re.M)  # the token, on lab-cp-01
+    assert re.search(r"^changed: \[cp-0[23] -> cp-01\]", result.stdout, re.M)  # the token, on cp-01
     for host in NODES:  # nothing changed on the running hosts
         assert counts[host]["changed"] == 0 and host not in changed, (host, changed.get(host), result.stdout[-4000:])
     ranges = pod_ranges()
@@ -537,28 +558,28 @@ def test_scale_joins_two_control_planes_and_leaves_the_running_hosts_alone(lab):
         for component in ("etcd", "kube-apiserver"):
             pod = json.loads(kubectl("get", "pod", "-n", "kube-system", f"{component}-{name}", "-o", "json"))
             assert pod["status"]["phase"] == "Running", (name, component)
-    assert etcd_members() == ["lab-cp-01", *ADDED]
+    assert etcd_members() == ["cp-01", *ADDED]
 
 
 def test_reset_takes_one_control_plane_out_and_a_lost_one_without_contacting_it(lab):
-    """lab-cp-02 is reset; lab-cp-03 is gone for good (its container killed): kubernetes_reset_lost_hosts takes it
-    out through lab-cp-01 (its etcd member first, while etcd has a majority of live members), never reaching it."""
-    run("podman", "kill", "lab-cp-03")
-    hosts = {"kubernetes_reset_hosts": ["lab-cp-02"], "kubernetes_reset_lost_hosts": ["lab-cp-03"]}
-    reset = ("-e", f"@{STATE / 'vars.yml'}", "-e", json.dumps(hosts), "playbooks/reset.yml")
+    """cp-02 is reset; cp-03 is gone for good (its container killed): kubernetes_reset_lost_hosts takes it out
+    through cp-01 (its etcd member first, while etcd has a majority of live members), never reaching it."""
+    run("podman", "kill", CONTAINERS["cp-03"])
+    hosts = {"kubernetes_reset_hosts": ["cp-02"], "kubernetes_reset_lost_hosts": ["cp-03"]}
+    reset = ("-e", json.dumps(hosts), "playbooks/reset.yml")
     run("ansible-playbook", *SCALE_INVENTORIES, "--check", *reset)
-    assert etcd_members() == ["lab-cp-01", *ADDED]  # the check run changed nothing
+    assert etcd_members() == ["cp-01", *ADDED]  # the check run changed nothing
     result = run("ansible-playbook", *SCALE_INVENTORIES, *reset)
     counts = recap(result.stdout)
     assert {host: counts[host]["changed"] for host in NODES} == dict.fromkeys(NODES, 0), result.stdout[-4000:]
-    assert counts["lab-cp-03"]["unreachable"] == 0 and counts["lab-cp-03"]["changed"] >= 2, result.stdout[-4000:]
+    assert counts["cp-03"]["unreachable"] == 0 and counts["cp-03"]["changed"] >= 2, result.stdout[-4000:]
     assert sorted(kubectl("get", "nodes", "-o", "name").split()) == [f"node/{name}" for name in sorted(NODES)]
-    assert etcd_members() == ["lab-cp-01"]
-    assert kubectl("get", "pods", "--all-namespaces", "--field-selector", "spec.nodeName=lab-cp-03", "-o", "name") == ""
+    assert etcd_members() == ["cp-01"]
+    assert kubectl("get", "pods", "--all-namespaces", "--field-selector", "spec.nodeName=cp-03", "-o", "name") == ""
     for host in NODES:  # flannel dropped the routes to the removed nodes' pod ranges
         assert within(120, lambda host=host: not lab["added_ranges"] & flannel_routes(host)), host
-    node = ("podman", "exec", "lab-cp-02")
-    assert counts["lab-cp-02"]["changed"] > 0
+    node = ("podman", "exec", CONTAINERS["cp-02"])
+    assert counts["cp-02"]["changed"] > 0
     assert run(*node, "systemctl", "is-active", "kubelet", check=False).stdout.strip() != "active"
     assert run(*node, "test", "-e", "/etc/kubernetes", check=False).returncode == 1
     assert run(*node, "dpkg", "--status", "kubeadm", check=False).returncode != 0
@@ -570,8 +591,8 @@ def test_reset_takes_one_control_plane_out_and_a_lost_one_without_contacting_it(
 
 
 def test_a_lost_worker_is_taken_out_and_its_gang_restarted_whole(lab):
-    """A running MPIJob (its launcher idle, its workers one per worker node) loses lab-node-02 for good: reset.yml
-    with kubernetes_reset_lost_hosts deletes the node's pods and the Node through lab-cp-01, never reaching it;
+    """A running MPIJob (its launcher idle, its workers one per worker node) loses dgx-02 for good: reset.yml with
+    kubernetes_reset_lost_hosts deletes the node's pods and the Node through cp-01, never reaching it;
     railforge restarts the gang whole, and with one worker node left its two workers cannot run: none stays bound
     beside a waiting one."""
     job = render_job("lost", "railforge-lab", 2, "100m")
@@ -589,13 +610,12 @@ def test_a_lost_worker_is_taken_out_and_its_gang_restarted_whole(lab):
     with submitted(job):
         running = polled(placed, lambda pods: len(pods) == 3 and all(pods.values()), 180)
         assert set(WORKERS) <= set(running.values()), running
-        run("podman", "kill", "lab-node-02")
-        lost = {"kubernetes_reset_lost_hosts": ["lab-node-02"]}
-        result = run("ansible-playbook", "-i", INVENTORY, "-e", f"@{STATE / 'vars.yml'}", "-e", json.dumps(lost),
-                     "playbooks/reset.yml")  # fmt: skip
+        run("podman", "kill", CONTAINERS["dgx-02"])
+        lost = {"kubernetes_reset_lost_hosts": ["dgx-02"]}
+        result = run("ansible-playbook", "-i", INVENTORY, "-e", json.dumps(lost), "playbooks/reset.yml")
         counts = recap(result.stdout)
-        assert counts["lab-node-02"]["unreachable"] == 0 and counts["lab-node-02"]["changed"] >= 2, result.stdout
-        assert "node/lab-node-02" not in kubectl("get", "nodes", "-o", "name").split()
+        assert counts["dgx-02"]["unreachable"] == 0 and counts["dgx-02"]["changed"] >= 2, result.stdout
+        assert "node/dgx-02" not in kubectl("get", "nodes", "-o", "name").split()
         # whole again: none of its pods bound (waiting, or ended with the job), never two running without the third
         settled = polled(placed, lambda pods: not any(pods.values()), 180)
         assert not any(settled.values()), settled
