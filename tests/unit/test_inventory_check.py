@@ -57,9 +57,8 @@ def test_malformed_inventory_fails_with_every_expected_problem(inventory):
         assert problem in output, f"missing: {problem}\n{output}"
 
 
-@pytest.mark.parametrize("inventory", ["inventories/example/hosts.yml", "inventories/lab/hosts.yml"])
-def test_shipped_inventories_pass(inventory):
-    result = run_check(ROOT / inventory)
+def test_the_example_inventory_passes():  # the lab's, generated from it: test_lab_inventory.py
+    result = run_check(ROOT / "inventories/example/hosts.yml")
     assert result.returncode == 0, result.stdout + result.stderr
 
 

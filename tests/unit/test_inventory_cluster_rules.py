@@ -145,7 +145,7 @@ CASES = {
             "all_vars": {
                 "kubernetes_gang_scheduling_api": True,
                 "kubernetes_mode": "existing",
-                "kubernetes_kubeconfig": str(ROOT / "inventories/lab/hosts.yml"),  # any file that is there
+                "kubernetes_kubeconfig": str(ROOT / "inventories/lab/overlay.yml"),  # any file that is there
             }
         },
         "kubernetes_gang_scheduling_api is true but kubernetes_mode is existing",
