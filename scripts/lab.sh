@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make lab`: a real Kubernetes cluster in Podman node containers on this machine, made by playbooks/site.yml
 # against the example inventory's cluster (inventories/lab: the example cut to the lab's hosts plus the overlay of
-# what differs here, written by `railforge lab inventory`; one container lab-<host> per host): packages from a local signed apt repository of our own builds, every image preloaded
+# what differs here, written by `railforge lab inventory`; a container per host, named as it): packages from a local signed apt repository of our own builds, every image preloaded
 # from archives (no registry: the air-gapped path), then the add-ons, the scheduler and an MPIJob across two nodes.
 # The workers are DGX H100-shaped: each presents a simulated sysfs tree (`railforge lab hardware`, mounted as
 # /srv/fake-hw: 8 GPUs, 4 NVSwitches, 8 InfiniBand compute HCAs, 3 Ethernet ports) and a veth netdev for every
@@ -19,11 +19,12 @@ export CONTAINERS_CONF="$PWD/molecule/containers.conf" ANSIBLE_CONFIG="$PWD/ansi
 inventory=inventories/lab/hosts.yml
 # Nodes that `up` leaves out: `add NAME` starts one, playbooks/scale.yml joins it (tests/lab).
 extra_inventory=inventories/lab/scale.yml
-control_plane=lab-cp-01  # the first control plane's container
+control_plane=cp-01  # the first control plane's container
 # The nodes' Podman network: railforge-lab-<time of its making>, found again by its label. A new name each time:
 # Podman 4.3 keeps a removed network's address allocations, and nodes killed before their teardown leave theirs
-# behind, which would refuse the next node its address.
-network_label=io.railforge.lab
+# behind, which would refuse the next node its address. The label marks the node containers and their volumes too:
+# `down` removes what carries it, and `up` refuses a container of a node's name that does not.
+lab_label=io.railforge.lab
 subnet=10.89.50.0/24
 image="$(cat molecule/image/TAG)"
 state=/run/railforge-lab
@@ -105,14 +106,22 @@ stop_device_plugins() {  # name
     rm -f "$pidfile"
 }
 
+lab_container() {  # container: true when the lab made it (its label); refuses one of that name it did not make
+    podman container exists "$1" || return 1
+    [[ -n $(podman ps -a --filter "label=$lab_label" --filter "name=^$1\$" --format '{{.Names}}') ]] && return 0
+    echo "lab: a container named $1 exists that the lab did not make (no label $lab_label): rename or remove it" >&2
+    exit 2
+}
+
 start_node() {  # name container address: systemd as PID 1 in a privileged node with its own cgroup namespace
     local name=$1 container=$2 address=$3
-    podman volume exists "$container-containerd" || podman volume create "$container-containerd" >/dev/null
+    podman volume exists "$container-containerd" ||
+        podman volume create --label "$lab_label" "$container-containerd" >/dev/null
     local hardware=()  # a worker's simulated DGX H100
     [[ -d $state/$name/hw ]] && hardware=(-v "$state/$name/hw:/srv/fake-hw:ro")
     # --systemd=false with systemd's mounts spelled out: Podman's systemd mode together with a private cgroup
     # namespace puts the node's systemd at the host's cgroup root on cgroup v1 hosts (research/nested-containerd).
-    podman run -d --name "$container" --hostname "$name" --network "$network" --ip "$address" \
+    podman run -d --name "$container" --label "$lab_label" --hostname "$name" --network "$network" --ip "$address" \
         --privileged --cgroupns=private --systemd=false --stop-signal SIGRTMIN+3 \
         --tmpfs /tmp --tmpfs /run --tmpfs /run/lock -e container=podman \
         -v "$container-containerd:/var/lib/containerd" \
@@ -134,7 +143,7 @@ add_api_address() {
 }
 
 lab_networks() {  # the names of the lab's networks (one, or none)
-    podman network ls --filter "label=$network_label" --format '{{.Name}}'
+    podman network ls --filter "label=$lab_label" --format '{{.Name}}'
 }
 
 lab_network() {  # the lab's network: its name, or nothing when there is none
@@ -243,12 +252,12 @@ PY
     if [[ -z $network ]]; then
         remove_stale_bridge
         network=railforge-lab-$(date +%s)
-        podman network create --label "$network_label" --subnet "$subnet" "$network" >/dev/null
+        podman network create --label "$lab_label" --subnet "$subnet" "$network" >/dev/null
     fi
     while read -r name _; do mkdir -p "$state/$name" && worker_hardware "$name"; done < <(workers)
     while read -r name container address; do
         mkdir -p "$state/$name/device-plugins" "$state/$name/devices"  # its bind mounts (/run is a tmpfs)
-        if podman container exists "$container"; then
+        if lab_container "$container"; then
             podman start "$container" >/dev/null
         else
             start_node "$name" "$container" "$address"
@@ -292,18 +301,18 @@ add)  # add NAME...: start nodes of the extra inventory for playbooks/scale.yml 
         read -r container address < <(nodes -i "$extra_inventory" | awk -v name="$name" '$1 == name {print $2, $3}')
         [[ -n $address ]] || { echo "lab: $name is not a host of $extra_inventory" >&2; exit 2; }
         mkdir -p "$state/$name/device-plugins" "$state/$name/devices"
-        podman container exists "$container" || start_node "$name" "$container" "$address"
+        lab_container "$container" || start_node "$name" "$container" "$address"
         echo "lab: node $name ($container) at $address"
     done
     ;;
 down)
-    while read -r name container _; do
-        stop_device_plugins "$name"
-        if podman container exists "$container"; then
-            podman rm -f -t 10 "$container" >/dev/null && echo "lab: removed $container"
-        fi
-        podman volume rm -f "$container-containerd" >/dev/null 2>&1 || true
-    done < <(nodes -i "$extra_inventory")
+    while read -r name _; do stop_device_plugins "$name"; done < <(nodes -i "$extra_inventory")
+    # what the lab made, by its label: the node containers, then their volumes
+    while read -r container; do
+        podman rm -f -t 10 "$container" >/dev/null && echo "lab: removed $container"
+    done < <(podman ps -a --filter "label=$lab_label" --format '{{.Names}}')
+    while read -r volume; do podman volume rm -f "$volume" >/dev/null; done < <(
+        podman volume ls --filter "label=$lab_label" --format '{{.Name}}')
     while read -r network; do podman network rm "$network" >/dev/null; done < <(lab_networks)
     remove_stale_bridge
     if [[ -f $state/sysctls ]]; then

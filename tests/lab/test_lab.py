@@ -627,11 +627,11 @@ def test_a_lost_worker_is_taken_out_and_its_gang_restarted_whole(lab):
 
 def test_down_leaves_nothing_behind(lab):
     run("scripts/lab.sh", "down")
-    containers = run("podman", "ps", "-a", "--format", "{{.Names}}").stdout.split()
-    volumes = run("podman", "volume", "ls", "--format", "{{.Name}}").stdout.split()
-    networks = run("podman", "network", "ls", "--format", "{{.Name}}").stdout.split()
-    assert not [name for name in containers + volumes if name.startswith("lab-")]
-    assert not [name for name in networks if name.startswith("railforge-lab")]
+    for listing in (("ps", "-a", "{{.Names}}"), ("volume", "ls", "{{.Name}}"), ("network", "ls", "{{.Name}}")):
+        # nothing labelled as the lab's: its nodes, their volumes, its network
+        *command, field = listing
+        assert run("podman", *command, "--filter", "label=io.railforge.lab", "--format", field).stdout == ""
+    assert not set(CONTAINERS) & set(run("podman", "ps", "-a", "--format", "{{.Names}}").stdout.split())
     assert addresses(LAB_CIDR) == []  # its bridge went with it
     assert sysctls() == lab["sysctls"]
     assert not STATE.exists() and not (ROOT / "inventories/lab/artifacts").exists()
