@@ -372,16 +372,9 @@ def write_inventory(args: argparse.Namespace) -> int:
 def build_hardware(args: argparse.Namespace) -> int:
     """A lab worker's hardware: the DGX H100 shape with the RDMA device and netdev names of a real ibdev2netdev
     (railforge.hwsim), built afresh under ``root``; its netdevs are printed for the node to get netdevs so named."""
-    import importlib.util
+    from railforge import hwsim, plugin_code
 
-    from railforge import hwsim
-
-    spec = importlib.util.spec_from_file_location(
-        "railforge_hwparse", ROOT / "plugins/module_utils/railforge_hwparse.py"
-    )
-    assert spec is not None and spec.loader is not None
-    hwparse = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hwparse)
+    hwparse = plugin_code.load("module_utils/railforge_hwparse.py")
     try:
         links = hwparse.parse_ibdev2netdev(hwsim.fixture_body(args.ibdev2netdev.read_text()))
     except ValueError as error:  # not a fixture, or not ibdev2netdev (the parser's ParseError is a ValueError)

@@ -21,7 +21,6 @@ rendered; a :class:`PlanError` names the ``railforge_benchmark_*`` variable at f
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -29,6 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import yaml
+
+from railforge import plugin_code
 
 if TYPE_CHECKING:
     from railforge.bench.floors import HardwareClass
@@ -153,14 +154,6 @@ def _count(data: Mapping, key: str, default: int, minimum: int = 1) -> int:
     return value
 
 
-def _nccl_env_filter():
-    """plugins/filter/railforge_hw.py's railforge_nccl_env (loaded by path: an Ansible plugin, not a package)."""
-    spec = importlib.util.spec_from_file_location("railforge_hw_filters", ROOT / "plugins/filter/railforge_hw.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.railforge_nccl_env
-
-
 def _node(name: str, facts: object, mode: str, socket_ifname: str, gid_index: int) -> PlanNode:
     """A node from its railforge_hw facts ({} where the inventory has none: CPU mode only)."""
     where = f"railforge_benchmark_nodes: node {name}"
@@ -179,7 +172,7 @@ def _node(name: str, facts: object, mode: str, socket_ifname: str, gid_index: in
         raise PlanError(f"{where}: railforge_hw rails: expected a list of rails with hca, got {rails!r}")
     # one rail per HCA port, as rail_networks numbers them
     distinct = tuple({(r["hca"], r.get("port", 1)): r for r in rails}.values())
-    env = _nccl_env_filter()(facts, socket_ifname or None, gid_index)
+    env = plugin_code.load("filter/railforge_hw.py").railforge_nccl_env(facts, socket_ifname or None, gid_index)
     return PlanNode(name, gpus, distinct, {str(k): str(v) for k, v in env.items()})
 
 
