@@ -3,6 +3,7 @@
 import pytest
 from kubernetes import client
 
+from railforge.lab import rdma_env
 from railforge.testbed.controlplane import create_namespace
 from railforge.testbed.deviceplugin import DEVICE_MOUNT, FakeDevicePlugin
 from railforge.testbed.node import one_shot_pod
@@ -30,7 +31,7 @@ def namespace(control_plane):
 def devices(node):
     plugins = [
         FakeDevicePlugin("nvidia.com/gpu", 4, "NVIDIA_VISIBLE_DEVICES", node.directory).start(),
-        FakeDevicePlugin("rdma/rail0", 2, "RAILFORGE_RDMA_DEVICES", node.directory).start(),
+        FakeDevicePlugin("rdma/rail0", 2, rdma_env("rail0"), node.directory).start(),
     ]
     core = client.CoreV1Api(node.plane.api)
 
@@ -52,7 +53,7 @@ def test_a_pod_runs_echo_and_its_log_comes_back_through_the_api(control_plane, n
 
 
 def test_a_pod_gets_what_allocate_returned_for_the_devices_it_asked_for(control_plane, node, namespace, devices):
-    script = f"echo gpus=$NVIDIA_VISIBLE_DEVICES rdma=$RAILFORGE_RDMA_DEVICES; cat {DEVICE_MOUNT}/*"
+    script = f"echo gpus=$NVIDIA_VISIBLE_DEVICES rdma=${rdma_env('rail0')}; cat {DEVICE_MOUNT}/*"
     pod = run_to_end(control_plane, node, namespace, "devices", script, {"nvidia.com/gpu": "2", "rdma/rail0": "1"})
     assert pod.status.phase == "Succeeded"
     log = client.CoreV1Api(control_plane.api).read_namespaced_pod_log("devices", namespace).splitlines()
@@ -165,7 +166,7 @@ def test_a_pair_pinned_by_hostname_is_bound_whole_by_railforge_and_runs(
     nodeSelector kubernetes.io/hostname. railforge binds both (the kubelet admits them: its node carries the label)
     and both run with their device."""
     names = ("pair-server", "pair-client")
-    scripts = dict.fromkeys(names, "echo $RAILFORGE_RDMA_DEVICES")
+    scripts = dict.fromkeys(names, f"echo ${rdma_env('rail0')}")
     gang_on_the_node(control_plane, node, namespace, run_scheduler, "pair", scripts, limits={"rdma/rail0": "1"})
     core = client.CoreV1Api(control_plane.api)
 

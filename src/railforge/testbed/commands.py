@@ -47,6 +47,7 @@ def _apt_repo(args: argparse.Namespace) -> int:
 
 
 def _up(args: argparse.Namespace) -> int:
+    from railforge.lab import rdma_env
     from railforge.testbed.controlplane import ControlPlane
     from railforge.testbed.deviceplugin import FakeDevicePlugin
     from railforge.testbed.node import KubeletNode
@@ -60,7 +61,7 @@ def _up(args: argparse.Namespace) -> int:
         print(f"control plane ready in {plane.ready_seconds:.1f} s: {plane.server}", flush=True)
         node = KubeletNode.start(plane)
         resources = [("nvidia.com/gpu", args.gpus, "NVIDIA_VISIBLE_DEVICES")]
-        resources += [(f"rdma/rail{rail}", 1, "RAILFORGE_RDMA_DEVICES") for rail in range(args.rails)]
+        resources += [(f"rdma/rail{rail}", 1, rdma_env(f"rail{rail}")) for rail in range(args.rails)]
         for resource, count, env in resources:  # one at a time: a failed start stops the ones already started
             plugins.append(FakeDevicePlugin(resource, count, env, node.directory).start())
         print(f"node {node.name} ready in {node.ready_seconds:.1f} s (logs: {node.directory}/*.log)")
