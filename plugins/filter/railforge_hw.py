@@ -71,15 +71,17 @@ def railforge_node_labels(facts, prefix: str = LABEL_PREFIX) -> dict:
 def railforge_gpu_labels(facts) -> dict:
     """The GPU labels NVIDIA's GPU feature discovery writes that the hardware facts can tell, under its names.
 
-    nvidia.com/gpu.present ("true" with at least one GPU, else "false"), nvidia.com/gpu.count and
+    nvidia.com/gpu.present ("true" with at least one GPU, else "false"), nvidia.com/gpu.count,
     nvidia.com/gpu.family (the architecture as railforge.io/gpu-arch has it, but Ada as feature discovery names it,
-    "ada-lovelace"). The facts are read from PCI before any driver, so the product name NVML reports
-    (nvidia.com/gpu.product) is not among them.
+    "ada-lovelace") and, where the driver named the GPUs and they are of one product, nvidia.com/gpu.product (its
+    name with a dash for each space, "NVIDIA-H100-80GB-HBM3"; the PCI tree alone has no product names).
     """
     f = _facts(facts)
     count = f.get("gpu_count", 0)
     family = GPU_FAMILY_NAMES.get(_gpu_arch(f), _gpu_arch(f))
     labels = {"gpu.present": count > 0, "gpu.count": count, "gpu.family": family}
+    if len(products := f.get("gpu_products") or []) == 1:
+        labels["gpu.product"] = products[0]
     return {"nvidia.com/" + k: label_value(v) for k, v in labels.items()}
 
 

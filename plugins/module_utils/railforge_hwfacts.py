@@ -14,6 +14,7 @@ try:  # inside Ansible (module_utils on the managed node)
         ParseError,
         parse_ibdev2netdev,
         parse_nvidia_smi_q_fabric,
+        parse_nvidia_smi_query_csv,
         parse_nvidia_smi_topo,
     )
 except ImportError:  # pragma: no cover - plain import path (e.g. a checkout on sys.path)
@@ -21,6 +22,7 @@ except ImportError:  # pragma: no cover - plain import path (e.g. a checkout on 
         ParseError,
         parse_ibdev2netdev,
         parse_nvidia_smi_q_fabric,
+        parse_nvidia_smi_query_csv,
         parse_nvidia_smi_topo,
     )
 
@@ -530,12 +532,26 @@ def gather_device_facts(root: str = "/") -> dict:
     return _device_facts(read_sysfs(root))
 
 
+def _gpu_products(gpus: list[dict], query_text: str, warnings: list[str]) -> list[str]:
+    """The product names the driver gives the GPUs sysfs found (nvidia-smi --query-gpu; the PCI tree has only
+    device ids), distinct and sorted; a GPU the driver lists that sysfs lacks is a warning."""
+    addresses = {g["pci_address"] for g in gpus}
+    products = set()
+    for row in parse_nvidia_smi_query_csv(query_text):
+        if row.get("pci_address") not in addresses:
+            warnings.append(f"nvidia-smi lists {row.get('name')} at {row.get('pci_bus_id')}, which sysfs does not have")
+        elif row.get("name"):
+            products.add(row["name"])
+    return sorted(products)
+
+
 def gather_hw_facts(
     root: str = "/",
     topo_text: str | None = None,
     ibdev2netdev_text: str | None = None,
     nvidia_smi_q_text: str | None = None,
     mix_link_layers: bool = False,
+    nvidia_smi_query_text: str | None = None,
 ) -> dict:
     """All hardware facts for one node.  Raises ParseError when a given text is unusable."""
     raw = read_sysfs(root)
@@ -589,6 +605,7 @@ def gather_hw_facts(
     if gpus and raw["default_interface"] is None:
         warnings.append("no IPv4 default route: NCCL_SOCKET_IFNAME falls back to excluding lo and docker bridges")
     fabric = summarize_fabric(parse_nvidia_smi_q_fabric(nvidia_smi_q_text), warnings) if nvidia_smi_q_text else None
+    products = _gpu_products(gpus, nvidia_smi_query_text, warnings) if nvidia_smi_query_text else []
     return {
         **devices,
         "affinity": {str(k): v for k, v in affinity.items()},
@@ -600,6 +617,7 @@ def gather_hw_facts(
         "rdma_link_layers": rail_layers,
         "roce_v2": roce_v2,
         "fabric": fabric,
+        "gpu_products": products,
         "numa_nodes": {str(k): v for k, v in raw["numa_nodes"].items()},
         "default_interface": raw["default_interface"],
     }

@@ -47,10 +47,15 @@ options:
   nvidia_smi_q_text:
     description: Output of C(nvidia-smi -q) (or its Fabric sections) for multi-node NVLink facts.
     type: str
+  nvidia_smi_query_text:
+    description:
+      - Output of C(nvidia-smi --query-gpu=index,name,driver_version,persistence_mode,mig.mode.current,pci.bus_id
+        --format=csv,noheader), for the GPUs' product names (the PCI tree has only device ids).
+    type: str
   run_commands:
     description:
-      - When true, run C(nvidia-smi topo -m) and C(ibdev2netdev) if they are on the PATH and the
-        matching C(*_text) option is not set.  Both commands only read state.
+      - When true, run C(nvidia-smi topo -m), that C(nvidia-smi --query-gpu) and C(ibdev2netdev) if they are on
+        the PATH and the matching C(*_text) option is not set.  The commands only read state.
     type: bool
     default: false
   mix_link_layers:
@@ -156,6 +161,11 @@ ansible_facts:
         fabric:
           description: Multi-node NVLink fabric summary from nvidia_smi_q_text, else null.
           type: dict
+        gpu_products:
+          description: The GPUs' distinct product names as the driver gives them (nvidia_smi_query_text), sorted;
+            empty without the driver.
+          type: list
+          elements: str
         default_interface:
           description: Interface of the IPv4 default route, if any.
           type: str
@@ -175,9 +185,26 @@ ansible_facts:
 # Ansible convention: imports follow the documentation blocks.
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 from ansible.module_utils.railforge_hwfacts import ParseError, gather_device_facts, gather_hw_facts  # noqa: E402
+from ansible.module_utils.railforge_hwparse import DEFAULT_QUERY_FIELDS  # noqa: E402
 
 # Options that refine the affinity and rails, which scope=devices does not compute.
-_ALL_SCOPE_OPTIONS = ("topo_text", "ibdev2netdev_text", "nvidia_smi_q_text", "run_commands", "mix_link_layers")
+_ALL_SCOPE_OPTIONS = (
+    "topo_text",
+    "ibdev2netdev_text",
+    "nvidia_smi_q_text",
+    "nvidia_smi_query_text",
+    "run_commands",
+    "mix_link_layers",
+)
+# The commands run_commands runs, by the name their parse errors give them; each only where its text is not given.
+_COMMANDS = {
+    "nvidia-smi topo": ("topo_text", ["nvidia-smi", "topo", "-m"]),
+    "nvidia-smi --query-gpu": (
+        "nvidia_smi_query_text",
+        ["nvidia-smi", f"--query-gpu={','.join(DEFAULT_QUERY_FIELDS)}", "--format=csv,noheader"],
+    ),
+    "ibdev2netdev": ("ibdev2netdev_text", ["ibdev2netdev"]),
+}
 
 
 def _run(module, argv, notes):
@@ -199,6 +226,7 @@ def main():
             "topo_text": {"type": "str"},
             "ibdev2netdev_text": {"type": "str"},
             "nvidia_smi_q_text": {"type": "str"},
+            "nvidia_smi_query_text": {"type": "str"},
             "run_commands": {"type": "bool", "default": False},
             "mix_link_layers": {"type": "bool", "default": False},
         },
@@ -211,33 +239,29 @@ def main():
             dropped = ", ".join(given)
             module.fail_json(msg=f"scope=devices gathers no affinity or rails: drop {dropped} or use scope=all")
         module.exit_json(changed=False, devices=gather_device_facts(p["root"]))
-    topo, i2n = p["topo_text"], p["ibdev2netdev_text"]
+    texts = {option: p[option] for option, _ in _COMMANDS.values()}
     ran = set()
     notes: list[str] = []  # fallbacks of this module, reported with those of the facts
     if p["run_commands"]:
-        if topo is None:
-            topo = _run(module, ["nvidia-smi", "topo", "-m"], notes)
-            ran.add("topo")
-        if i2n is None:
-            i2n = _run(module, ["ibdev2netdev"], notes)
-            ran.add("ibdev2netdev")
-    texts = {"topo": topo, "ibdev2netdev": i2n}
+        for tool, (option, argv) in _COMMANDS.items():
+            if texts[option] is None:
+                texts[option] = _run(module, argv, notes)
+                ran.add(tool)
     while True:
         try:
             facts = gather_hw_facts(
                 root=p["root"],
-                topo_text=texts["topo"],
-                ibdev2netdev_text=texts["ibdev2netdev"],
                 nvidia_smi_q_text=p["nvidia_smi_q_text"],
                 mix_link_layers=p["mix_link_layers"],
+                **texts,
             )
             break
         except ParseError as exc:
             # text the user passed must parse; output of a command we ran ourselves is only a hint
-            key = "topo" if exc.tool == "nvidia-smi topo" else exc.tool
-            if key in ran and texts.get(key) is not None:
+            option = _COMMANDS[exc.tool][0] if exc.tool in _COMMANDS else None
+            if exc.tool in ran and texts.get(option) is not None:
                 notes.append(f"ignoring unparsable output of {exc.tool}: {exc.reason}")
-                texts[key] = None
+                texts[option] = None
                 continue
             module.fail_json(msg=str(exc), tool=exc.tool)
     facts["warnings"] = notes + facts["warnings"]

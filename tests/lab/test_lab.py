@@ -241,6 +241,9 @@ def test_the_workers_hardware_facts_become_networks_labels_nccl_settings_and_dev
         print(name, {key: value for key, value in labels.items() if "railforge" in key or "nvidia" in key})
         assert labels["railforge.io/leaf"] == "leaf-01" and labels["railforge.io/spine"] == "spine-a", labels
         assert labels["railforge.io/nccl-class"], labels
+        # the product the driver (the stand-in's nvidia-smi) names, as GPU feature discovery labels it
+        assert facts["gpu_products"] == ["NVIDIA H100 80GB HBM3"], facts["gpu_products"]
+        assert labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3", labels
     assert "nvidia.com/gpu" not in nodes["cp-01"]["status"]["allocatable"]
     networks = json.loads(kubectl("get", "network-attachment-definitions", "-n", "railforge-network", "-o", "json"))
     configs = {nad["metadata"]["name"]: json.loads(nad["spec"]["config"]) for nad in networks["items"]}

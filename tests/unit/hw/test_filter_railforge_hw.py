@@ -79,6 +79,14 @@ def test_gpu_family_names_ada_as_feature_discovery_does():
     assert labels["nvidia.com/gpu.family"] == "ada-lovelace"
 
 
+def test_gpu_product_labelled_where_the_driver_named_one_product():
+    hopper = {"gpu_count": 8, "gpu_architectures": ["Hopper"]}
+    labels = railforge_gpu_labels({**hopper, "gpu_products": ["NVIDIA H100 80GB HBM3"]})
+    assert labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"  # as GPU feature discovery writes it
+    for products in ([], ["NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe"]):  # no driver yet, or a mixed node
+        assert "nvidia.com/gpu.product" not in railforge_gpu_labels({**hopper, "gpu_products": products})
+
+
 def test_gpu_labels_without_gpus():
     labels = railforge_gpu_labels({"gpu_count": 0, "gpu_architectures": []})
     assert labels == {"nvidia.com/gpu.present": "false", "nvidia.com/gpu.count": "0", "nvidia.com/gpu.family": "none"}

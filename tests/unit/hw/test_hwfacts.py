@@ -455,19 +455,32 @@ def test_device_facts_are_the_full_facts_devices_without_their_warnings(trees, s
     assert {h["pci_address"] for h in full["hcas"]} <= {h["pci_address"] for h in devices["hca_functions"]}
 
 
+# The lent H200 VM's sysfs: the GPU on the root bus with no bridge, numa_node -1, one NUMA node.
+H200_VM = {
+    "numa": {0: "0-15"},
+    "default_route": "eth0",
+    "tree": [("hb", "0000:00", None, [("gpu", "0000:00:06.0", 0x2335)])],
+}
+
+
+def test_a_gpu_the_driver_lists_that_sysfs_lacks_is_a_warning_not_a_product(tmp_path):
+    elsewhere = realdata("nvidia-smi/query-gpu-1x-h200.txt").replace("00000000:00:06.0", "00000000:00:07.0")
+    f = gather_hw_facts(str(build(tmp_path, H200_VM)), nvidia_smi_query_text=elsewhere)
+    assert f["gpu_products"] == []
+    assert f["warnings"] == ["nvidia-smi lists NVIDIA H200 at 00000000:00:07.0, which sysfs does not have"]
+    assert gather_hw_facts(str(build(tmp_path / "bare", H200_VM)))["gpu_products"] == []  # no driver, no names
+
+
 def test_a_lent_h200_vm_reads_as_it_did_there(tmp_path):
     """What railforge_hw_facts gave on a lent H200 VM (benchmarks/gpu_node_capture.sh, 2026-11-28), from a tree
-    holding what that VM's sysfs held: the GPU on the root bus with no bridge, numa_node -1, one NUMA node."""
-    vm = {
-        "numa": {0: "0-15"},
-        "default_route": "eth0",
-        "tree": [("hb", "0000:00", None, [("gpu", "0000:00:06.0", 0x2335)])],
-    }
+    holding what that VM's sysfs held (H200_VM)."""
     f = gather_hw_facts(
-        str(build(tmp_path, vm)),
+        str(build(tmp_path, H200_VM)),
         topo_text=realdata("nvidia-smi-topo/1x-h200-no-nic-ansi-underlined-header.txt"),
         nvidia_smi_q_text=realdata("nvidia-smi/q-full-1x-h200-fabric-all-na.txt"),
+        nvidia_smi_query_text=realdata("nvidia-smi/query-gpu-1x-h200.txt"),
     )
+    assert f["gpu_products"] == ["NVIDIA H200"]  # the driver's name for the GPU sysfs knows by its device id
     assert f["gpus"] == [
         {
             "architecture": "Hopper",
