@@ -107,10 +107,10 @@ def _load(path: Path) -> Any:
 
 
 def _refuse_unlisted(variables: Mapping[str, Any], where: str) -> None:
-    for name in sorted(set(variables) - ALLOWED):
-        kinds = "; ".join(MAY_DIFFER)
+    if unlisted := sorted(set(variables) - ALLOWED):
         raise UsageError(
-            f"{where}: {name} is not something the lab may change from the example (it may change: {kinds})"
+            f"{where}: {', '.join(unlisted)} {'is' if len(unlisted) == 1 else 'are'} not something the lab may change "
+            f"from the example (it may change: {'; '.join(MAY_DIFFER)})"
         )
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from railforge.cli import main
 from railforge.cliargs import UsageError
 from railforge.labinventory import ALLOWED, EXAMPLE, OVERLAY, generate
 
@@ -128,3 +129,11 @@ def test_a_value_an_example_group_outranks_is_refused(tmp_path):
     (example / "group_vars/rdma_nodes/rdma.yml").write_text("doca_ofed_version: '3.0.0'\n")
     with pytest.raises(UsageError, match="the example's group rdma_nodes sets doca_ofed_version"):
         generate(tmp_path / "out", example=example)
+
+
+def test_the_command_refuses_in_one_line_and_writes_nothing(tmp_path, capsys):
+    overlay = overlay_with(tmp_path, lambda o: o["hosts"]["cp-01"].update(railforge_hw={}, railforge_rdma_hcas=[]))
+    assert main(["lab", "inventory", "--overlay", str(overlay), "--out", str(tmp_path / "out")]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "hosts: cp-01: railforge_hw, railforge_rdma_hcas are not something the lab may change" in line
+    assert not (tmp_path / "out").exists()
