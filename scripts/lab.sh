@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `make lab`: a real Kubernetes cluster in Podman node containers on this machine, made by playbooks/site.yml
 # against the example inventory's cluster (inventories/lab: the example cut to the lab's hosts plus the overlay of
-# what differs here, written by `railforge lab inventory`; a container per host, named as it): packages from a local signed apt repository of our own builds, every image preloaded
-# from archives (no registry: the air-gapped path), then the add-ons, the scheduler and an MPIJob across two nodes.
+# what differs here, written by `railforge lab inventory`; a container per host, named as it): packages from a local
+# signed apt repository of our own builds, every image preloaded from archives (no registry: the air-gapped path),
+# then the add-ons, the scheduler and an MPIJob across two nodes.
 # The workers are DGX H100-shaped: each presents a simulated sysfs tree (`railforge lab hardware`, mounted as
 # /srv/fake-hw: 8 GPUs, 4 NVSwitches, 8 InfiniBand compute HCAs, 3 Ethernet ports) and a veth netdev for every
 # netdev the tree names; the node stage's hardware roles install from a signed stand-in vendor repository
@@ -19,7 +20,7 @@ export CONTAINERS_CONF="$PWD/molecule/containers.conf" ANSIBLE_CONFIG="$PWD/ansi
 inventory=inventories/lab/hosts.yml
 # Nodes that `up` leaves out: `add NAME` starts one, playbooks/scale.yml joins it (tests/lab).
 extra_inventory=inventories/lab/scale.yml
-control_plane=cp-01  # the first control plane's container
+control_plane=cp-01  # the first control plane: its host and container name
 # The nodes' Podman network: railforge-lab-<time of its making>, found again by its label. A new name each time:
 # Podman 4.3 keeps a removed network's address allocations, and nodes killed before their teardown leave theirs
 # behind, which would refuse the next node its address. The label marks the node containers and their volumes too:
@@ -42,20 +43,14 @@ write_inventory() {  # arguments: railforge lab inventory's (--machine-vars FILE
     railforge lab inventory "$@" >/dev/null
 }
 
-nodes() {  # name container address, one per line; arguments: more inventories (-i FILE)
+nodes() {  # name container address, one per line; arguments: more inventories (-i FILE) or --limit PATTERN
     [[ -f $inventory ]] || write_inventory
     ansible-inventory -i "$inventory" "$@" --list |
         python3 -c 'import json,sys; d=json.load(sys.stdin)["_meta"]["hostvars"]; [print(h, v["ansible_host"], v["railforge_node_ip"]) for h, v in sorted(d.items())]'
 }
 
-workers() {  # name container of each host of the kube_node group (with its child groups), one per line
-    ansible-inventory -i "$inventory" --list | python3 -c 'import json, sys
-inventory = json.load(sys.stdin)
-def members(group):
-    entry = inventory.get(group, {})
-    return [*entry.get("hosts", []), *(host for child in entry.get("children", []) for host in members(child))]
-for host in dict.fromkeys(members("kube_node")):
-    print(host, inventory["_meta"]["hostvars"][host]["ansible_host"])'
+workers() {  # name container of each host of the kube_node group, one per line
+    nodes --limit kube_node | cut -d ' ' -f 1,2
 }
 
 first_worker() {
@@ -136,7 +131,7 @@ start_node() {  # name container address: systemd as PID 1 in a privileged node 
 # a stand-in for the load balancer or kube-vip address in front of several control planes.
 add_api_address() {
     local address
-    address=$(ansible-inventory -i "$inventory" --host "$(first_worker)" |
+    address=$(ansible-inventory -i "$inventory" --host "$control_plane" |
         python3 -c 'import json,sys; print(json.load(sys.stdin)["kubernetes_control_plane_endpoint"].rsplit(":", 1)[0])')
     podman exec "$control_plane" ip address replace "$address/32" dev eth0
     echo "lab: control plane endpoint $address on $control_plane"
