@@ -99,11 +99,15 @@ MAY_DIFFER: dict[str, frozenset[str]] = {
 ALLOWED = frozenset().union(*MAY_DIFFER.values())
 
 
-def _load(path: Path) -> Any:
+def _load(path: Path) -> dict[str, Any]:
+    """A YAML file of one mapping (an empty file: none)."""
     try:
-        return yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as error:
         raise UsageError(f"{path}: cannot be read as YAML ({error})") from error
+    if not isinstance(data, dict | None):
+        raise UsageError(f"{path}: expected a mapping of names to values, got a {type(data).__name__}")
+    return data or {}
 
 
 def _refuse_unlisted(variables: Mapping[str, Any], where: str) -> None:
@@ -153,7 +157,7 @@ def _group_vars(example: Path) -> dict[str, dict[str, Any]]:
         files = sorted(path.glob("*.yml")) if path.is_dir() else [path]
         group = path.stem if path.is_file() else path.name
         for file in files:
-            merged.setdefault(group, {}).update(_load(file) or {})
+            merged.setdefault(group, {}).update(_load(file))
     return merged
 
 
@@ -172,7 +176,7 @@ def generate(
     out: Path, *, example: Path = EXAMPLE, overlay_path: Path = OVERLAY, machine_vars: Path | None = None
 ) -> list[Path]:
     """Write hosts.yml, scale.yml and group_vars/ into out; return the files written."""
-    overlay = _load(overlay_path) or {}
+    overlay = _load(overlay_path)
     tree = _load(example / "hosts.yml")
     known = _example_hosts(tree)
     hosts = _hosts_section(overlay, "hosts", known, overlay_path)
@@ -184,7 +188,7 @@ def generate(
     variables = dict(overlay.get("vars") or {})
     _refuse_unlisted(variables, f"{overlay_path}: vars")
     if machine_vars is not None:
-        machine = _load(machine_vars) or {}
+        machine = _load(machine_vars)
         _refuse_unlisted(machine, str(machine_vars))
         variables.update(machine)
     group_vars = _group_vars(example)

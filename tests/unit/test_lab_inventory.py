@@ -137,3 +137,10 @@ def test_the_command_refuses_in_one_line_and_writes_nothing(tmp_path, capsys):
     (line,) = capsys.readouterr().err.splitlines()
     assert "hosts: cp-01: railforge_hw, railforge_rdma_hcas are not something the lab may change" in line
     assert not (tmp_path / "out").exists()
+
+
+def test_machine_vars_that_are_not_a_mapping_are_refused_as_such(tmp_path):
+    machine = tmp_path / "vars.yml"
+    machine.write_text("- kubernetes_apt_repo_key_fingerprint\n")
+    with pytest.raises(UsageError, match=f"{machine}: expected a mapping of names to values, got a list"):
+        generate(tmp_path / "out", machine_vars=machine)
