@@ -27,8 +27,13 @@ control_plane=cp-01  # the first control plane: its host and container name
 # `down` removes what carries it, and `up` refuses a container of a node's name that does not.
 lab_label=io.railforge.lab
 subnet=10.89.50.0/24
-image="$(cat molecule/image/TAG)"
+# The node image: the test image (molecule/image) with an SSH server (scripts/lab-node.Containerfile).
+node_image=localhost/railforge-lab-node:latest
 state=/run/railforge-lab
+# Ansible reaches the nodes over SSH with the lab's key, checking each node's own host key against known_hosts
+# (both paths are in inventories/lab/overlay.yml).
+ssh_key=$state/ssh/id_ed25519
+known_hosts=$state/ssh/known_hosts
 job_images=/var/cache/railforge/lab-images
 # Host-wide sysctls a kubelet in a privileged container rewrites (the test bed's node restores the same ones), and
 # the inotify instances `up` raises; `down` puts them all back.
@@ -43,18 +48,18 @@ write_inventory() {  # arguments: railforge lab inventory's (--machine-vars FILE
     railforge lab inventory "$@" >/dev/null
 }
 
-nodes() {  # name container address, one per line; arguments: more inventories (-i FILE) or --limit PATTERN
+nodes() {  # name address, one per line (a node's container is named as it); arguments: more inventories (-i FILE)
     [[ -f $inventory ]] || write_inventory
     ansible-inventory -i "$inventory" "$@" --list |
-        python3 -c 'import json,sys; d=json.load(sys.stdin)["_meta"]["hostvars"]; [print(h, v["ansible_host"], v["railforge_node_ip"]) for h, v in sorted(d.items())]'
+        python3 -c 'import json,sys; d=json.load(sys.stdin)["_meta"]["hostvars"]; [print(h, v["ansible_host"]) for h, v in sorted(d.items())]'
 }
 
-workers() {  # name container of each host of the kube_node group, one per line
-    nodes --limit kube_node | cut -d ' ' -f 1,2
+workers() {  # the name of each host of the kube_node group, one per line
+    nodes --limit kube_node | cut -d ' ' -f 1
 }
 
 first_worker() {
-    workers | sed -n '1s/ .*//p'
+    workers | head -n 1
 }
 
 hw_facts() {  # name key: a value of the node's railforge_hw that playbooks/facts.yml kept
@@ -108,23 +113,51 @@ lab_container() {  # container: true when the lab made it (its label); refuses o
     exit 2
 }
 
-start_node() {  # name container address: systemd as PID 1 in a privileged node with its own cgroup namespace
-    local name=$1 container=$2 address=$3
-    podman volume exists "$container-containerd" ||
-        podman volume create --label "$lab_label" "$container-containerd" >/dev/null
+build_node_image() {  # unless it carries the hash of its inputs: its Containerfile and the test image's ID
+    local base inputs
+    base=$(cat molecule/image/TAG)
+    molecule/image/build.sh
+    inputs=$( (cat scripts/lab-node.Containerfile && podman image inspect --format '{{.Id}}' "$base") | sha256sum)
+    [[ $(podman image inspect --format '{{index .Labels "io.railforge.inputs"}}' "$node_image" 2>/dev/null) == "${inputs%% *}" ]] ||
+        podman build --quiet --build-arg "BASE=$base" --label "io.railforge.inputs=${inputs%% *}" \
+            --file scripts/lab-node.Containerfile --tag "$node_image" scripts >/dev/null
+}
+
+start_node() {  # name address: systemd as PID 1 in a privileged node with its own cgroup namespace
+    local name=$1 address=$2
+    podman volume exists "$name-containerd" ||
+        podman volume create --label "$lab_label" "$name-containerd" >/dev/null
     local hardware=()  # a worker's simulated DGX H100
     [[ -d $state/$name/hw ]] && hardware=(-v "$state/$name/hw:/srv/fake-hw:ro")
     # --systemd=false with systemd's mounts spelled out: Podman's systemd mode together with a private cgroup
     # namespace puts the node's systemd at the host's cgroup root on cgroup v1 hosts (research/nested-containerd).
-    podman run -d --name "$container" --label "$lab_label" --hostname "$name" --network "$network" --ip "$address" \
+    podman run -d --name "$name" --label "$lab_label" --hostname "$name" --network "$network" --ip "$address" \
         --privileged --cgroupns=private --systemd=false --stop-signal SIGRTMIN+3 \
         --tmpfs /tmp --tmpfs /run --tmpfs /run/lock -e container=podman \
-        -v "$container-containerd:/var/lib/containerd" \
+        -v "$name-containerd:/var/lib/containerd" \
         -v "$apt_repo:/srv/railforge-apt:ro" -v "$images:/srv/railforge-images:ro" \
         -v "$job_images:/srv/railforge-job-images:ro" -v "$state/vendor:/srv/railforge-vendor:ro" "${hardware[@]}" \
         -v "$state/$name/device-plugins:/var/lib/kubelet/device-plugins" -v "$state/$name/devices:$state/$name/devices" \
-        "$image" /bin/sh -c 'rm -f /etc/machine-id /var/lib/dbus/machine-id && systemd-machine-id-setup >/dev/null &&
+        "$node_image" /bin/sh -c 'rm -f /etc/machine-id /var/lib/dbus/machine-id && systemd-machine-id-setup >/dev/null &&
             mount --make-rshared / && exec /lib/systemd/systemd' >/dev/null
+}
+
+# A node's SSH server: its own host key (made once per lab, the private half never leaves the node and this
+# machine's lab state), the lab's key authorised for root, no password logins; its host key in known_hosts.
+start_sshd() {  # name address
+    local name=$1 address=$2 host_key=$state/$1/ssh_host_ed25519_key waited=0
+    [[ -f $ssh_key ]] || { mkdir -p -m 700 "${ssh_key%/*}" && ssh-keygen -q -t ed25519 -N '' -C railforge-lab -f "$ssh_key"; }
+    [[ -f $host_key ]] || ssh-keygen -q -t ed25519 -N '' -C "$name" -f "$host_key"
+    podman exec -i "$name" sh -c 'umask 077 && mkdir -p /root/.ssh && echo "$1" >/root/.ssh/authorized_keys &&
+        cat >/etc/ssh/ssh_host_ed25519_key && printf "HostKey /etc/ssh/ssh_host_ed25519_key\nPasswordAuthentication no\n" \
+        >/etc/ssh/sshd_config.d/railforge-lab.conf' sh "$(cat "$ssh_key.pub")" <"$host_key"
+    until podman exec "$name" systemctl enable --now ssh.service >/dev/null 2>&1; do  # once its systemd is up
+        ((waited++ < 60)) || { echo "lab: sshd on $name did not start in 60 s" >&2; exit 1; }
+        sleep 1
+    done
+    { [[ ! -f $known_hosts ]] || awk -v address="$address" '$1 != address' "$known_hosts"
+        echo "$address $(cut -d ' ' -f 1,2 "$host_key.pub")"; } >"$known_hosts.new"
+    mv "$known_hosts.new" "$known_hosts"
 }
 
 # The control plane endpoint (kubernetes_control_plane_endpoint): a second address on the first control plane,
@@ -205,7 +238,7 @@ step_done() {  # name: the time since the last step ended
 case "${1:-}" in
 up)
     started=$SECONDS
-    molecule/image/build.sh
+    build_node_image
     railforge testbed build
     node_mounts
     mkdir -p "$state" "$job_images"
@@ -250,22 +283,23 @@ PY
         podman network create --label "$lab_label" --subnet "$subnet" "$network" >/dev/null
     fi
     while read -r name _; do mkdir -p "$state/$name" && worker_hardware "$name"; done < <(workers)
-    while read -r name container address; do
+    while read -r name address; do
         mkdir -p "$state/$name/device-plugins" "$state/$name/devices"  # its bind mounts (/run is a tmpfs)
-        if lab_container "$container"; then
-            podman start "$container" >/dev/null
+        if lab_container "$name"; then
+            podman start "$name" >/dev/null
         else
-            start_node "$name" "$container" "$address"
+            start_node "$name" "$address"
         fi
-        echo "lab: node $name ($container) at $address"
+        start_sshd "$name" "$address"
+        echo "lab: node $name at $address"
     done < <(nodes)
     add_api_address
     vendor_doca_layout
     # A worker's netdevs, named as its tree names them: one end of a veth pair each (this kernel has no dummy
     # netdev), up, for macvlan to build a rail's pod interfaces on.
-    while read -r name container; do
+    while read -r name; do
         # shellcheck disable=SC2046 # one argument per netdev
-        podman exec "$container" sh -c 'i=0; for netdev in "$@"; do i=$((i + 1))
+        podman exec "$name" sh -c 'i=0; for netdev in "$@"; do i=$((i + 1))
             ip link show "$netdev" >/dev/null 2>&1 || ip link add "$netdev" type veth peer name "hwpeer$i"
             ip link set "hwpeer$i" up && ip link set "$netdev" up; done' sh $(cat "$state/$name/netdevs")
     done < <(workers)
@@ -293,11 +327,12 @@ add)  # add NAME...: start nodes of the extra inventory for playbooks/scale.yml 
     [[ -n $network ]] || { echo "lab: no lab network; run $0 up first" >&2; exit 2; }
     node_mounts
     for name in "$@"; do
-        read -r container address < <(nodes -i "$extra_inventory" | awk -v name="$name" '$1 == name {print $2, $3}')
+        address=$(nodes -i "$extra_inventory" | awk -v name="$name" '$1 == name {print $2}')
         [[ -n $address ]] || { echo "lab: $name is not a host of $extra_inventory" >&2; exit 2; }
         mkdir -p "$state/$name/device-plugins" "$state/$name/devices"
-        lab_container "$container" || start_node "$name" "$container" "$address"
-        echo "lab: node $name ($container) at $address"
+        lab_container "$name" || start_node "$name" "$address"
+        start_sshd "$name" "$address"
+        echo "lab: node $name at $address"
     done
     ;;
 down)

@@ -23,12 +23,14 @@ GENERATED_HEADER = "# Written by `railforge lab inventory` from {example} and {o
 
 # What the lab may set differently from the example, by why it must differ on this machine.
 MAY_DIFFER: dict[str, frozenset[str]] = {
-    # Podman node containers, not SSH hosts; no proxy; this machine's addresses and the kubeconfig fetched here.
+    # Node containers on this machine's network, with the lab's SSH key and known hosts; no proxy; the
+    # kubeconfig fetched here.
     "connection and addresses": frozenset(
         {
-            "ansible_connection",
             "ansible_host",
             "ansible_user",
+            "ansible_ssh_private_key_file",
+            "ansible_ssh_common_args",
             "ansible_python_interpreter",
             "railforge_node_ip",
             "kubernetes_control_plane_endpoint",

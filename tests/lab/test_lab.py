@@ -32,7 +32,7 @@ from railforge.lab import JOB_NAME, VERSIONS_FILE, render_job
 ROOT = Path(__file__).resolve().parents[2]
 INVENTORY = "inventories/lab/hosts.yml"  # written by lab.sh up: the example's, cut, plus inventories/lab/overlay.yml
 OVERLAY = yaml.safe_load((ROOT / "inventories/lab/overlay.yml").read_text())
-CONTAINERS = {host: values["ansible_host"] for host, values in {**OVERLAY["hosts"], **OVERLAY["scale_hosts"]}.items()}
+HOSTS = (*OVERLAY["hosts"], *OVERLAY["scale_hosts"])  # each a node container of its name
 NODES = ("cp-01", "dgx-01", "dgx-02")  # the example's hosts the lab's cluster has (Kubernetes node names)
 WORKERS = ("dgx-01", "dgx-02")
 STORAGE = "stor-01"  # the example's storage node: the node stage only
@@ -63,9 +63,7 @@ def run(*argv: str, check: bool = True, input_text: str | None = None) -> subpro
 
 
 def kubectl(*argv: str) -> str:
-    return run(
-        "podman", "exec", CONTAINERS["cp-01"], "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", *argv
-    ).stdout
+    return run("podman", "exec", "cp-01", "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", *argv).stdout
 
 
 def recap(output: str) -> dict[str, dict[str, int]]:
@@ -127,17 +125,15 @@ def test_cluster_is_made_by_kubeadm_from_local_packages_and_preloaded_images(lab
         assert node["status"]["nodeInfo"]["containerRuntimeVersion"] == "containerd://2.3.7"
     kubernetes = {"containerd.io", "cri-tools", "kubeadm", "kubectl", "kubelet", "kubernetes-cni"}
     for name in NODES:  # Kubernetes comes from the local repository, and its packages are held
-        sources = run("podman", "exec", CONTAINERS[name], "cat", "/etc/apt/sources.list.d/kubernetes.list").stdout
+        sources = run("podman", "exec", name, "cat", "/etc/apt/sources.list.d/kubernetes.list").stdout
         assert "file:/srv/railforge-apt/" in sources and "signed-by=" in sources
-        held = set(run("podman", "exec", CONTAINERS[name], "apt-mark", "showhold").stdout.split())
+        held = set(run("podman", "exec", name, "apt-mark", "showhold").stdout.split())
         # the workers' NVIDIA stack too, from the stand-in vendor repository
         assert (
             held == kubernetes if name not in WORKERS else {"nvidia-open", "nvidia-fabricmanager"} | kubernetes <= held
         )
     # the example's storage node: the node stage's OS part (with the example's extra packages) and nothing more
-    installed = set(
-        run("podman", "exec", CONTAINERS[STORAGE], "dpkg-query", "-W", "-f", "${Package}\\n").stdout.split()
-    )
+    installed = set(run("podman", "exec", STORAGE, "dpkg-query", "-W", "-f", "${Package}\\n").stdout.split())
     assert {"chrony", "htop", "tmux"} <= installed, installed
     stacks = ("kube", "containerd", "nvidia", "libnvidia", "cuda", "datacenter-gpu", "doca", "mlnx", "gdrcopy")
     assert not [package for package in installed if package.startswith(stacks)], installed
@@ -175,6 +171,28 @@ def test_up_says_what_each_stage_took_and_which_kubectl_to_use(lab):
     assert version["clientVersion"]["gitVersion"] == "v1.36.5"
 
 
+def test_ansible_reaches_each_node_over_ssh_by_its_own_checked_host_key(lab):
+    """As an operator's servers: SSH with the lab's key, each node's host key its own and checked, no passwords."""
+    hostvars = json.loads(run("ansible-inventory", "-i", INVENTORY, "--list").stdout)["_meta"]["hostvars"]
+    keys = {}
+    for host in (*NODES, STORAGE):
+        address = hostvars[host]["ansible_host"]
+        ssh = ("ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-l", "root")
+        known = (
+            *ssh,
+            "-i",
+            hostvars[host]["ansible_ssh_private_key_file"],
+            *hostvars[host]["ansible_ssh_common_args"].split(),
+        )
+        assert run(*known, address, "hostname").stdout.strip() == host
+        unknown = run(*ssh, "-o", "UserKnownHostsFile=/dev/null", address, "true", check=False)
+        assert unknown.returncode == 255 and "Host key verification failed" in unknown.stderr, unknown.stderr
+        keys[host] = run("podman", "exec", host, "ssh-keygen", "-l", "-f", "/etc/ssh/ssh_host_ed25519_key").stdout
+        config = run("podman", "exec", host, "sshd", "-T").stdout.splitlines()
+        assert "passwordauthentication no" in config
+    assert len(set(keys.values())) == len(keys), keys
+
+
 def pod_ranges() -> dict[str, str]:
     """node -> its pod range (spec.podCIDR)."""
     return {
@@ -195,7 +213,7 @@ def within(seconds: float, condition) -> bool:
 
 def flannel_routes(host: str) -> set[str]:
     """The destinations a node routes through flannel's VXLAN device."""
-    routes = run("podman", "exec", CONTAINERS[host], "ip", "-4", "route", "show", "dev", "flannel.1").stdout
+    routes = run("podman", "exec", host, "ip", "-4", "route", "show", "dev", "flannel.1").stdout
     return {line.split()[0] for line in routes.splitlines() if line.strip()}
 
 
@@ -205,12 +223,10 @@ def test_flannel_routes_every_other_nodes_pod_range_over_vxlan(lab):
     assert flannel["status"]["numberReady"] == len(NODES), flannel["status"]
     for host in NODES:
         assert sorted(flannel_routes(host)) == sorted(cidr for node, cidr in ranges.items() if node != host), host
-        conflist = json.loads(
-            run("podman", "exec", CONTAINERS[host], "cat", "/etc/cni/net.d/10-railforge-pods.conflist").stdout
-        )
+        conflist = json.loads(run("podman", "exec", host, "cat", "/etc/cni/net.d/10-railforge-pods.conflist").stdout)
         bridge = conflist["plugins"][0]
         assert bridge["ipam"]["ranges"] == [[{"subnet": ranges[host]}]]
-        eth0 = int(run("podman", "exec", CONTAINERS[host], "cat", "/sys/class/net/eth0/mtu").stdout)
+        eth0 = int(run("podman", "exec", host, "cat", "/sys/class/net/eth0/mtu").stdout)
         assert bridge["mtu"] == eth0 - 50  # room for the VXLAN encapsulation
 
 
@@ -284,7 +300,7 @@ def test_mpijob_is_gang_scheduled_across_two_nodes(lab):
 @contextlib.contextmanager
 def submitted(job: dict):
     """The MPIJob applied to the lab, deleted again at the end."""
-    admin = ("podman", "exec", "-i", CONTAINERS["cp-01"], "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf")
+    admin = ("podman", "exec", "-i", "cp-01", "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf")
     subprocess.run(
         [*admin, "apply", "-f", "-"], input=json.dumps(job), env=ENV, capture_output=True, check=True, text=True
     )
@@ -366,7 +382,7 @@ def test_validate_benchmarks_and_trains_resnet50_across_the_two_workers(lab, tmp
     for worker in WORKERS:
         with archive.open("rb") as image:
             imported = subprocess.run(
-                ["podman", "exec", "-i", CONTAINERS[worker], "ctr", "--namespace", "k8s.io", "images", "import", "-"],
+                ["podman", "exec", "-i", worker, "ctr", "--namespace", "k8s.io", "images", "import", "-"],
                 stdin=image, env=ENV, capture_output=True, text=True,
             )  # fmt: skip
         assert imported.returncode == 0, imported.stderr
@@ -439,12 +455,12 @@ def test_a_node_that_fails_validation_is_quarantined_and_released(lab):
     second starts there."""
     persisted = "/etc/sysctl.d/90-railforge-kubernetes.conf"
     kubeconfig = str(ROOT / "inventories/lab/artifacts/admin.conf")
-    run("podman", "exec", CONTAINERS[WORKERS[1]], "mv", persisted, "/root/sysctls.conf")
+    run("podman", "exec", WORKERS[1], "mv", persisted, "/root/sysctls.conf")
     try:
         result = run(
             "ansible-playbook", "-i", INVENTORY, "--skip-tags", "benchmark", "playbooks/validate.yml", check=False
         )
-        run("podman", "exec", CONTAINERS[WORKERS[1]], "mv", "/root/sysctls.conf", persisted)
+        run("podman", "exec", WORKERS[1], "mv", "/root/sysctls.conf", persisted)
         output = " ".join(result.stdout.split())
         assert result.returncode == 2 and "node validation failed" in output, output[-4000:]
         quarantined = f"quarantine: node {WORKERS[1]} tainted railforge.io/quarantine:NoSchedule (check test_sysctls"
@@ -454,7 +470,7 @@ def test_a_node_that_fails_validation_is_quarantined_and_released(lab):
             {key: taint[key] for key in ("key", "value", "effect")} for taint in taints
         ], taints
         for name in ("health-first", "health-second"):
-            run("podman", "exec", "-i", CONTAINERS["cp-01"], "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf",
+            run("podman", "exec", "-i", "cp-01", "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf",
                 "apply", "-f", "-", input_text=held_pod(name, GPUS))  # fmt: skip
         on_node = polled(
             lambda: kubectl("get", "pod", "health-first", "-n", "railforge-lab", "-o", "jsonpath={.spec.nodeName}"),
@@ -484,7 +500,7 @@ def test_a_node_that_fails_validation_is_quarantined_and_released(lab):
         run(
             "podman",
             "exec",
-            CONTAINERS[WORKERS[1]],
+            WORKERS[1],
             "sh",
             "-c",
             f"[ -e {persisted} ] || mv /root/sysctls.conf {persisted}",
@@ -546,7 +562,7 @@ def test_scale_joins_two_control_planes_and_leaves_the_running_hosts_alone(lab):
     result = run("ansible-playbook", *SCALE_INVENTORIES, *scale)
     counts, changed = recap(result.stdout), changed_tasks(result.stdout)
     assert sorted(counts) == sorted([*NODES, *ADDED])
-    assert re.search(r"^changed: \[cp-0[23] -> cp-01\]", result.stdout, re.M)  # the token, on cp-01
+    assert re.search(r"^changed: \[cp-0[23] -> cp-01\(10\.89\.50\.11\)\]", result.stdout, re.M)  # the token, on cp-01
     for host in NODES:  # nothing changed on the running hosts
         assert counts[host]["changed"] == 0 and host not in changed, (host, changed.get(host), result.stdout[-4000:])
     ranges = pod_ranges()
@@ -567,7 +583,7 @@ def test_scale_joins_two_control_planes_and_leaves_the_running_hosts_alone(lab):
 def test_reset_takes_one_control_plane_out_and_a_lost_one_without_contacting_it(lab):
     """cp-02 is reset; cp-03 is gone for good (its container killed): kubernetes_reset_lost_hosts takes it out
     through cp-01 (its etcd member first, while etcd has a majority of live members), never reaching it."""
-    run("podman", "kill", CONTAINERS["cp-03"])
+    run("podman", "kill", "cp-03")
     hosts = {"kubernetes_reset_hosts": ["cp-02"], "kubernetes_reset_lost_hosts": ["cp-03"]}
     reset = ("-e", json.dumps(hosts), "playbooks/reset.yml")
     run("ansible-playbook", *SCALE_INVENTORIES, "--check", *reset)
@@ -581,7 +597,7 @@ def test_reset_takes_one_control_plane_out_and_a_lost_one_without_contacting_it(
     assert kubectl("get", "pods", "--all-namespaces", "--field-selector", "spec.nodeName=cp-03", "-o", "name") == ""
     for host in NODES:  # flannel dropped the routes to the removed nodes' pod ranges
         assert within(120, lambda host=host: not lab["added_ranges"] & flannel_routes(host)), host
-    node = ("podman", "exec", CONTAINERS["cp-02"])
+    node = ("podman", "exec", "cp-02")
     assert counts["cp-02"]["changed"] > 0
     assert run(*node, "systemctl", "is-active", "kubelet", check=False).stdout.strip() != "active"
     assert run(*node, "test", "-e", "/etc/kubernetes", check=False).returncode == 1
@@ -594,8 +610,9 @@ def test_reset_takes_one_control_plane_out_and_a_lost_one_without_contacting_it(
 
 
 def test_a_lost_worker_is_taken_out_and_its_gang_restarted_whole(lab):
-    """A running MPIJob (its launcher idle, its workers one per worker node) loses dgx-02 for good: reset.yml with
-    kubernetes_reset_lost_hosts deletes the node's pods and the Node through cp-01, never reaching it;
+    """A running MPIJob (its launcher idle, its workers one per worker node) loses a worker node for good, the one
+    the scheduler does not run on (losing the scheduler's is its failover: tests/k8s/test_scheduler_restart.py):
+    reset.yml with kubernetes_reset_lost_hosts deletes the node's pods and the Node through cp-01, never reaching it;
     railforge restarts the gang whole, and with one worker node left its two workers cannot run: none stays bound
     beside a waiting one."""
     job = render_job("lost", "railforge-lab", 2, "100m")
@@ -613,12 +630,17 @@ def test_a_lost_worker_is_taken_out_and_its_gang_restarted_whole(lab):
     with submitted(job):
         running = polled(placed, lambda pods: len(pods) == 3 and all(pods.values()), 180)
         assert set(WORKERS) <= set(running.values()), running
-        run("podman", "kill", CONTAINERS["dgx-02"])
-        lost = {"kubernetes_reset_lost_hosts": ["dgx-02"]}
+        scheduler = "app.kubernetes.io/name=railforge-scheduler"
+        on = kubectl(
+            "get", "pods", "-n", "railforge-system", "-l", scheduler, "-o", "jsonpath={.items[*].spec.nodeName}"
+        )
+        (lost_worker,) = set(WORKERS) - set(on.split())
+        run("podman", "kill", lost_worker)
+        lost = {"kubernetes_reset_lost_hosts": [lost_worker]}
         result = run("ansible-playbook", "-i", INVENTORY, "-e", json.dumps(lost), "playbooks/reset.yml")
         counts = recap(result.stdout)
-        assert counts["dgx-02"]["unreachable"] == 0 and counts["dgx-02"]["changed"] >= 2, result.stdout
-        assert "node/dgx-02" not in kubectl("get", "nodes", "-o", "name").split()
+        assert counts[lost_worker]["unreachable"] == 0 and counts[lost_worker]["changed"] >= 2, result.stdout
+        assert f"node/{lost_worker}" not in kubectl("get", "nodes", "-o", "name").split()
         # whole again: none of its pods bound (waiting, or ended with the job), never two running without the third
         settled = polled(placed, lambda pods: not any(pods.values()), 180)
         assert not any(settled.values()), settled
@@ -634,7 +656,7 @@ def test_down_leaves_nothing_behind(lab):
         # nothing labelled as the lab's: its nodes, their volumes, its network
         *command, field = listing
         assert run("podman", *command, "--filter", "label=io.railforge.lab", "--format", field).stdout == ""
-    assert not set(CONTAINERS) & set(run("podman", "ps", "-a", "--format", "{{.Names}}").stdout.split())
+    assert not set(HOSTS) & set(run("podman", "ps", "-a", "--format", "{{.Names}}").stdout.split())
     assert addresses(LAB_CIDR) == []  # its bridge went with it
     assert sysctls() == lab["sysctls"]
     assert not STATE.exists() and not (ROOT / "inventories/lab/artifacts").exists()

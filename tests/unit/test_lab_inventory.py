@@ -63,7 +63,7 @@ def test_the_lab_runs_the_examples_hosts_with_the_examples_variables_but_what_ma
 def test_scale_hosts_complete_the_examples_control_planes(lab):
     both = inventory(lab / "hosts.yml", lab / "scale.yml")
     assert members(both, "kube_control_plane") == members(inventory(EXAMPLE / "hosts.yml"), "kube_control_plane")
-    assert both["_meta"]["hostvars"]["cp-02"]["ansible_connection"] == "containers.podman.podman"
+    assert both["_meta"]["hostvars"]["cp-02"]["ansible_ssh_private_key_file"] == "/run/railforge-lab/ssh/id_ed25519"
 
 
 def test_the_generated_inventory_passes_the_pre_flight(lab):
