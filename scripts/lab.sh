@@ -178,19 +178,8 @@ lab_network() {  # the lab's network: its name, or nothing when there is none
     lab_networks | head -n 1
 }
 
-# A bridge that outlived the lab network (its containers killed before Podman tore their networking down) keeps the
-# subnet's gateway address, and `podman network create` then refuses the subnet. Removed only when it is that: a
-# Podman-named bridge holding exactly the gateway address, with no Podman network on it.
-remove_stale_bridge() {
-    local gateway bridge
-    gateway=$(python3 -c 'import ipaddress,sys; n=ipaddress.ip_network(sys.argv[1]); print(f"{next(n.hosts())}/{n.prefixlen}")' "$subnet")
-    while read -r bridge; do
-        [[ $bridge =~ ^podman[0-9]+$ ]] || continue
-        ip -d link show "$bridge" | grep -qw bridge || continue
-        podman network ls --format '{{.NetworkInterface}}' | grep -qx "$bridge" && continue
-        ip link delete "$bridge"
-        echo "lab: removed $bridge, a bridge an earlier lab network left with $gateway"
-    done < <(ip -o -4 address show to "$gateway" | awk -v gateway="$gateway" '$4 == gateway {print $2}')
+remove_stale_bridge() {  # the bridge an earlier lab network left, holding the subnet (railforge.testbed.bridges)
+    railforge testbed remove-stale-bridges "$subnet" | sed 's/^/lab: /'
 }
 
 node_mounts() {  # what start_node mounts: the local apt repository and the cluster's image archives

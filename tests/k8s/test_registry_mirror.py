@@ -18,6 +18,7 @@ import pytest
 from conftest import podman, run_playbook, systemd_node
 
 from railforge.testbed.aptrepo import build_repo
+from railforge.testbed.bridges import remove_stale_bridges
 from railforge.testbed.build import binary, images_dir, pinned_versions
 from railforge.testbed.procs import Process, free_port, wait_for
 
@@ -43,6 +44,7 @@ STAND_IN_OS_MIRROR = (
 @pytest.fixture(scope="module")
 def network():
     name = f"railforge-mirror-{uuid.uuid4().hex[:8]}"
+    remove_stale_bridges(f"{SUBNET_PREFIX}.0/24")  # a killed run's
     created = podman("network", "create", "--disable-dns", f"--subnet={SUBNET_PREFIX}.0/24", name)
     assert created.returncode == 0, created.stderr
     yield name

@@ -95,7 +95,7 @@ def test_down_removes_a_bridge_an_earlier_lab_network_left_and_nothing_else():
         run("ip", "address", "add", address, "dev", bridge)
     try:
         down = run("scripts/lab.sh", "down")
-        assert "lab: removed podman90, a bridge an earlier lab network left with 10.89.50.1/24" in down.stdout
+        assert "lab: removed podman90, a bridge an earlier Podman network left with 10.89.50.1/24" in down.stdout
         assert addresses(LAB_CIDR) == []
         assert addresses(ipaddress.ip_network("10.89.52.0/24")) == ["podman91 10.89.52.1/24"]
     finally:

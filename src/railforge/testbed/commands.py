@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import signal
 import threading
 
@@ -18,6 +19,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "apt-repo", help="build (or find in the cache) the lab's signed apt repository and print its directory"
     )
     apt_repo.set_defaults(func=_apt_repo)
+    bridges = actions.add_parser(
+        "remove-stale-bridges",
+        help="delete the bridges an earlier Podman network of SUBNET left (railforge.testbed.bridges)",
+    )
+    bridges.add_argument("subnet", type=_ipv4_network, help="the network's subnet, e.g. 10.89.50.0/24")
+    bridges.set_defaults(func=_remove_stale_bridges)
     up = actions.add_parser(
         "up", help="start a control plane and a real node with fake GPUs/RDMA devices; Ctrl-C stops and cleans up"
     )
@@ -43,6 +50,21 @@ def _apt_repo(args: argparse.Namespace) -> int:
     from railforge.testbed.aptrepo import build_repo
 
     print(build_repo())
+    return 0
+
+
+def _ipv4_network(text: str) -> str:
+    try:
+        return str(ipaddress.IPv4Network(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an IPv4 subnet such as 10.89.50.0/24, got {text!r}") from None
+
+
+def _remove_stale_bridges(args: argparse.Namespace) -> int:
+    from railforge.testbed.bridges import gateway, remove_stale_bridges
+
+    for name in remove_stale_bridges(args.subnet):
+        print(f"removed {name}, a bridge an earlier Podman network left with {gateway(args.subnet)}")
     return 0
 
 
