@@ -6,9 +6,9 @@ cd "$(dirname "$0")/.."
 
 # podman .. dpkg-dev: Molecule's test image and stand-in repository. Then the Kubernetes test bed (cgo for runc's
 # seccomp support, Debian's CNI plugins, iptables for the kubelet) and headless chromium for the scheduler's
-# dashboard test (its install took 57 s here, on a loaded machine).
+# dashboard test (its install took 57 s here, on a loaded machine); the SSH client Ansible reaches the lab's nodes by.
 host_packages=(podman runc debootstrap dpkg-dev gcc libc6-dev pkg-config libseccomp-dev containernetworking-plugins
-    iptables chromium)
+    iptables chromium openssh-client)
 missing=()
 for pkg in "${host_packages[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
