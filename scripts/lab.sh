@@ -48,7 +48,7 @@ write_inventory() {  # arguments: railforge lab inventory's (--machine-vars FILE
     railforge lab inventory "$@" >/dev/null
 }
 
-nodes() {  # name address, one per line (a node's container is named as it); arguments: more inventories (-i FILE)
+nodes() {  # name address, one per line (its container is named as it); arguments: -i FILE (more) or --limit PATTERN
     [[ -f $inventory ]] || write_inventory
     ansible-inventory -i "$inventory" "$@" --list |
         python3 -c 'import json,sys; d=json.load(sys.stdin)["_meta"]["hostvars"]; [print(h, v["ansible_host"]) for h, v in sorted(d.items())]'
