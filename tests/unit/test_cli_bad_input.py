@@ -125,6 +125,8 @@ CASES = [
     (f"{PLUGINS} {{dir}} --rail ../../etc", "--rail"),
     ("testbed up --gpus -1", "--gpus"),
     ("testbed up --rails -2", "--rails"),
+    ("testbed remove-stale-bridges 10.89.50.0/33", "subnet"),
+    ("testbed remove-stale-bridges 10.89.50.1/24", "subnet"),  # an address, not the subnet
     ("testbed up", "make setup"),  # before a build: the cache is empty
 ]
 
