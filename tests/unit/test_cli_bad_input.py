@@ -153,6 +153,16 @@ def test_bad_input_is_one_line(command, named, paths, tmp_path, monkeypatch, cap
     assert named in lines[0]
 
 
+def test_remove_stale_bridges_without_its_tools_is_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", str(tmp_path))  # neither podman nor ip
+    code, lines = run(["testbed", "remove-stale-bridges", "10.89.99.0/24"], capsys)
+    assert code == 2
+    assert lines == [
+        "railforge testbed remove-stale-bridges: cannot run podman: No such file or directory (podman and iproute2 "
+        "are needed)"
+    ]
+
+
 def test_usage_errors_exit_2(paths, capsys):
     assert run(["bench", "render", "--plan", str(paths["missing"])], capsys)[0] == 2
     assert run(["bench", "judge", "--class", "h200-sxm-cx7-ndr", "--results", str(paths["dir"])], capsys)[0] == 2

@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import os
 import re
 import subprocess
-from pathlib import Path
 
-CONTAINERS_CONF = Path(__file__).resolve().parents[3] / "molecule/containers.conf"
+from railforge.cliargs import UsageError
 
 
 def _run(*argv: str) -> str:
-    env = {**os.environ, "CONTAINERS_CONF": str(CONTAINERS_CONF)}
-    return subprocess.run(argv, capture_output=True, text=True, check=True, env=env, timeout=60).stdout
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60).stdout
+    except subprocess.CalledProcessError as error:
+        raise UsageError(f"{' '.join(argv)} failed: {error.stderr.strip()} (as root?)") from error
+    except OSError as error:
+        raise UsageError(f"cannot run {argv[0]}: {error.strerror} (podman and iproute2 are needed)") from error
 
 
 def gateway(subnet: str) -> str:
