@@ -54,6 +54,12 @@ nodes() {  # name address, one per line (its container is named as it); argument
         python3 -c 'import json,sys; d=json.load(sys.stdin)["_meta"]["hostvars"]; [print(h, v["ansible_host"]) for h, v in sorted(d.items())]'
 }
 
+host_var() {  # name variable: the value the inventory (the lab's hosts and those `add` starts) gives a host
+    [[ -f $inventory ]] || write_inventory
+    ansible-inventory -i "$inventory" -i "$extra_inventory" --host "$1" |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$2"
+}
+
 workers() {  # the name of each host of the kube_node group, one per line
     nodes --limit kube_node | cut -d ' ' -f 1
 }
@@ -143,14 +149,22 @@ start_node() {  # name address: systemd as PID 1 in a privileged node with its o
 }
 
 # A node's SSH server: its own host key (made once per lab, the private half never leaves the node and this
-# machine's lab state), the lab's key authorised for root, no password logins; its host key in known_hosts.
+# machine's lab state), no password logins, no root logins; the lab's key authorised for the inventory's
+# ansible_user (the example's `railforge`), who may sudo without a password as the example asks of its servers: the
+# playbooks become root where they need it, as on an operator's. Its host key goes into known_hosts.
 start_sshd() {  # name address
     local name=$1 address=$2 host_key=$state/$1/ssh_host_ed25519_key waited=0
     [[ -f $ssh_key ]] || { mkdir -p -m 700 "${ssh_key%/*}" && ssh-keygen -q -t ed25519 -N '' -C railforge-lab -f "$ssh_key"; }
     [[ -f $host_key ]] || ssh-keygen -q -t ed25519 -N '' -C "$name" -f "$host_key"
-    podman exec -i "$name" sh -c 'umask 077 && mkdir -p /root/.ssh && echo "$1" >/root/.ssh/authorized_keys &&
-        cat >/etc/ssh/ssh_host_ed25519_key && printf "HostKey /etc/ssh/ssh_host_ed25519_key\nPasswordAuthentication no\n" \
-        >/etc/ssh/sshd_config.d/railforge-lab.conf' sh "$(cat "$ssh_key.pub")" <"$host_key"
+    podman exec -i "$name" sh -c 'set -e; umask 077
+        id -u "$1" >/dev/null 2>&1 || useradd --create-home --shell /bin/bash "$1"
+        home=$(getent passwd "$1" | cut -d : -f 6)
+        mkdir -p "$home/.ssh" && echo "$2" >"$home/.ssh/authorized_keys" && chown -R "$1:" "$home/.ssh"
+        echo "$1 ALL=(ALL:ALL) NOPASSWD: ALL" >/etc/sudoers.d/railforge-lab && chmod 0440 /etc/sudoers.d/railforge-lab
+        visudo -c -q -f /etc/sudoers.d/railforge-lab
+        cat >/etc/ssh/ssh_host_ed25519_key
+        printf "HostKey /etc/ssh/ssh_host_ed25519_key\nPasswordAuthentication no\nPermitRootLogin no\n" \
+            >/etc/ssh/sshd_config.d/railforge-lab.conf' sh "$(host_var "$name" ansible_user)" "$(cat "$ssh_key.pub")" <"$host_key"
     until podman exec "$name" systemctl enable --now ssh.service >/dev/null 2>&1; do  # once its systemd is up
         ((waited++ < 60)) || { echo "lab: sshd on $name did not start in 60 s" >&2; exit 1; }
         sleep 1
@@ -164,8 +178,8 @@ start_sshd() {  # name address
 # a stand-in for the load balancer or kube-vip address in front of several control planes.
 add_api_address() {
     local address
-    address=$(ansible-inventory -i "$inventory" --host "$control_plane" |
-        python3 -c 'import json,sys; print(json.load(sys.stdin)["kubernetes_control_plane_endpoint"].rsplit(":", 1)[0])')
+    address=$(host_var "$control_plane" kubernetes_control_plane_endpoint)
+    address=${address%:*}
     podman exec "$control_plane" ip address replace "$address/32" dev eth0
     echo "lab: control plane endpoint $address on $control_plane"
 }
@@ -225,8 +239,16 @@ step_done() {  # name: the time since the last step ended
 }
 
 case "${1:-}" in
-up)
-    started=$SECONDS
+up)  # up [--previous-patch]: Kubernetes at the pin, or at the stand-in of the patch release before it
+    started=$SECONDS site_vars=() kubectl_build=kubernetes
+    if [[ ${2:-} == --previous-patch ]]; then  # what tests/lab upgrades from with playbooks/upgrade.yml
+        previous=$(python3 -c 'from railforge.testbed.build import KUBERNETES as k, previous_patch as p; print(p(k.version) or "")')
+        [[ -n $previous ]] || { echo "lab: versions_kubernetes is a .0 release: no patch release before it" >&2; exit 2; }
+        site_vars=(-e "kubernetes_version=$previous") kubectl_build=kubernetes-previous-patch
+    elif [[ -n ${2:-} ]]; then
+        echo "usage: $0 up [--previous-patch]" >&2
+        exit 2
+    fi
     build_node_image
     railforge testbed build
     node_mounts
@@ -293,7 +315,7 @@ PY
             ip link set "hwpeer$i" up && ip link set "$netdev" up; done' sh $(cat "$state/$name/netdevs")
     done < <(workers)
     step_done "node containers"
-    ansible-playbook -i "$inventory" playbooks/site.yml
+    ansible-playbook -i "$inventory" "${site_vars[@]}" playbooks/site.yml
     step_done "site.yml"
     while read -r name _; do start_device_plugins "$name"; done < <(workers)
     step_done "device plugins"
@@ -307,7 +329,7 @@ PY
     printf 'lab: %s\n' "${step_times[@]}"
     echo "lab: done in $((SECONDS - started)) s. The cluster, with a kubectl of its own version:"
     echo "  export KUBECONFIG=$PWD/inventories/lab/artifacts/admin.conf"
-    echo "  $(python3 -c 'from railforge.testbed.build import binary; print(binary("kubectl"))') get nodes"
+    echo "  $(python3 -c 'import sys; from railforge.testbed.build import binary; print(binary("kubectl", sys.argv[1]))' "$kubectl_build") get nodes"
     ;;
 add)  # add NAME...: start nodes of the extra inventory for playbooks/scale.yml (after `up`)
     shift
@@ -341,7 +363,7 @@ down)
     rm -rf "$state" inventories/lab/artifacts
     ;;
 *)
-    echo "usage: $0 up|add NAME...|down" >&2
+    echo "usage: $0 up [--previous-patch]|add NAME...|down" >&2
     exit 2
     ;;
 esac

@@ -28,7 +28,6 @@ MAY_DIFFER: dict[str, frozenset[str]] = {
     "connection and addresses": frozenset(
         {
             "ansible_host",
-            "ansible_user",
             "ansible_ssh_private_key_file",
             "ansible_ssh_common_args",
             "ansible_python_interpreter",

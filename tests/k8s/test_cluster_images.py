@@ -14,7 +14,7 @@ import yaml
 from conftest import ROOT
 from kubernetes import client
 
-from railforge.testbed.build import binary, pinned_versions
+from railforge.testbed.build import binary, pinned_versions, previous_patch
 from railforge.testbed.controlplane import create_namespace
 from railforge.testbed.images import cluster_image_specs, cluster_images
 from railforge.testbed.procs import wait_for
@@ -32,6 +32,13 @@ VERSION_RUNS = {
     "coredns": (["-version"], f"CoreDNS-{PINS['versions_coredns']}"),
     "mpi-operator": (["--version"], f"Version: v{PINS['versions_mpi_operator']}"),
     "flannel": (["--version"], f"v{PINS['versions_flannel']}"),
+}
+# The stand-in of the patch release before the pin (the lab upgrades from it): its control plane's images.
+PREVIOUS = previous_patch(PINS["versions_kubernetes"])
+VERSION_RUNS |= {
+    f"{name}-{PREVIOUS}": (args, f"Kubernetes v{PREVIOUS}")
+    for name, (args, _) in VERSION_RUNS.items()
+    if name.startswith("kube-") and PREVIOUS
 }
 
 
@@ -76,15 +83,21 @@ def test_the_manifest_names_what_our_kubeadm_pulls_and_the_add_ons(images, tmp_p
         "imageRepository": PINS["versions_kubernetes_registry"],
         "etcd": {"local": {"imageTag": PINS["versions_etcd_image_tag"]}},
     }
-    config = tmp_path / "cluster.yaml"
-    config.write_text(yaml.safe_dump(configuration))
-    listed = subprocess.run(
-        [binary("kubeadm"), "config", "images", "list", f"--config={config}"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout.split()
+    listed = set()
+    for version, build in ((PINS["versions_kubernetes"], "kubernetes"), (PREVIOUS, "kubernetes-previous-patch")):
+        if not version:
+            continue
+        config = tmp_path / f"cluster-{version}.yaml"
+        config.write_text(yaml.safe_dump({**configuration, "kubernetesVersion": f"v{version}"}))
+        listed |= set(
+            subprocess.run(
+                [binary("kubeadm", build), "config", "images", "list", f"--config={config}"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=True,
+            ).stdout.split()
+        )
     add_ons = [  # the references the kubernetes, mpi_operator and rail_networks roles' image defaults make of the pins
         f"{PINS['versions_flannel_registry']}/flannel:v{PINS['versions_flannel']}",
         f"{PINS['versions_mpi_operator_registry']}/mpi-operator:{PINS['versions_mpi_operator']}",
@@ -100,6 +113,11 @@ def test_the_manifest_names_what_our_kubeadm_pulls_and_the_add_ons(images, tmp_p
 def test_each_image_runs_its_pinned_binary(store, name):
     args, expected = VERSION_RUNS[name]
     assert expected in store.run(SPECS[name].ref, *args)
+
+
+def test_the_sandbox_image_says_what_it_is_and_exits_with_minus_v(store):
+    """As upstream's pause: kubeadm's upgrade health check runs it with -v as a Job that must complete."""
+    assert "pause" in store.run(PINS["versions_pause_image"], "-v")
 
 
 def test_images_carry_upstreams_user_entry_point_and_path(store):

@@ -20,6 +20,7 @@ import json
 import os
 import re
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -28,6 +29,7 @@ import yaml
 
 from railforge.k8s.quantity import parse_quantity
 from railforge.lab import JOB_NAME, VERSIONS_FILE, render_job
+from railforge.testbed.build import KUBERNETES, pinned_versions, previous_patch
 
 ROOT = Path(__file__).resolve().parents[2]
 INVENTORY = "inventories/lab/hosts.yml"  # written by lab.sh up: the example's, cut, plus inventories/lab/overlay.yml
@@ -40,6 +42,8 @@ LAB_CIDR = ipaddress.ip_network("10.89.50.0/24")  # the nodes' network, lab.sh's
 # rail_networks_cidrs of inventories/lab (the example's)
 RAIL_CIDRS = [ipaddress.ip_network(f"10.{200 + rail}.0.0/24") for rail in range(8)]
 GPUS = 8  # a DGX H100's, on each worker
+PINNED = KUBERNETES.version
+PREVIOUS_PATCH = previous_patch(PINNED) or ""  # what `lab.sh up --previous-patch` installs (a stand-in)
 STATE = Path("/run/railforge-lab")
 SYSCTLS = (
     "vm.overcommit_memory",
@@ -108,11 +112,86 @@ def lab():
     before = sysctls()
     run("scripts/lab.sh", "down")
     try:
-        up = run("scripts/lab.sh", "up")
+        up = run("scripts/lab.sh", "up", "--previous-patch")  # the test below upgrades it to the pin
         print(up.stdout[up.stdout.find("RAILFORGE SUMMARY") :])  # the timings, the job and its table (pytest -s)
         yield {"up": up.stdout, "sysctls": before}
     finally:
         run("scripts/lab.sh", "down", check=False)
+
+
+def upgrade(*options: str) -> subprocess.CompletedProcess:
+    """playbooks/upgrade.yml against the lab (to the pin unless the options say otherwise); not checked."""
+    return run("ansible-playbook", "-i", INVENTORY, *options, "playbooks/upgrade.yml", check=False)
+
+
+def kubelet_versions() -> set[str]:
+    return {
+        node["status"]["nodeInfo"]["kubeletVersion"]
+        for node in json.loads(kubectl("get", "nodes", "-o", "json"))["items"]
+    }
+
+
+def test_upgrade_moves_the_cluster_to_the_pin_node_by_node_with_its_gang_whole(lab):
+    """The lab came up at the stand-in of the patch release before the pin (`lab.sh up --previous-patch`). A minor
+    release skipped and a downgrade are refused before anything changes; then upgrade.yml moves cp-01 (`kubeadm
+    upgrade apply`) and the workers (drained, their gang restarted whole by railforge, upgraded, uncordoned) to the
+    pin, holds the packages again, and a second run changes nothing."""
+    major, minor, _ = (int(part) for part in PINNED.split("."))
+    for version, refusal in ((f"{major}.{minor + 2}.0", "skips a minor release"),
+                             (f"{major}.{minor - 1}.0", "kubeadm does not downgrade")):  # fmt: skip
+        refused = upgrade("-e", f"kubernetes_version={version}")
+        assert refused.returncode != 0 and refusal in " ".join(refused.stdout.split()), refused.stdout[-3000:]
+        assert all(counts["changed"] == 0 for counts in recap(refused.stdout).values()), refused.stdout[-3000:]
+    checked = upgrade("--check")
+    assert checked.returncode == 0, checked.stdout[-6000:]
+    assert kubelet_versions() == {f"v{PREVIOUS_PATCH}"}  # the check run changed nothing
+    samples: list[dict[str, str | None]] = []
+    job = idle_job("upgraded")
+    job["spec"]["runPolicy"]["backoffLimit"] = 6  # its launcher's Job makes a new launcher after the drain evicts it
+    with submitted(job):
+        running = polled(lambda: job_pods("upgraded", "uid"), lambda pods: len(pods) == 3 and all(pods.values()), 180)
+        assert len(running) == 3 and all(running.values()), running
+        before = set(running)
+        stop = threading.Event()
+
+        def sample() -> None:
+            while not stop.wait(1):
+                with contextlib.suppress(AssertionError):  # kubectl refused while kubeadm restarts the API server
+                    samples.append(job_pods("upgraded"))
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        try:
+            result = upgrade()
+        finally:
+            stop.set()
+            sampler.join()
+        assert result.returncode == 0, result.stdout[-6000:]
+        # the workers were drained: the gang was restarted, and comes back whole once they are uncordoned
+        after = polled(lambda: job_pods("upgraded", "uid"), lambda pods: len(pods) == 3 and all(pods.values()), 300)
+        assert len(after) == 3 and all(after.values()) and not set(after) & before, (before, after)
+    # half a gang (some pods bound, some waiting) lasts no longer than railforge's restart of it takes
+    longest = streak = 0
+    for pods in samples:
+        streak = streak + 1 if 0 < sum(1 for node in pods.values() if node) < len(pods) else 0
+        longest = max(longest, streak)
+    assert samples and longest <= 15, samples
+    assert kubelet_versions() == {f"v{PINNED}"}
+    nodes = json.loads(kubectl("get", "nodes", "-o", "json"))["items"]
+    assert not [node["metadata"]["name"] for node in nodes if node["spec"].get("unschedulable")]
+    assert not [node for node in nodes if "railforge.io/upgrade-cordoned" in node["metadata"].get("annotations", {})]
+    for component in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+        pod = json.loads(kubectl("get", "pod", "-n", "kube-system", f"{component}-cp-01", "-o", "json"))
+        assert pod["spec"]["containers"][0]["image"].endswith(f"/{component}:v{PINNED}"), component
+    for name in NODES:
+        listed = run("podman", "exec", name, "dpkg-query", "-W", "-f", "${Package}=${Version}\n", "kubeadm",
+                     "kubelet", "kubectl").stdout.split()  # fmt: skip
+        revision = pinned_versions()["versions_kubernetes_package_revision"]
+        assert sorted(listed) == [f"{package}={PINNED}-{revision}" for package in ("kubeadm", "kubectl", "kubelet")]
+        held = run("podman", "exec", name, "apt-mark", "showhold").stdout.split()
+        assert {"kubeadm", "kubelet", "kubectl"} <= set(held), name
+    again = upgrade()
+    assert again.returncode == 0 and all(c["changed"] == 0 for c in recap(again.stdout).values()), again.stdout[-4000:]
 
 
 def test_cluster_is_made_by_kubeadm_from_local_packages_and_preloaded_images(lab):
@@ -121,7 +200,7 @@ def test_cluster_is_made_by_kubeadm_from_local_packages_and_preloaded_images(lab
     for node in nodes:
         ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
         assert ready["status"] == "True", node["metadata"]["name"]
-        assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.36.5"
+        assert node["status"]["nodeInfo"]["kubeletVersion"] == f"v{PINNED}"  # after the upgrade test
         assert node["status"]["nodeInfo"]["containerRuntimeVersion"] == "containerd://2.3.7"
     kubernetes = {"containerd.io", "cri-tools", "kubeadm", "kubectl", "kubelet", "kubernetes-cni"}
     for name in NODES:  # Kubernetes comes from the local repository, and its packages are held
@@ -168,28 +247,33 @@ def test_up_says_what_each_stage_took_and_which_kubectl_to_use(lab):
     kubectl_binary = re.search(r"^  (/\S+/kubectl) get nodes$", out, re.M)
     assert kubectl_binary, out[-3000:]
     version = json.loads(run(kubectl_binary[1], "version", "--client", "-o", "json").stdout)
-    assert version["clientVersion"]["gitVersion"] == "v1.36.5"
+    assert version["clientVersion"]["gitVersion"] == f"v{PREVIOUS_PATCH}"  # the cluster's when up made it
 
 
 def test_ansible_reaches_each_node_over_ssh_by_its_own_checked_host_key(lab):
-    """As an operator's servers: SSH with the lab's key, each node's host key its own and checked, no passwords."""
+    """As an operator's servers: SSH with the lab's key as the example's ansible_user, who may sudo (the playbooks
+    become root where they need to); each node's host key its own and checked; no passwords, no root logins."""
     hostvars = json.loads(run("ansible-inventory", "-i", INVENTORY, "--list").stdout)["_meta"]["hostvars"]
+    example = yaml.safe_load((ROOT / "inventories/example/group_vars/all/cluster.yml").read_text())["ansible_user"]
     keys = {}
     for host in (*NODES, STORAGE):
-        address = hostvars[host]["ansible_host"]
-        ssh = ("ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-l", "root")
+        address, user = hostvars[host]["ansible_host"], hostvars[host]["ansible_user"]
+        assert user == example != "root"
+        ssh = ("ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes")
         known = (
             *ssh,
             "-i",
             hostvars[host]["ansible_ssh_private_key_file"],
             *hostvars[host]["ansible_ssh_common_args"].split(),
         )
-        assert run(*known, address, "hostname").stdout.strip() == host
-        unknown = run(*ssh, "-o", "UserKnownHostsFile=/dev/null", address, "true", check=False)
+        assert run(*known, "-l", user, address, "hostname; id -un; sudo -n id -u").stdout.split() == [host, user, "0"]
+        as_root = run(*known, "-l", "root", address, "true", check=False)
+        assert as_root.returncode == 255 and "Permission denied" in as_root.stderr, as_root.stderr
+        unknown = run(*ssh, "-l", user, "-o", "UserKnownHostsFile=/dev/null", address, "true", check=False)
         assert unknown.returncode == 255 and "Host key verification failed" in unknown.stderr, unknown.stderr
         keys[host] = run("podman", "exec", host, "ssh-keygen", "-l", "-f", "/etc/ssh/ssh_host_ed25519_key").stdout
         config = run("podman", "exec", host, "sshd", "-T").stdout.splitlines()
-        assert "passwordauthentication no" in config
+        assert {"passwordauthentication no", "permitrootlogin no"} <= set(config)
     assert len(set(keys.values())) == len(keys), keys
 
 
@@ -310,6 +394,24 @@ def submitted(job: dict):
         kubectl(
             "delete", "mpijob", job["metadata"]["name"], "--namespace", job["metadata"]["namespace"], "--wait=false"
         )
+
+
+def idle_job(name: str) -> dict:
+    """An MPIJob of two 100m workers whose launcher sleeps: its gang runs until deleted."""
+    job = render_job(name, "railforge-lab", 2, "100m")
+    job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"] = ["sleep", "3600"]
+    return job
+
+
+def job_pods(name: str, key: str = "name") -> dict[str, str | None]:
+    """pod (its name, or its uid with key="uid") -> its node (None: unbound), of the job's Running or Pending pods
+    that are not being deleted."""
+    listed = kubectl("get", "pods", "--namespace", "railforge-lab", "-l", f"{JOB_NAME}={name}", "-o", "json")
+    return {
+        pod["metadata"][key]: pod["spec"].get("nodeName")
+        for pod in json.loads(listed)["items"]
+        if pod["status"].get("phase") in ("Pending", "Running") and not pod["metadata"].get("deletionTimestamp")
+    }
 
 
 def polled(read, done, timeout: float) -> str:
@@ -615,18 +717,8 @@ def test_a_lost_worker_is_taken_out_and_its_gang_restarted_whole(lab):
     reset.yml with kubernetes_reset_lost_hosts deletes the node's pods and the Node through cp-01, never reaching it;
     railforge restarts the gang whole, and with one worker node left its two workers cannot run: none stays bound
     beside a waiting one."""
-    job = render_job("lost", "railforge-lab", 2, "100m")
-    job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"] = ["sleep", "3600"]
-
-    def placed() -> dict[str, str | None]:
-        """pod -> its node (None: unbound), of the job's Running or Pending pods"""
-        listed = kubectl("get", "pods", "--namespace", "railforge-lab", "-l", f"{JOB_NAME}=lost", "-o", "json")
-        return {
-            pod["metadata"]["name"]: pod["spec"].get("nodeName")
-            for pod in json.loads(listed)["items"]
-            if pod["status"].get("phase") in ("Pending", "Running") and not pod["metadata"].get("deletionTimestamp")
-        }
-
+    job = idle_job("lost")
+    placed = functools.partial(job_pods, "lost")
     with submitted(job):
         running = polled(placed, lambda pods: len(pods) == 3 and all(pods.values()), 180)
         assert set(WORKERS) <= set(running.values()), running

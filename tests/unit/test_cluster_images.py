@@ -4,7 +4,7 @@ images themselves: tests/k8s/test_cluster_images.py)."""
 import pytest
 
 from railforge.testbed import images
-from railforge.testbed.build import pinned_versions
+from railforge.testbed.build import pinned_versions, previous_patch
 
 
 def refs(monkeypatch, **pins) -> dict[str, str]:
@@ -44,3 +44,14 @@ def test_unbuilt_images_are_named_with_the_fix(monkeypatch, tmp_path):
     monkeypatch.setenv("RAILFORGE_CACHE", str(tmp_path))
     with pytest.raises(FileNotFoundError, match="run `make setup`"):
         images.cluster_images()
+
+
+def test_the_control_plane_images_come_also_as_the_stand_in_of_the_patch_release_before_the_pin(monkeypatch):
+    named, pinned = refs(monkeypatch), pinned_versions()["versions_kubernetes"]
+    previous = previous_patch(pinned)
+    for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy"):
+        assert named[f"{name}.tar"] == f"registry.k8s.io/{name}:v{pinned}"
+        assert named[f"{name}-{previous}.tar"] == f"registry.k8s.io/{name}:v{previous}"
+    specs = {image.archive: image for image in images.cluster_image_specs()}
+    assert specs[f"kube-apiserver-{previous}.tar"].binaries_of == "kubernetes-previous-patch"
+    assert specs["kube-apiserver.tar"].binaries_of == "kubernetes"

@@ -1,6 +1,19 @@
 """The test bed builds what the versions file pins: every wrapper module under tools/ requires that version."""
 
-from railforge.testbed.build import ALL_COMPONENTS, TOOLS, check_wrappers, pinned_versions, required_version
+import pytest
+
+from railforge.cliargs import UsageError
+from railforge.testbed import build
+from railforge.testbed.build import (
+    ALL_COMPONENTS,
+    KUBERNETES,
+    TOOLS,
+    check_wrappers,
+    component,
+    pinned_versions,
+    previous_patch,
+    required_version,
+)
 
 
 def test_every_wrapper_requires_the_pinned_version():
@@ -38,3 +51,20 @@ def test_the_podgroup_crd_pin_is_the_scheduler_plugins_release_the_mpi_operator_
         f" ({wanted}): update versions_scheduler_plugins, versions_podgroup_crd_url and versions_podgroup_crd_checksum"
     )
     assert f"/scheduler-plugins/{wanted}/" in pins["versions_podgroup_crd_url"]
+
+
+def test_the_stand_in_of_the_patch_release_before_the_pin_is_built_from_the_pinned_source():
+    assert previous_patch("1.36.5") == "1.36.4"
+    assert previous_patch("1.37.10") == "1.37.9"
+    assert previous_patch("1.37.0") is None  # a .0 release: the lab has nothing to upgrade from
+    stand_in = component("kubernetes-previous-patch")
+    assert stand_in.version == KUBERNETES.version  # the module it builds: the pinned release's
+    assert stand_in.stamped_version == previous_patch(KUBERNETES.version)  # what its binaries report
+    assert (stand_in.binaries, stand_in.tool_dir) == (KUBERNETES.binaries, KUBERNETES.tool_dir)
+    assert stand_in.out_dir != KUBERNETES.out_dir
+
+
+def test_a_dot_zero_pin_has_no_stand_in_to_upgrade_from(monkeypatch):
+    monkeypatch.setattr(build, "pinned_versions", lambda: {**pinned_versions(), "versions_kubernetes": "1.37.0"})
+    with pytest.raises(UsageError, match=r"versions_kubernetes 1\.37\.0 is a \.0 release"):
+        _ = component("kubernetes-previous-patch").stamped_version

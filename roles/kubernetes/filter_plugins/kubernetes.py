@@ -161,6 +161,41 @@ def kubernetes_version_moves(pinned: list[str], installed: dict) -> list[str]:
     return moves
 
 
+def _release(version: str) -> tuple[int, int, int] | None:
+    """(major, minor, patch) of "1.36.5", "v1.36.5" or a package version "1.36.5-1.1"; None for anything else."""
+    match = re.fullmatch(r"v?(\d+)\.(\d+)\.(\d+)(-[0-9A-Za-z.+~]+)?", str(version))
+    return (int(match[1]), int(match[2]), int(match[3])) if match else None
+
+
+def kubernetes_upgrade_problems(target: str, cluster: str, installed: dict) -> list[str]:
+    """Why playbooks/upgrade.yml must not move a cluster running `cluster` (the API server's version) whose nodes
+    hold `installed` ({host: {package: version}}) to `target`: kubeadm upgrades one minor release at a time and never
+    down; [] when it may."""
+    wanted, running = _release(target), _release(cluster)
+    if wanted is None:
+        return [f"kubernetes_version: expected a release such as 1.36.5, got {target!r}"]
+    if running is None:
+        return [f"the cluster's API server reports {cluster!r}, not a release kubeadm can upgrade from"]
+    problems = []
+    if wanted < running:
+        problems.append(
+            f"kubernetes_version {target} is older than the cluster's {cluster}: kubeadm does not downgrade"
+        )
+    elif wanted[0] != running[0] or wanted[1] > running[1] + 1:
+        problems.append(
+            f"kubernetes_version {target} skips a minor release from the cluster's {cluster}: upgrade to "
+            f"{running[0]}.{running[1] + 1} first (kubeadm moves one minor release at a time)"
+        )
+    for host, packages in sorted(installed.items()):
+        if not packages.get("kubelet"):
+            problems.append(f"{host} has no kubelet: not part of the cluster (join it with playbooks/scale.yml)")
+        for name, version in sorted(packages.items()):
+            release = _release(version)
+            if name in KUBEADM_PACKAGES and release is not None and running <= wanted < release:
+                problems.append(f"{host} has {name} {version}, newer than kubernetes_version {target}")
+    return problems
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -171,4 +206,5 @@ class FilterModule:
             "kubernetes_selection_problems": kubernetes_selection_problems,
             "kubernetes_reset_problems": kubernetes_reset_problems,
             "kubernetes_version_moves": kubernetes_version_moves,
+            "kubernetes_upgrade_problems": kubernetes_upgrade_problems,
         }

@@ -2,7 +2,8 @@
 
 The packages carry the names, versions, installed paths and dependencies of those the kubernetes role installs from
 pkgs.k8s.io (kubelet, kubeadm, kubectl, cri-tools, kubernetes-cni) and from Docker's repository
-(containerd.io), but hold the binaries the test bed built from the pinned Go modules (build.py). Beside them lie the
+(containerd.io), but hold the binaries the test bed built from the pinned Go modules (build.py); kubelet, kubeadm and
+kubectl also as the stand-in of the patch release before the pin, which the lab upgrades from. Beside them lie the
 Debian packages a node of the test image lacks for them, so a node with no network installs everything from this one
 directory.
 
@@ -28,7 +29,18 @@ from email.utils import formatdate
 from pathlib import Path
 from string import Template
 
-from railforge.testbed.build import CNI_PLUGINS, ROOT, binary, cache_root, component, pinned_versions
+from railforge.testbed.build import (
+    CNI_PLUGINS,
+    KUBERNETES,
+    KUBERNETES_PREVIOUS_PATCH,
+    ROOT,
+    Component,
+    binary,
+    cache_root,
+    component,
+    pinned_versions,
+    previous_patch,
+)
 
 TEMPLATES = Path(__file__).with_name("debian")
 NODE_IMAGE_TAG_FILE = ROOT / "molecule/image/TAG"
@@ -85,46 +97,58 @@ def _pin(name: str) -> str:
     return value
 
 
-def packages() -> tuple[Package, ...]:
-    """Our packages at the pinned versions. Dependencies follow pkgs.k8s.io's 1.36 packages: kubeadm has none (kubelet
-    and kubectl went at 1.30, cri-tools at 1.32), kubelet needs kubernetes-cni, mount and util-linux and recommends
-    iptables."""
-    kubernetes = f"{_pin('versions_kubernetes')}-{_pin('versions_kubernetes_package_revision')}"
-    cni_plugins = _pin("versions_cni_plugins")
+def kubernetes_packages(comp: Component) -> tuple[Package, ...]:
+    """kubelet, kubeadm and kubectl of a build of Kubernetes, at the version its binaries report. Dependencies follow
+    pkgs.k8s.io's 1.36 packages: kubeadm has none (kubelet and kubectl went at 1.30), kubelet needs kubernetes-cni,
+    mount and util-linux and recommends iptables."""
+    version = f"{comp.stamped_version}-{_pin('versions_kubernetes_package_revision')}"
     unit_dir = "/usr/lib/systemd/system"
     return (
         Package(
             "kubelet",
-            kubernetes,
+            version,
             "net",
             "Kubernetes node agent\n Runs the pods the API server assigns to this node (Railforge test-bed build).",
             {
-                "/usr/bin/kubelet": Path(binary("kubelet")),
+                "/usr/bin/kubelet": Path(binary("kubelet", comp.name)),
                 f"{unit_dir}/kubelet.service": TEMPLATES / "kubelet.service",
                 "/etc/default/kubelet": TEMPLATES / "kubelet.default",
             },
             directories=("/var/lib/kubelet", "/etc/kubernetes/manifests"),
-            depends=(f"kubernetes-cni (>= {cni_plugins})", "mount", "util-linux"),
+            depends=(f"kubernetes-cni (>= {_pin('versions_cni_plugins')})", "mount", "util-linux"),
             recommends=("iptables (>= 1.8.4)",),
             unit="kubelet.service",
         ),
         Package(
             "kubeadm",
-            kubernetes,
+            version,
             "admin",
             "Kubernetes cluster bootstrap tool\n Creates and joins cluster nodes (Railforge test-bed build).",
             {
-                "/usr/bin/kubeadm": Path(binary("kubeadm")),
+                "/usr/bin/kubeadm": Path(binary("kubeadm", comp.name)),
                 f"{unit_dir}/kubelet.service.d/10-kubeadm.conf": TEMPLATES / "10-kubeadm.conf",
             },
         ),
         Package(
             "kubectl",
-            kubernetes,
+            version,
             "admin",
             "Kubernetes command-line client\n Talks to a cluster's API server (Railforge test-bed build).",
-            {"/usr/bin/kubectl": Path(binary("kubectl"))},
+            {"/usr/bin/kubectl": Path(binary("kubectl", comp.name))},
         ),
+    )
+
+
+def packages() -> tuple[Package, ...]:
+    """Our packages at the pinned versions, and kubelet, kubeadm and kubectl of the patch release before them (the
+    stand-in the lab upgrades from), where there is one. cri-tools has no dependencies since 1.32."""
+    _pin("versions_kubernetes")
+    cni_plugins = _pin("versions_cni_plugins")
+    unit_dir = "/usr/lib/systemd/system"
+    previous = kubernetes_packages(KUBERNETES_PREVIOUS_PATCH) if previous_patch(KUBERNETES.version) else ()
+    return (
+        *kubernetes_packages(KUBERNETES),
+        *previous,
         Package(
             "cri-tools",
             f"{_pin('versions_crictl')}-{_pin('versions_kubernetes_package_revision')}",
@@ -206,9 +230,9 @@ def _shlib_depends(tree: Path, package: Package) -> str:
 
 
 def build_package(package: Package, work: Path, out: Path) -> str:
-    """Stage the package's tree under work/debian/<name> (where dpkg-shlibdeps looks), build it into out and
-    return its control text."""
-    tree = work / "debian" / package.name
+    """Stage the package's tree under work/<version>/debian/<name> (where dpkg-shlibdeps looks), build it into out
+    and return its control text."""
+    tree = work / package.version / "debian" / package.name
     for path, source in package.files.items():
         target = tree / path.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -355,6 +379,8 @@ def repo_dir() -> Path:
     digest = hashlib.sha256()
     for name in ("kubernetes", "containerd", "runc", "crictl", "cni-plugins"):
         digest.update(component(name).out_dir.name.encode())
+    if previous_patch(KUBERNETES.version):
+        digest.update(KUBERNETES_PREVIOUS_PATCH.out_dir.name.encode())
     digest.update(json.dumps([_pin(name) for name in VERSION_PINS]).encode())
     digest.update(node_image().encode())
     digest.update(Path(__file__).read_bytes())
@@ -384,7 +410,7 @@ def build_repo() -> Path:
         fingerprint = sign(repo)
         shutil.rmtree(work)
         manifest = {
-            "packages": {package.name: package.version for package in own},
+            "packages": sorted(package.filename for package in own),
             "debian": closure,
             "fingerprint": fingerprint,
             "node_image": node_image(),

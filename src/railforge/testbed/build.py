@@ -10,6 +10,8 @@ Only the test bed needs Go; the operator's path (ansible-playbook against real h
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import hashlib
 import inspect
 import json
@@ -55,16 +57,27 @@ class Component:
     tags: str = ""
     version_vars: tuple[str, ...] = ()  # package.Variable names the linker sets to the version (vX.Y.Z)
     extra: dict[str, str] = field(default_factory=dict)  # file in the output -> "module:path" to copy from
+    # A stand-in for the patch release before the pinned one: the pinned source, its binaries stamped as that release.
+    stamp_previous_patch: bool = False
 
     @property
     def version(self) -> str:
         return pinned_versions()[self.version_key] if self.version_key else "local"
 
+    @property
+    def stamped_version(self) -> str:
+        """The version its binaries report."""
+        if not self.stamp_previous_patch:
+            return self.version
+        previous = previous_patch(self.version)
+        if previous is None:
+            raise UsageError(f"{self.name}: {self.version_key} {self.version} is a .0 release: no patch release before")
+        return previous
+
     def key(self) -> str:
         wrapper = TOOLS / self.tool_dir
         digest = hashlib.sha256()
-        recipe = "".join(inspect.getsource(function) for function in (go_env, _ldflags, build_component))
-        for part in (self.version, pinned_versions()["versions_go_toolchain"], repr(self), recipe):
+        for part in (self.version, pinned_versions()["versions_go_toolchain"], repr(self), build_recipe()):
             digest.update(part.encode())
         for path in sorted(path for path in wrapper.rglob("*") if path.is_file()):
             digest.update(path.read_bytes())
@@ -72,7 +85,20 @@ class Component:
 
     @property
     def out_dir(self) -> Path:
-        return cache_root() / "testbed" / f"{self.name}-{self.version}-{self.key()}"
+        return cache_root() / "testbed" / f"{self.name}-{self.stamped_version}-{self.key()}"
+
+
+@functools.cache
+def build_recipe() -> str:
+    """The source of the functions that build a component, read once per process: an edit of this file while a
+    build runs changes no key of that run."""
+    return "".join(inspect.getsource(function) for function in (go_env, _ldflags, build_component))
+
+
+def previous_patch(version: str) -> str | None:
+    """The patch release before a release (1.36.5 -> 1.36.4); none before a .0."""
+    major, minor, patch = version.split(".")
+    return f"{major}.{minor}.{int(patch) - 1}" if int(patch) > 0 else None
 
 
 # Where Kubernetes binaries read their version from; kubeadm derives the control-plane versions it supports from
@@ -111,27 +137,33 @@ KUEUE_CRDS = tuple(
     )
 )
 
+KUBERNETES = Component(
+    "kubernetes",
+    "k8s",
+    "versions_kubernetes",
+    "k8s.io/kubernetes",
+    {
+        name: f"k8s.io/kubernetes/cmd/{name}"
+        for name in (
+            "kube-apiserver",
+            "kube-controller-manager",
+            "kube-scheduler",
+            "kube-proxy",
+            "kubelet",
+            "kubeadm",
+            "kubectl",
+        )
+    },
+    tags="selinux,notest",
+    version_vars=tuple(f"{package}.gitVersion" for package in KUBERNETES_VERSION_PACKAGES),
+)
+# What the lab upgrades from (playbooks/upgrade.yml): Kubernetes as the patch release before the pinned one, a
+# stand-in built from the pinned source (only the versions it reports differ), so that an upgrade costs links, not a
+# second build of Kubernetes. Built after the others: it reuses their compiled packages.
+KUBERNETES_PREVIOUS_PATCH = dataclasses.replace(KUBERNETES, name="kubernetes-previous-patch", stamp_previous_patch=True)
+
 COMPONENTS = (
-    Component(
-        "kubernetes",
-        "k8s",
-        "versions_kubernetes",
-        "k8s.io/kubernetes",
-        {
-            name: f"k8s.io/kubernetes/cmd/{name}"
-            for name in (
-                "kube-apiserver",
-                "kube-controller-manager",
-                "kube-scheduler",
-                "kube-proxy",
-                "kubelet",
-                "kubeadm",
-                "kubectl",
-            )
-        },
-        tags="selinux,notest",
-        version_vars=tuple(f"{package}.gitVersion" for package in KUBERNETES_VERSION_PACKAGES),
-    ),
+    KUBERNETES,
     Component(
         "etcd",
         "etcd",
@@ -313,7 +345,7 @@ ARENA_PEERS = (
         extra={f"{name}.yaml": f"sigs.k8s.io/kueue:config/components/crd/bases/{name}.yaml" for name in KUEUE_CRDS},
     ),
 )
-ALL_COMPONENTS = (*COMPONENTS, *ARENA_PEERS)
+ALL_COMPONENTS = (*COMPONENTS, *ARENA_PEERS, KUBERNETES_PREVIOUS_PATCH)
 
 
 def component(name: str) -> Component:
@@ -324,9 +356,10 @@ class NotBuilt(UsageError, FileNotFoundError):
     """A test-bed binary `make setup` has not built."""
 
 
-def binary(name: str) -> str:
-    """Path of a built test-bed binary; a clear error when `make setup` has not built it."""
-    comp = next((c for c in ALL_COMPONENTS if name in c.binaries), None)
+def binary(name: str, component_name: str | None = None) -> str:
+    """Path of a built test-bed binary (of the named component, or the first that builds it); a clear error when
+    `make setup` has not built it."""
+    comp = next((c for c in ALL_COMPONENTS if name in c.binaries and component_name in (None, c.name)), None)
     if comp is None:
         raise KeyError(f"no test-bed component builds {name!r}")
     path = comp.out_dir / "bin" / name
@@ -381,11 +414,12 @@ def _module_dir(comp: Component, module: str, env: dict[str, str]) -> Path:
 
 
 def _ldflags(comp: Component, env: dict[str, str]) -> str:
-    version = "v" + comp.version
+    version = "v" + comp.stamped_version
     flags = ["-s", "-w", *(f"-X {variable}={version}" for variable in comp.version_vars)]
-    if comp.name == "kubernetes":
-        major, minor, _ = comp.version.split(".")
-        info = json.loads(_go(["mod", "download", "-json", f"{comp.module}@{version}"], TOOLS / comp.tool_dir, env))
+    if comp.module == KUBERNETES.module and comp.version_vars:
+        major, minor, _ = comp.stamped_version.split(".")
+        module = f"{comp.module}@v{comp.version}"
+        info = json.loads(_go(["mod", "download", "-json", module], TOOLS / comp.tool_dir, env))
         built = json.loads(Path(info["Info"]).read_text())["Time"]  # the release's time: a reproducible buildDate
         for package in KUBERNETES_VERSION_PACKAGES:
             flags += [
@@ -400,7 +434,7 @@ def build_component(comp: Component, env: dict[str, str]) -> Path:
     if (out / "manifest.json").exists():
         return out
     started = time.monotonic()
-    print(f"testbed: building {comp.name} {comp.version} (cold: minutes; cached afterwards in {out})", flush=True)
+    print(f"testbed: building {comp.name} {comp.stamped_version} (cold: minutes; cached in {out})", flush=True)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     (staging / "bin").mkdir()
@@ -415,7 +449,8 @@ def build_component(comp: Component, env: dict[str, str]) -> Path:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    manifest = {"component": comp.name, "version": comp.version, "seconds": round(time.monotonic() - started, 1)}
+    seconds = round(time.monotonic() - started, 1)
+    manifest = {"component": comp.name, "version": comp.stamped_version, "seconds": seconds}
     (staging / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     staging.rename(out)
     print(f"testbed: {comp.name} built in {manifest['seconds']} s", flush=True)
@@ -514,6 +549,10 @@ def main(argv: list[str] | None = None) -> int:
     # Two builds at a time: a single `go build` leaves a core idle while it downloads modules or links.
     with ThreadPoolExecutor(max_workers=2) as pool:
         list(pool.map(lambda comp: build_component(comp, env), COMPONENTS))
+    if previous_patch(KUBERNETES.version):
+        build_component(KUBERNETES_PREVIOUS_PATCH, env)
+    else:
+        print(f"testbed: versions_kubernetes {KUBERNETES.version} is a .0 release: no earlier patch to upgrade from")
     build_images(env)
     build_cluster_images(env)
     print(f"testbed: components ready in {time.monotonic() - started:.1f} s ({cache_root() / 'testbed'})")

@@ -1,7 +1,8 @@
 """The lab cluster's container images, made from the test bed's own binaries: no registry is involved.
 
 kubeadm pulls nothing when every image it names is already in containerd. This module builds those images
-(kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy, CoreDNS, etcd, pause), the primary CNI's
+(kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy, also as the stand-in of the patch release before
+the pin that the lab upgrades from; CoreDNS, etcd, pause), the primary CNI's
 (flannel), the MPI operator's and the rail networks' (Multus thin, whereabouts) as docker archives, under the names
 the versions file gives them, into ``<cache>/testbed/cluster-images-<key>/`` with a ``manifest.json`` {image ref:
 archive file}. The key hashes the binaries' own cache keys, the image names, the Debian packages, our files and the
@@ -28,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from railforge.testbed.build import (
+    KUBERNETES,
+    KUBERNETES_PREVIOUS_PATCH,
     NotBuilt,
     _import_image,
     binary,
@@ -38,6 +41,7 @@ from railforge.testbed.build import (
     images_dir,
     link_busybox_applets,
     pinned_versions,
+    previous_patch,
 )
 
 # distroless's PATH: kubeadm's static pods run `etcd`, `kube-apiserver`, ... by name.
@@ -65,6 +69,7 @@ class ClusterImage:
     workdir: str = "/"
     packages: tuple[str, ...] = ()  # Debian packages unpacked into the image, with their dependencies
     files: tuple[tuple[str, str], ...] = ()  # (path in the image, file next to this module), executable
+    binaries_of: str | None = None  # the component its binaries come from, where it builds them: the first that does
 
 
 def kubeadm_coredns_repository(registry: str) -> str:
@@ -74,21 +79,25 @@ def kubeadm_coredns_repository(registry: str) -> str:
 
 def cluster_image_specs() -> tuple[ClusterImage, ...]:
     pins = pinned_versions()
-    registry, kubernetes = pins["versions_kubernetes_registry"], "v" + pins["versions_kubernetes"]
+    registry = pins["versions_kubernetes_registry"]
     etcd_tag = pins["versions_etcd_image_tag"]
     if not etcd_tag.startswith(pins["versions_etcd"] + "-"):
         raise SystemExit(
             f"versions_etcd_image_tag {etcd_tag!r} must name the built etcd: '{pins['versions_etcd']}-<n>' "
             "(roles/versions/defaults/main.yml)"
         )
+    # The pinned release's, and the stand-in of the patch release before it the lab upgrades from (where there is one).
+    builds = [KUBERNETES, *([KUBERNETES_PREVIOUS_PATCH] if previous_patch(KUBERNETES.version) else [])]
     control_plane = tuple(
         ClusterImage(
-            f"{registry}/{name}:{kubernetes}",
-            f"{name}.tar",
+            f"{registry}/{name}:v{build.stamped_version}",
+            f"{name}-{build.stamped_version}.tar" if build.stamp_previous_patch else f"{name}.tar",
             {f"/usr/local/bin/{name}": name, "/go-runner": "kube-log-runner"},
             ("/go-runner",),
             packages=KUBE_PROXY_PACKAGES if name == "kube-proxy" else (),
+            binaries_of=build.name,
         )
+        for build in builds
         for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
     )
     return (
@@ -154,6 +163,7 @@ IMAGE_COMPONENTS = (
     "mpi-operator",
     "multus",
     "whereabouts",
+    *(["kubernetes-previous-patch"] if previous_patch(KUBERNETES.version) else []),
 )
 
 
@@ -206,7 +216,8 @@ def _rootfs(image: ClusterImage, root: Path, work: Path) -> list[str]:
     for path, name in image.binaries.items():
         target = root / path.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(binary(name), target)
+        builder = image.binaries_of if image.binaries_of and name in component(image.binaries_of).binaries else None
+        shutil.copy(binary(name, builder), target)
     (root / "etc").mkdir(exist_ok=True)
     (root / "etc/passwd").write_text(PASSWD)
     (root / "etc/group").write_text(GROUP)

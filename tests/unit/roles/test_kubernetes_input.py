@@ -211,3 +211,29 @@ def test_version_moves_name_the_kubeadm_packages_installed_at_another_version():
     }
     assert filters.kubernetes_version_moves(pinned, installed) == ["kubelet 1.36.4-1.1 -> 1.36.5-1.1"]
     assert filters.kubernetes_version_moves(pinned, {}) == []  # a new node
+
+
+def test_upgrade_problems_refuse_what_kubeadm_would_not_upgrade():
+    joined = {"cp-1": {"kubeadm": "1.36.4-1.1", "kubelet": "1.36.4-1.1", "kubectl": "1.36.4-1.1"}}
+    problems = filters.kubernetes_upgrade_problems
+    assert problems("1.36.5", "v1.36.4", joined) == []  # the next patch release
+    assert problems("1.37.0", "v1.36.4", joined) == []  # the next minor release
+    assert problems("1.36.4", "v1.36.4", joined) == []  # at it already: nothing to do, nothing refused
+    assert problems("1.38.0", "v1.36.4", joined) == [
+        "kubernetes_version 1.38.0 skips a minor release from the cluster's v1.36.4: upgrade to 1.37 first (kubeadm "
+        "moves one minor release at a time)"
+    ]
+    assert problems("2.0.0", "v1.36.4", joined)[0].startswith("kubernetes_version 2.0.0 skips a minor release")
+    assert problems("1.36.3", "v1.36.4", joined) == [
+        "kubernetes_version 1.36.3 is older than the cluster's v1.36.4: kubeadm does not downgrade"
+    ]
+    assert problems("1.36", "v1.36.4", joined) == ["kubernetes_version: expected a release such as 1.36.5, got '1.36'"]
+    assert problems("1.36.5", "", joined) == [
+        "the cluster's API server reports '', not a release kubeadm can upgrade from"
+    ]
+    # a node ahead of the target, and one that never joined (no kubelet)
+    nodes = {**joined, "w-1": {"kubeadm": "", "kubelet": "", "kubectl": ""}, "w-2": {"kubelet": "1.36.6-1.1"}}
+    assert problems("1.36.5", "v1.36.4", nodes) == [
+        "w-1 has no kubelet: not part of the cluster (join it with playbooks/scale.yml)",
+        "w-2 has kubelet 1.36.6-1.1, newer than kubernetes_version 1.36.5",
+    ]
