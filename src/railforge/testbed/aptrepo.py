@@ -31,15 +31,13 @@ from string import Template
 
 from railforge.testbed.build import (
     CNI_PLUGINS,
-    KUBERNETES,
-    KUBERNETES_PREVIOUS_PATCH,
     ROOT,
     Component,
     binary,
     cache_root,
     component,
+    kubernetes_builds,
     pinned_versions,
-    previous_patch,
 )
 
 TEMPLATES = Path(__file__).with_name("debian")
@@ -145,10 +143,8 @@ def packages() -> tuple[Package, ...]:
     _pin("versions_kubernetes")
     cni_plugins = _pin("versions_cni_plugins")
     unit_dir = "/usr/lib/systemd/system"
-    previous = kubernetes_packages(KUBERNETES_PREVIOUS_PATCH) if previous_patch(KUBERNETES.version) else ()
     return (
-        *kubernetes_packages(KUBERNETES),
-        *previous,
+        *(package for build in kubernetes_builds() for package in kubernetes_packages(build)),
         Package(
             "cri-tools",
             f"{_pin('versions_crictl')}-{_pin('versions_kubernetes_package_revision')}",
@@ -377,10 +373,8 @@ def sign(repo: Path) -> str:
 def repo_dir() -> Path:
     """Where the repository is: keyed by the built components, the pins, the node image and this recipe."""
     digest = hashlib.sha256()
-    for name in ("kubernetes", "containerd", "runc", "crictl", "cni-plugins"):
-        digest.update(component(name).out_dir.name.encode())
-    if previous_patch(KUBERNETES.version):
-        digest.update(KUBERNETES_PREVIOUS_PATCH.out_dir.name.encode())
+    for comp in (*kubernetes_builds(), *map(component, ("containerd", "runc", "crictl", "cni-plugins"))):
+        digest.update(comp.out_dir.name.encode())
     digest.update(json.dumps([_pin(name) for name in VERSION_PINS]).encode())
     digest.update(node_image().encode())
     digest.update(Path(__file__).read_bytes())

@@ -162,6 +162,12 @@ KUBERNETES = Component(
 # second build of Kubernetes. Built after the others: it reuses their compiled packages.
 KUBERNETES_PREVIOUS_PATCH = dataclasses.replace(KUBERNETES, name="kubernetes-previous-patch", stamp_previous_patch=True)
 
+
+def kubernetes_builds() -> tuple[Component, ...]:
+    """The pinned Kubernetes, and the stand-in of the patch release before it where there is one (not before a .0)."""
+    return (KUBERNETES, *([KUBERNETES_PREVIOUS_PATCH] if previous_patch(KUBERNETES.version) else []))
+
+
 COMPONENTS = (
     KUBERNETES,
     Component(
@@ -549,7 +555,7 @@ def main(argv: list[str] | None = None) -> int:
     # Two builds at a time: a single `go build` leaves a core idle while it downloads modules or links.
     with ThreadPoolExecutor(max_workers=2) as pool:
         list(pool.map(lambda comp: build_component(comp, env), COMPONENTS))
-    if previous_patch(KUBERNETES.version):
+    if KUBERNETES_PREVIOUS_PATCH in kubernetes_builds():
         build_component(KUBERNETES_PREVIOUS_PATCH, env)
     else:
         print(f"testbed: versions_kubernetes {KUBERNETES.version} is a .0 release: no earlier patch to upgrade from")

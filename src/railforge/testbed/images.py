@@ -29,8 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from railforge.testbed.build import (
-    KUBERNETES,
-    KUBERNETES_PREVIOUS_PATCH,
     NotBuilt,
     _import_image,
     binary,
@@ -39,9 +37,9 @@ from railforge.testbed.build import (
     cache_root,
     component,
     images_dir,
+    kubernetes_builds,
     link_busybox_applets,
     pinned_versions,
-    previous_patch,
 )
 
 # distroless's PATH: kubeadm's static pods run `etcd`, `kube-apiserver`, ... by name.
@@ -87,7 +85,6 @@ def cluster_image_specs() -> tuple[ClusterImage, ...]:
             "(roles/versions/defaults/main.yml)"
         )
     # The pinned release's, and the stand-in of the patch release before it the lab upgrades from (where there is one).
-    builds = [KUBERNETES, *([KUBERNETES_PREVIOUS_PATCH] if previous_patch(KUBERNETES.version) else [])]
     control_plane = tuple(
         ClusterImage(
             f"{registry}/{name}:v{build.stamped_version}",
@@ -97,7 +94,7 @@ def cluster_image_specs() -> tuple[ClusterImage, ...]:
             packages=KUBE_PROXY_PACKAGES if name == "kube-proxy" else (),
             binaries_of=build.name,
         )
-        for build in builds
+        for build in kubernetes_builds()
         for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy")
     )
     return (
@@ -163,7 +160,7 @@ IMAGE_COMPONENTS = (
     "mpi-operator",
     "multus",
     "whereabouts",
-    *(["kubernetes-previous-patch"] if previous_patch(KUBERNETES.version) else []),
+    *(build.name for build in kubernetes_builds()[1:]),
 )
 
 
