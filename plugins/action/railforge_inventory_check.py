@@ -61,7 +61,11 @@ class ActionModule(ActionBase):
             return result
         specs = load_role_specs(roles_dir)
         hostvars = {host: rendered_variables(task_vars["hostvars"][host], specs) for host in groups["all"]}
-        problems = railforge_inventory.validate(groups, hostvars, specs)
+        # what the stages that run on the machine running Ansible read: localhost's variables, group all's alone
+        # (named without a value where one does not render there)
+        localhost = task_vars["hostvars"]["localhost"]
+        controller = dict.fromkeys(localhost) | rendered_variables(localhost, specs)
+        problems = railforge_inventory.validate(groups, hostvars, specs, controller)
         if problems:
             result.update(
                 failed=True,

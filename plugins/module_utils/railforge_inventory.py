@@ -215,13 +215,15 @@ def _registry_mirrors_problem(value: dict) -> str | None:
         for registry, mirrors in value.items()
         if FORMATS["registry"](str(registry))
         or not isinstance(mirrors, list)
-        or any(not isinstance(url, str) or _proxy_url_problem(url) for url in mirrors)
+        or any(not isinstance(url, str) or _proxy_url_problem(url) or "@" in url.split("/")[2] for url in mirrors)
     ]
     if not bad:
         return None
+    # containerd's hosts.toml is world-readable and takes no login: a mirror that needs one is the registry's
+    # credentials' business (containerd's registry auth), never a URL's
     return (
-        "registry hosts mapped to lists of http(s) mirror URLs like https://mirror.example.com:5000, "
-        f"not {', '.join(bad)}"
+        "registry hosts mapped to lists of http(s) mirror URLs like https://mirror.example.com:5000, without a "
+        f"login, not {', '.join(bad)}"
     )
 
 
@@ -958,8 +960,15 @@ def role_input_message(role: str, problems: list[str]) -> str:
     return f"Invalid input for role {role} (nothing was changed):\n- " + "\n- ".join(problems)
 
 
-def validate(groups: dict[str, list[str]], hostvars: dict[str, dict], role_specs: dict[str, dict]) -> list[str]:
-    """Every problem of the inventory, one line each, sorted, secrets masked; empty when the inventory is sound."""
+def validate(
+    groups: dict[str, list[str]],
+    hostvars: dict[str, dict],
+    role_specs: dict[str, dict],
+    controller: dict | None = None,
+) -> list[str]:
+    """Every problem of the inventory, one line each, sorted, secrets masked; empty when the inventory is sound.
+    ``controller``: the variables the machine running Ansible reads (localhost's), when the inventory's whole is
+    checked; None when only hosts' variables are."""
     specs = {**role_specs, **INVENTORY_VARIABLES}
     problems: list[str] = []
     # a cluster you bring (kubernetes_mode: existing) needs no control plane or node group: Railforge installs none
@@ -973,7 +982,7 @@ def validate(groups: dict[str, list[str]], hostvars: dict[str, dict], role_specs
         named = ", ".join(hosts[:5]) + (f" (+{len(hosts) - 5} more)" if len(hosts) > 5 else "")
         problems.append(f"{named}: {message}")
     problems += _check_duplicate_addresses(hostvars)
-    problems += check_cluster(groups, hostvars, specs)
+    problems += check_cluster(groups, hostvars, specs, controller)
     return sorted(mask(problem) for problem in problems)
 
 
@@ -1189,8 +1198,14 @@ ACCELERATED_GROUPS = ("gpu_nodes", "rdma_nodes", "nvswitch_nodes")
 class Cluster:
     """The inventory as the cluster-wide rules read it: groups, each host's variables, and where a value is set."""
 
-    def __init__(self, groups: dict[str, list[str]], hostvars: dict[str, dict], specs: dict[str, dict]):
-        self.groups, self.hostvars, self.specs = groups, hostvars, specs
+    def __init__(
+        self,
+        groups: dict[str, list[str]],
+        hostvars: dict[str, dict],
+        specs: dict[str, dict],
+        controller: dict | None = None,
+    ):
+        self.groups, self.hostvars, self.specs, self.controller = groups, hostvars, specs, controller
         self.hosts = sorted(hostvars)
         self.groups_of: dict[frozenset, list[str]] = defaultdict(list)
         for name, hosts in sorted(groups.items()):
@@ -1221,11 +1236,17 @@ class Cluster:
         return self.where(hosts) if hosts else "its default"
 
 
+def _controller_misses(controller: dict, name: str, value: str) -> bool:
+    """Whether the machine running Ansible reads no such variable, or another value than ``value`` (a repr) the
+    hosts hold (None: a value it could not render alone, e.g. one naming inventory_dir, is taken as seen)."""
+    return name not in controller or (controller[name] is not None and repr(controller[name]) != value)
+
+
 def _check_controller_variables(cluster: Cluster) -> list[str]:
     """Variables of the stages that run on the machine running Ansible (rail_networks_*, sriov_network_*,
     railforge_scheduler_*, mpi_operator_*, nvidia_device_plugin_*, dcgm_exporter_*, railforge_benchmark_*,
     kubernetes_mode, kubernetes_kubeconfig) hold one value on every host: set in group all, the only group
-    localhost reads."""
+    localhost reads (a group that holds every host, as k8s_cluster does without storage nodes, is not all)."""
     names = {
         name
         for variables in cluster.hostvars.values()
@@ -1239,6 +1260,16 @@ def _check_controller_variables(cluster: Cluster) -> list[str]:
             variables = cluster.hostvars[host]
             by_value[repr(variables[name]) if name in variables else ""].append(host)
         if len(by_value) == 1:
+            # one value on every host, in a group localhost is not in (k8s_cluster when every host is in it)
+            (value,) = by_value
+            controller = cluster.controller
+            if value and controller is not None and _controller_misses(controller, name, value):
+                groups = [group for group in cluster.groups_of[frozenset(cluster.hosts)] if group != "all"]
+                where = f"group {' or '.join(groups)}" if groups else "the host_vars of every host"
+                problems.append(
+                    f"{name} is set in {where} ({mask(value)}), but its stage runs on the machine running Ansible, "
+                    "which reads group all alone and does not see it there: move it to group_vars/all"
+                )
             continue
         places = "; ".join(
             f"{cluster.where(hosts)}: {mask(value)}" for value, hosts in sorted(by_value.items()) if value
@@ -1446,7 +1477,9 @@ CLUSTER_RULES = (
 )
 
 
-def check_cluster(groups: dict[str, list[str]], hostvars: dict[str, dict], specs: dict[str, dict]) -> list[str]:
+def check_cluster(
+    groups: dict[str, list[str]], hostvars: dict[str, dict], specs: dict[str, dict], controller: dict | None = None
+) -> list[str]:
     """The rules between hosts and between stages, read from the inventory as a whole."""
-    cluster = Cluster(groups, hostvars, specs)
+    cluster = Cluster(groups, hostvars, specs, controller)
     return [problem for rule in CLUSTER_RULES for problem in rule(cluster)]

@@ -68,7 +68,8 @@ def problems_of(all_vars=None, group_vars=None, host_vars=None, groups=None) -> 
             if host in groups.get(group, []):
                 variables.update(layers[group])
         hostvars[host] = {**variables, **(host_vars or {}).get(host, {})}
-    return CHECKS.validate(groups, hostvars, SPECS)
+    localhost = {**ALL, **(all_vars or {})}  # the machine running Ansible reads group all alone
+    return CHECKS.validate(groups, hostvars, SPECS, localhost)
 
 
 def test_the_base_inventory_is_sound():
@@ -241,6 +242,20 @@ CASES = {
         "rail_networks_nccl_gid_index is set per group or host (group gpu_nodes or kube_node or nvswitch_nodes or "
         "rdma_nodes: 1), but its stage runs on the "
         "machine running Ansible, which reads group all alone: move it to group_vars/all",
+    ),
+    # Kubespray's habit: cluster settings in group_vars/k8s_cluster, here a group of every host (no storage node)
+    "controller-side variable set in a group of every host": (
+        {
+            "groups": {**GROUPS, "storage_nodes": [], "all": GROUPS["k8s_cluster"]},
+            "group_vars": {"k8s_cluster": {"railforge_scheduler_replicas": 3}},
+        },
+        "railforge_scheduler_replicas is set in group k8s_cluster (3), but its stage runs on the machine running "
+        "Ansible, which reads group all alone and does not see it there: move it to group_vars/all",
+    ),
+    "registry mirror URL with a login": (
+        {"all_vars": {"kubernetes_registry_mirrors": {"docker.io": ["https://puller:s3cret@mirror.example.internal"]}}},
+        "kubernetes_registry_mirrors must be registry hosts mapped to lists of http(s) mirror URLs like "
+        "https://mirror.example.com:5000, without a login, not docker.io: ['https://puller:********@mirror",
     ),
     "controller-side variable set for one host": (
         {"host_vars": {"cp-01": {"kubernetes_mode": "kubeadm"}}},
