@@ -970,9 +970,10 @@ def validate(
     ``controller``: the variables the machine running Ansible reads (localhost's), when the inventory's whole is
     checked; None when only hosts' variables are."""
     specs = {**role_specs, **INVENTORY_VARIABLES}
+    cluster = Cluster(groups, hostvars, specs, controller)
     problems: list[str] = []
     # a cluster you bring (kubernetes_mode: existing) needs no control plane or node group: Railforge installs none
-    brought = Cluster(groups, hostvars, specs).value("kubernetes_mode") == "existing"
+    brought = cluster.value("kubernetes_mode") == "existing"
     problems += _check_groups(groups, () if brought else REQUIRED_GROUPS)
     per_message: dict[str, list[str]] = defaultdict(list)
     for host in sorted(hostvars):
@@ -980,9 +981,9 @@ def validate(
             per_message[message].append(host)
     for message, hosts in per_message.items():
         named = ", ".join(hosts[:5]) + (f" (+{len(hosts) - 5} more)" if len(hosts) > 5 else "")
-        problems.append(f"{named}: {message}")
+        problems.append(f"{named}: {message}{cluster.origin(message, hosts)}")
     problems += _check_duplicate_addresses(hostvars)
-    problems += check_cluster(groups, hostvars, specs, controller)
+    problems += [problem for rule in CLUSTER_RULES for problem in rule(cluster)]
     return sorted(mask(problem) for problem in problems)
 
 
@@ -1231,6 +1232,18 @@ class Cluster:
         named = sorted(chosen)
         return f"host_vars of {', '.join(named[:3])}" + (f" (+{len(named) - 3} more)" if len(named) > 3 else "")
 
+    def origin(self, message: str, hosts: list[str]) -> str:
+        """`` (set in <where>)`` for a problem of one variable (the message's first word) that ``hosts`` hold
+        alike: the group of every host holding that value (when more than one does), else its hosts' host_vars."""
+        name = message.split(" ", 1)[0]
+        values = {repr(self.hostvars[host].get(name, ...)) for host in hosts}
+        if (name not in self.specs and name not in RULES) or len(values) != 1 or values == {"Ellipsis"}:
+            return ""
+        (value,) = values
+        alike = [host for host in self.hosts if repr(self.hostvars[host].get(name, ...)) == value]
+        # one host alone: its name, in front of the message, is all that can be told
+        return f" (set in {self.where(alike)})" if len(alike) > 1 else ""
+
     def set_in(self, name: str) -> str:
         hosts = [host for host in self.hosts if name in self.hostvars[host]]
         return self.where(hosts) if hosts else "its default"
@@ -1475,11 +1488,3 @@ CLUSTER_RULES = (
     _check_rail_ranges,
     _check_benchmark_floors,
 )
-
-
-def check_cluster(
-    groups: dict[str, list[str]], hostvars: dict[str, dict], specs: dict[str, dict], controller: dict | None = None
-) -> list[str]:
-    """The rules between hosts and between stages, read from the inventory as a whole."""
-    cluster = Cluster(groups, hostvars, specs, controller)
-    return [problem for rule in CLUSTER_RULES for problem in rule(cluster)]

@@ -349,3 +349,19 @@ def test_one_control_plane_needs_no_endpoint():
 def test_a_mirror_without_minor_in_its_url_serves_any_version():
     mirror = {"kubernetes_apt_repo_url": "https://mirror.example.internal/kubernetes/", "kubernetes_version": "1.35.2"}
     assert problems_of(all_vars=mirror) == []
+
+
+def test_a_value_refused_on_several_hosts_says_where_it_is_set():
+    """Where is inferred from the hosts holding the refused value: the group of exactly those hosts, group all,
+    or their host_vars."""
+    (in_all,) = problems_of(all_vars={"kubernetes_version": "v1.36.5"})
+    assert in_all.startswith("cp-01, cp-02, cp-03, gpu-01, gpu-02 (+1 more): kubernetes_version must be ")
+    assert in_all.endswith(" (set in group all)")
+    (in_group,) = problems_of(group_vars={"gpu_nodes": {"railforge_gpu_count": 0}})
+    assert in_group.startswith("gpu-01, gpu-02: railforge_gpu_count must be ")
+    assert in_group.endswith(" (set in group gpu_nodes or kube_node or nvswitch_nodes or rdma_nodes)")
+    two_hosts = problems_of(host_vars={host: {"railforge_gpu_count": 0} for host in ("cp-01", "gpu-01")})
+    (in_hosts,) = [problem for problem in two_hosts if problem.startswith("cp-01, gpu-01: railforge_gpu_count")]
+    assert in_hosts.endswith(" (set in host_vars of cp-01, gpu-01)"), in_hosts
+    (one_host,) = problems_of(host_vars={"gpu-01": {"railforge_gpu_count": 0}})
+    assert one_host.startswith("gpu-01: railforge_gpu_count") and "(set in" not in one_host, one_host
