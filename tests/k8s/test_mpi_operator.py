@@ -8,7 +8,6 @@ from k8s_helpers import end_member, mpijob
 from kubernetes import client
 
 from railforge.testbed.controlplane import add_api_node, create_namespace
-from railforge.testbed.deviceplugin import FakeDevicePlugin
 from railforge.testbed.procs import wait_for
 
 SCHEDULER = "railforge"
@@ -207,56 +206,3 @@ def test_an_mpijob_within_its_restart_budget_is_restarted_whole_and_failed_past_
             "kubeflow.org", "v2beta1", namespace, "mpijobs", "budget", propagation_policy="Foreground"
         )
         wait_for("the MPIJob's pods gone", lambda: not current(), 60, [mpi_operator])
-
-
-def test_railforge_runs_an_mpijob_on_the_real_node(control_plane, mpi_operator, node, run_scheduler):
-    """Last: the gang bound by railforge really runs, on the real node, with the fake GPUs it was given."""
-    gpus = FakeDevicePlugin("nvidia.com/gpu", 4, "NVIDIA_VISIBLE_DEVICES", node.directory).start()
-    core = client.CoreV1Api(control_plane.api)
-    custom = client.CustomObjectsApi(control_plane.api)
-    namespace = "mpi-node"
-    try:
-        wait_for(
-            "the kubelet to advertise 4 GPUs",
-            lambda: core.read_node(node.name).status.allocatable.get("nvidia.com/gpu") == "4",
-            60,
-        )
-        create_namespace(control_plane, namespace)
-        run_scheduler(
-            {
-                "scheduler_name": SCHEDULER,
-                "node_selector": f"kubernetes.io/hostname={node.name}",
-                "leader_election": {"enabled": False},
-            }
-        )
-        job = mpijob("pair", 2, gpus="2", cpu="100m")
-        custom.create_namespaced_custom_object("kubeflow.org", "v2beta1", namespace, "mpijobs", job)
-
-        def workers() -> list:
-            return core.list_namespaced_pod(
-                namespace, label_selector=f"{GROUP_LABEL}=pair,training.kubeflow.org/job-role=worker"
-            ).items
-
-        wait_for("both workers running", lambda: [p.status.phase for p in workers()] == ["Running"] * 2, 120)
-        assert {pod.spec.node_name for pod in workers()} == {node.name}
-        launcher = core.list_namespaced_pod(
-            namespace, label_selector=f"{GROUP_LABEL}=pair,training.kubeflow.org/job-role=launcher"
-        ).items
-        assert [pod.spec.node_name for pod in launcher] == [node.name]
-        given = gpus.allocations[-2:]  # what the kubelet asked the device plugin for, one call per worker
-        assert sorted(len(devices) for devices in given) == [2, 2]
-        assert not set(given[0]) & set(given[1])  # four distinct fake GPUs
-
-        def running() -> bool:
-            group = custom.get_namespaced_custom_object(
-                "scheduling.x-k8s.io", "v1alpha1", namespace, "podgroups", "pair"
-            )
-            return (group.get("status") or {}).get("phase") == "Running"
-
-        wait_for("the PodGroup's phase Running", running, 30)
-    finally:
-        custom.delete_namespaced_custom_object(
-            "kubeflow.org", "v2beta1", namespace, "mpijobs", "pair", propagation_policy="Foreground"
-        )
-        wait_for("the MPIJob's pods gone", lambda: not core.list_namespaced_pod(namespace).items, 90)
-        gpus.stop()

@@ -448,7 +448,8 @@ def test_an_mpijob_whose_workers_cannot_spread_waits_and_says_why(lab):
 def test_an_mpijob_whose_worker_fails_keeps_its_exit_code_for_describe_and_the_dashboard(lab):
     """A worker prints why and exits 3. railforge restarts the gang; the MPI operator (runPolicy.backoffLimit 0) then
     fails the job. The exit code and the worker's line stay readable: on the MPIJob's Events (kubectl describe), and
-    in the dashboard's decisions (its /api/state, through the API server's service proxy)."""
+    in the dashboard's decisions (its /api/state, through the API server's service proxy). The scheduler, run from
+    its image by the role, leads under the role's Lease RBAC and serves its page and /metrics."""
     job = render_job("broken", "railforge-lab", 2, "100m")
     worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     worker["command"] = ["/bin/sh", "-c", "echo 'rank 1: bad shard 17'; exit 3"]
@@ -465,6 +466,16 @@ def test_an_mpijob_whose_worker_fails_keeps_its_exit_code_for_describe_and_the_d
         recent = json.loads(kubectl("get", "--raw", proxy))["recent"]
         ours = [d for d in recent if d["gang"] == "railforge-lab/broken" and d["kind"] in ("restart", "fail")]
         assert ours and "container worker exited 3 (Error)" in ours[0]["detail"], recent
+    service = "/api/v1/namespaces/railforge-system/services/railforge-scheduler:http/proxy"
+    metrics = kubectl("get", "--raw", f"{service}/metrics")
+    assert re.search(r"^railforge_leader 1\.0$", metrics, re.M), metrics[-3000:]
+    assert re.search(r'^railforge_binds_total\{queue="[^"]+"\} [1-9]', metrics, re.M), metrics[-3000:]
+    assert "railforge scheduler" in kubectl("get", "--raw", f"{service}/")
+    holder = kubectl("get", "lease", "railforge", "-n", "railforge-system", "-o", "jsonpath={.spec.holderIdentity}")
+    (pod,) = kubectl("get", "pods", "-n", "railforge-system", "-l", "app.kubernetes.io/name=railforge-scheduler",
+                     "--field-selector", "status.phase=Running", "-o", "jsonpath={.items[*].metadata.name}",
+                     ).split()  # fmt: skip
+    assert holder == pod, (holder, pod)
 
 
 def free_millicores(node: str) -> int:
