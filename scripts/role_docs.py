@@ -9,6 +9,7 @@ python scripts/role_docs.py          # make docs: rewrite what is out of date
 python scripts/role_docs.py --check  # name what is out of date and exit 1 (the unit tests run it)
 """
 
+import functools
 import importlib.util
 import re
 import sys
@@ -22,14 +23,20 @@ REQUIRED_SECTIONS = ("Without the hardware", "Example", "Tests")
 INVENTORY_SPEC = "playbooks/site.meta.yml"
 
 
-def cluster_rules() -> list[str]:
-    """The pre-flight's rules over the whole inventory, one line each, from their docstrings in the checker."""
+@functools.cache
+def checker():
+    """The pre-flight's checker (plugins/module_utils/railforge_inventory.py): the home of the rules documented."""
     spec = importlib.util.spec_from_file_location(
         "railforge_inventory", ROOT / "plugins/module_utils/railforge_inventory.py"
     )
     checks = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(checks)
-    return [" ".join(rule.__doc__.split()) for rule in checks.CLUSTER_RULES]
+    return checks
+
+
+def cluster_rules() -> list[str]:
+    """The pre-flight's rules over the whole inventory, one line each, from their docstrings in the checker."""
+    return [" ".join(rule.__doc__.split()) for rule in checker().CLUSTER_RULES]
 
 
 class ProseError(Exception):
@@ -67,13 +74,14 @@ def rows(options: dict, parent: str = ""):
         else:
             default = "(unset)"
         choices = ", ".join(f"`{cell(choice)}`" for choice in option.get("choices", []))
-        yield f"| `{full}` | {kind} | {default} | {choices} | {text_of(option.get('description'))} |"
+        rule = text_of(checker().rule_text(full))
+        yield f"| `{full}` | {kind} | {default} | {choices} | {rule} | {text_of(option.get('description'))} |"
         if option.get("options"):
             yield from rows(option["options"], full + ("[]." if option.get("type") == "list" else "."))
 
 
 def variable_table(options: dict) -> str:
-    head = ["| Variable | Type | Default | Choices | Description |", "| --- | --- | --- | --- | --- |"]
+    head = ["| Variable | Type | Default | Choices | Rule | Description |", "| --- | --- | --- | --- | --- | --- |"]
     return "\n".join(head + list(rows(options))) + "\n"
 
 

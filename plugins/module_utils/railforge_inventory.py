@@ -679,6 +679,23 @@ def _check_options(label: str, item: dict, options: dict, rule_key: str) -> list
     return problems
 
 
+def rule_text(name: str) -> str:
+    """What RULES asks of a variable (or ``name[].option``), in words for the generated docs: its format, range,
+    least items and what appears once; empty without a rule."""
+    rule = RULES.get(name, {})
+    low, high = rule.get("min"), rule.get("max")
+    parts = [f"format {rule['format']}"] if "format" in rule else []
+    if low is not None or high is not None:
+        parts.append(
+            f"{low} to {high}" if None not in (low, high) else f"at least {low}" if high is None else f"at most {high}"
+        )
+    if rule.get("min_items"):
+        parts.append(f"at least {rule['min_items']} item(s)")
+    if rule.get("unique"):
+        parts.append("each item once" if rule["unique"] is True else f"each {rule['unique']} once")
+    return "; ".join(parts)
+
+
 def _check_rule(name: str, value, rule: dict) -> list[str]:
     problems = []
     values = list(enumerate(value)) if isinstance(value, list) else [(None, value)]
