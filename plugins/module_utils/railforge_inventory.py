@@ -235,6 +235,20 @@ def _cidr_problem(value: str) -> str | None:
     return None
 
 
+NODE_RANGE_PREFIX = 24  # the IPv4 pod range kube-controller-manager gives each node (its default node CIDR size)
+
+
+def _pod_subnet_problem(value: str) -> str | None:
+    """A pod network that holds at least 4 node ranges (an IPv6 one always does)."""
+    network = None if _cidr_problem(value) else ipaddress.ip_network(value)
+    if network is None or (network.version == 4 and network.prefixlen > NODE_RANGE_PREFIX - 2):
+        return (
+            f"a network address of at least 4 node ranges (/{NODE_RANGE_PREFIX} each: /{NODE_RANGE_PREFIX - 2} or "
+            "larger), like 10.244.0.0/16"
+        )
+    return None
+
+
 def _collectors_help_problem(value: str) -> str | None:
     if re.search(r"[,\n]", value):
         return "help text without commas or line breaks (the collectors CSV has none)"
@@ -351,6 +365,7 @@ FORMATS = {
     "gdrcopy_os": _regex(r"^[a-z]+[0-9][0-9_]*$", "a GDRCopy download directory like ubuntu24_04"),
     "no_comma": _collectors_help_problem,
     "cidr": _cidr_problem,
+    "pod_subnet": _pod_subnet_problem,
     "cidr_or_empty": _empty_or(_cidr_problem),
     "dns_name": _regex(
         r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$", "a DNS name like railforge.io"
@@ -535,8 +550,9 @@ RULES = {
     "kubernetes_version": {"format": "semver"},
     "kubernetes_registry_mirrors": {"format": "registry_mirrors"},
     "kubernetes_control_plane_endpoint": {"format": "host_port_or_empty"},
-    "kubernetes_pod_subnet": {"format": "cidr"},
+    "kubernetes_pod_subnet": {"format": "pod_subnet"},
     "kubernetes_service_subnet": {"format": "cidr"},
+    "kubernetes_dns_domain": {"format": "dns_name"},
     "kubernetes_ready_timeout": {"min": 1, "max": 3600},
     "kubernetes_flannel_image": {"format": "image"},
     "kubernetes_flannel_namespace": {"format": "dns_label"},
@@ -745,6 +761,16 @@ def _cuda_default_in_versions(v: dict) -> str | None:
     return f"cuda_toolkit_default_version must be one of cuda_toolkit_versions ({', '.join(versions)}), got {default!r}"
 
 
+def _pod_and_service_networks_apart(v: dict) -> str | None:
+    """kubeadm mode: the pod and service networks are separate ranges (the other networks are the cluster rule's)."""
+    if v["kubernetes_mode"] != "kubeadm":
+        return None
+    pod, service = (ipaddress.ip_network(v[name]) for name in ("kubernetes_pod_subnet", "kubernetes_service_subnet"))
+    if pod.version != service.version or not pod.overlaps(service):
+        return None
+    return f"kubernetes_pod_subnet {pod} and kubernetes_service_subnet {service} overlap: expected separate ranges"
+
+
 # The oldest driver branch that runs each CUDA major (CUDA 12 from 525, CUDA 13 from 580).
 CUDA_MAJOR_MIN_DRIVER = {12: 525, 13: 580}
 
@@ -850,6 +876,7 @@ CROSS_RULES = (
     ),
     (("doca_ofed_package", "doca_ofed_flavour", "railforge_extra_doca_profiles"), _doca_profile_known),
     (("kubernetes_version", "kubernetes_apt_repo_url"), _kubernetes_version_served),
+    (("kubernetes_pod_subnet", "kubernetes_service_subnet", "kubernetes_mode"), _pod_and_service_networks_apart),
     (
         ("nvidia_device_plugin_time_slicing_replicas", "nvidia_device_plugin_mig_strategy"),
         _time_slicing_shares_a_resource,
@@ -1399,6 +1426,9 @@ def _networks(cluster: Cluster) -> list[tuple[str, ipaddress.IPv4Network | ipadd
     return networks
 
 
+POD_AND_SERVICE = {"kubernetes_pod_subnet", "kubernetes_service_subnet"}
+
+
 def _check_network_overlaps(cluster: Cluster) -> list[str]:
     """The pod and service networks (kubeadm mode), each rail network and each SR-IOV pool are separate ranges, and
     no node address (railforge_node_ip, else ansible_host) lies inside one."""
@@ -1406,6 +1436,8 @@ def _check_network_overlaps(cluster: Cluster) -> list[str]:
     problems = []
     for position, (name, network) in enumerate(networks):
         for other_name, other in networks[position + 1 :]:
+            if {name, other_name} == POD_AND_SERVICE:
+                continue  # a rule between the kubernetes role's own variables: CROSS_RULES', which the role runs too
             if network.version == other.version and network.overlaps(other):
                 problems.append(
                     f"{name} {network} (set in {cluster.set_in(name.split('[')[0])}) overlaps {other_name} {other}: "

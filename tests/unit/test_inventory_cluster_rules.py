@@ -79,7 +79,8 @@ def test_the_base_inventory_is_sound():
 CASES = {
     "pod network overlaps the service network": (
         {"all_vars": {"kubernetes_pod_subnet": "10.96.0.0/16"}},
-        "kubernetes_pod_subnet 10.96.0.0/16 (set in group all) overlaps kubernetes_service_subnet 10.96.0.0/12",
+        "kubernetes_pod_subnet 10.96.0.0/16 and kubernetes_service_subnet 10.96.0.0/12 overlap: expected separate "
+        "ranges (set in group all)",
     ),
     "node address inside the pod network": (
         {"all_vars": {"kubernetes_pod_subnet": "10.10.0.0/16"}},
@@ -251,6 +252,16 @@ CASES = {
         },
         "railforge_scheduler_replicas is set in group k8s_cluster (3), but its stage runs on the machine running "
         "Ansible, which reads group all alone and does not see it there: move it to group_vars/all",
+    ),
+    # each passed the pre-flight before and stopped the kubernetes stage, after the node stage had run
+    "pod network too small for four nodes' ranges": (
+        {"all_vars": {"kubernetes_pod_subnet": "10.244.0.0/24"}},
+        "kubernetes_pod_subnet must be a network address of at least 4 node ranges (/24 each: /22 or larger), like "
+        "10.244.0.0/16, got '10.244.0.0/24'",
+    ),
+    "cluster DNS domain that is no DNS name": (
+        {"all_vars": {"kubernetes_dns_domain": "Cluster.Local"}},
+        "kubernetes_dns_domain must be a DNS name like railforge.io, got 'Cluster.Local'",
     ),
     "registry mirror URL with a login": (
         {"all_vars": {"kubernetes_registry_mirrors": {"docker.io": ["https://puller:s3cret@mirror.example.internal"]}}},

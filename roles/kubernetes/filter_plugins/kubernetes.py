@@ -3,15 +3,13 @@ reset.yml are asked to work on."""
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import re
 
 from ansible.errors import AnsibleFilterError
 
-DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-# A /24 of the pod subnet per node (kube-controller-manager's default node CIDR size).
-NODE_PREFIX = 24
 JOIN_COMMAND = re.compile(
     r"kubeadm join (\S+)[\s\\]+--token (\S+)[\s\\]+--discovery-token-ca-cert-hash (sha256:[0-9a-f]{64})"
 )
@@ -19,23 +17,15 @@ VXLAN_OVERHEAD = 50  # outer IPv4, UDP and VXLAN headers and the inner Ethernet 
 REF_NAME = "org.opencontainers.image.ref.name"  # an OCI archive's image name annotation
 
 
-def kubernetes_network_problems(pod_subnet, service_subnet, dns_domain, node_ips) -> list[str]:
-    """What is wrong with the cluster's networks, one line per problem naming the variable; [] when all is well."""
-    problems, networks = [], {}
+def kubernetes_network_problems(pod_subnet, service_subnet, node_ips) -> list[str]:
+    """The nodes' addresses (from their facts where the inventory sets none) that are no IPv4 address or lie inside
+    the pod or service network, one line per problem naming the variable; [] when all is well. The networks' own
+    rules (format, size, overlap) are the pre-flight's."""
+    networks = {}
     for name, value in (("kubernetes_pod_subnet", pod_subnet), ("kubernetes_service_subnet", service_subnet)):
-        try:
+        with contextlib.suppress(ValueError):  # refused by the pre-flight and the role's input check
             networks[name] = ipaddress.IPv4Network(str(value))
-        except ValueError as error:
-            problems.append(f"{name}: expected an IPv4 network like 10.244.0.0/16, got {value!r} ({error})")
-    pod, service = networks.get("kubernetes_pod_subnet"), networks.get("kubernetes_service_subnet")
-    if pod and pod.prefixlen > NODE_PREFIX - 2:
-        problems.append(
-            f"kubernetes_pod_subnet: {pod} holds fewer than 4 node ranges (/{NODE_PREFIX}); use /22 or larger"
-        )
-    if pod and service and pod.overlaps(service):
-        problems.append(f"kubernetes_pod_subnet {pod} and kubernetes_service_subnet {service} overlap")
-    if not DNS_NAME.match(str(dns_domain)):
-        problems.append(f"kubernetes_dns_domain: expected a DNS name like cluster.local, got {dns_domain!r}")
+    problems = []
     for host, address in sorted(node_ips.items()):
         try:
             ip = ipaddress.IPv4Address(str(address))

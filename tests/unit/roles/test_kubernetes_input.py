@@ -41,11 +41,15 @@ CASES = {
     "unknown mode": ({"kubernetes_mode": "kubespray"}, "value of kubernetes_mode must be one of: kubeadm, existing"),
     "overlapping networks": (
         {"kubernetes_pod_subnet": "10.96.0.0/16"},
-        "kubernetes_pod_subnet 10.96.0.0/16 and kubernetes_service_subnet 10.96.0.0/12 overlap",
+        "- kubernetes_pod_subnet 10.96.0.0/16 and kubernetes_service_subnet 10.96.0.0/12 overlap",
     ),
     "pod network too small": (
         {"kubernetes_pod_subnet": "10.244.0.0/24"},
-        "kubernetes_pod_subnet: 10.244.0.0/24 holds fewer than 4 node ranges",
+        "- kubernetes_pod_subnet must be a network address of at least 4 node ranges (/24 each: /22 or larger)",
+    ),
+    "cluster domain that is no DNS name": (
+        {"kubernetes_dns_domain": "Cluster.Local"},
+        "- kubernetes_dns_domain must be a DNS name like railforge.io, got 'Cluster.Local'",
     ),
     "not a network": (
         {"kubernetes_service_subnet": "10.96.0.1/33"},
@@ -99,19 +103,15 @@ def test_malformed_input_fails_first(run_role, tmp_path, variables, message):
     assert "Add the Kubernetes package repository" not in output  # stopped before the first change
 
 
-def test_network_problems_are_all_named_at_once():
+def test_node_addresses_inside_the_networks_are_all_named_at_once():
     problems = filters.kubernetes_network_problems(
-        "10.0.0.0/8", "10.96.0.0/12", "Cluster.Local", {"a": "10.1.2.3", "b": "192.0.2.1", "c": "not-an-ip"}
+        "10.0.0.0/8", "10.96.0.0/12", {"a": "10.1.2.3", "b": "192.0.2.1", "c": "not-an-ip"}
     )
     assert problems == [
-        "kubernetes_pod_subnet 10.0.0.0/8 and kubernetes_service_subnet 10.96.0.0/12 overlap",
-        "kubernetes_dns_domain: expected a DNS name like cluster.local, got 'Cluster.Local'",
         "kubernetes_node_ip of a (10.1.2.3) lies inside kubernetes_pod_subnet 10.0.0.0/8",
         "kubernetes_node_ip of c: expected an IPv4 address, got 'not-an-ip'",
     ]
-    assert (
-        filters.kubernetes_network_problems("10.244.0.0/16", "10.96.0.0/12", "cluster.local", {"a": "10.1.2.3"}) == []
-    )
+    assert filters.kubernetes_network_problems("10.244.0.0/16", "10.96.0.0/12", {"a": "10.1.2.3"}) == []
 
 
 def test_join_command_parts():
