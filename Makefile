@@ -8,23 +8,12 @@ export CONTAINERS_CONF := $(CURDIR)/molecule/containers.conf
 
 SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 
-.PHONY: setup test unit-then-testbed molecule-beside check lint unit docs testbed cluster-up test-slow molecule $(addprefix molecule-,$(SCENARIOS)) lab lab-validate lab-down lab-test sim bench arena
+.PHONY: setup test check lint unit docs testbed cluster-up test-slow molecule $(addprefix molecule-,$(SCENARIOS)) lab lab-validate lab-down lab-test sim bench arena
 
 setup:            ## host packages, test image, pinned .venv and collections (idempotent)
 	scripts/setup.sh
 
-test: lint        ## everything CI runs: lint; unit tests then the test bed, every Molecule scenario beside them; the lab
-	$(MAKE) --no-print-directory --output-sync=target -j 2 unit-then-testbed molecule-beside
-	$(MAKE) --no-print-directory lab-test
-
-# The test bed leaves about half of the CPU idle while it waits on the API server and the node: Molecule takes it at
-# a lower priority, so the unit tests and the test bed's timed waits run as they would alone.
-unit-then-testbed:
-	$(MAKE) --no-print-directory unit
-	$(MAKE) --no-print-directory testbed
-
-molecule-beside:
-	nice -n 10 $(MAKE) --no-print-directory molecule
+test: check testbed molecule lab-test   ## everything CI runs: lint, unit, the test bed, every Molecule scenario, the lab
 
 check: lint unit  ## the inner loop: lint and unit tests, no containers
 
