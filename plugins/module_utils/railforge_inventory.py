@@ -1280,11 +1280,15 @@ class Cluster:
         """`` (set in <where>)`` for a problem of one variable (the message's first word) that ``hosts`` hold
         alike: the group of every host holding that value (when more than one does), else its hosts' host_vars."""
         name = message.split(" ", 1)[0]
-        values = {repr(self.hostvars[host].get(name, ...)) for host in hosts}
-        if (name not in self.specs and name not in RULES) or len(values) != 1 or values == {"Ellipsis"}:
+        if (name not in self.specs and name not in RULES) or any(name not in self.hostvars[h] for h in hosts):
+            return ""
+        values = {repr(self.hostvars[host][name]) for host in hosts}
+        if len(values) != 1:
             return ""
         (value,) = values
-        alike = [host for host in self.hosts if repr(self.hostvars[host].get(name, ...)) == value]
+        alike = [
+            host for host in self.hosts if name in self.hostvars[host] and repr(self.hostvars[host][name]) == value
+        ]
         # one host alone: its name, in front of the message, is all that can be told
         return f" (set in {self.where(alike)})" if len(alike) > 1 else ""
 
