@@ -156,21 +156,30 @@ def quantity(text: str) -> str:
     return text
 
 
-def kube_client(kubeconfig: Path, argument: str = "--kubeconfig"):
-    """An ApiClient from a kubeconfig file (see ``text_file``) whose API server answered; UsageError when it cannot be
-    loaded or the server cannot be reached, so a command fails at once rather than retrying until its timeout."""
+def kubeconfig_client(kubeconfig: Path, argument: str = "--kubeconfig"):
+    """An ApiClient from a kubeconfig file (see ``text_file``); UsageError naming the argument when the file is no
+    kubeconfig. The API server is not asked (``kube_client`` asks it)."""
     import yaml
-    from kubernetes import client, config
-    from kubernetes.client.rest import ApiException
-    from urllib3.exceptions import HTTPError
+    from kubernetes import config
 
     try:
         if not isinstance(yaml.safe_load(kubeconfig.read_text()), dict):
             raise config.ConfigException("not a YAML mapping")
-        api = config.new_client_from_config(str(kubeconfig))
-    except (yaml.YAMLError, config.ConfigException) as error:
+        return config.new_client_from_config(str(kubeconfig))
+    except (yaml.YAMLError, config.ConfigException, TypeError, AttributeError) as error:
+        # a mapping whose fields have other types than a kubeconfig's makes the client library fail on them
         detail = " ".join(str(error).split())
         raise UsageError(f"{argument} {kubeconfig}: expected a kubeconfig ({detail})") from None
+
+
+def kube_client(kubeconfig: Path, argument: str = "--kubeconfig"):
+    """An ApiClient from a kubeconfig file (see ``text_file``) whose API server answered; UsageError when it cannot be
+    loaded or the server cannot be reached, so a command fails at once rather than retrying until its timeout."""
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+    from urllib3.exceptions import HTTPError
+
+    api = kubeconfig_client(kubeconfig, argument)
     try:
         client.VersionApi(api).get_code(_request_timeout=10)
         return api

@@ -40,6 +40,7 @@ from railforge.cliargs import (
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "deploy/openmpi/mpijob.yml.j2"
 VERSIONS_FILE = ROOT / "roles/versions/defaults/main.yml"
+HARDWARE_MARK = ".railforge-lab-hardware"  # in a tree `lab hardware` built: what a later run may replace
 # The real ibdev2netdev of a DGX H100-style node whose names the lab workers' simulated hardware takes.
 DGX_H100_LINKS = ROOT / "tests/fixtures/realdata/ibdev2netdev/dgx-h100-style-8ib-ibpXXs0-3eth-cnode3-011.txt"
 # The lines allreduce (deploy/openmpi/allreduce.c) prints: one per rank, then rank 0's summary.
@@ -344,7 +345,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     hardware = actions.add_parser(
         "hardware", help="build a DGX H100-shaped simulated sysfs tree and print its netdevs, one per line"
     )
-    hardware.add_argument("root", type=Path, help="the tree's root, replaced when it exists (the node's hw_root)")
+    hardware.add_argument(
+        "root", type=Path, help="the tree's root, replaced when an earlier run built it (the node's hw_root)"
+    )
     hardware.add_argument(
         "--ibdev2netdev", type=text_file, default=DGX_H100_LINKS, help="the ibdev2netdev output it takes names from"
     )
@@ -379,8 +382,15 @@ def build_hardware(args: argparse.Namespace) -> int:
         links = hwparse.parse_ibdev2netdev(hwsim.fixture_body(args.ibdev2netdev.read_text()))
     except ValueError as error:  # not a fixture, or not ibdev2netdev (the parser's ParseError is a ValueError)
         raise UsageError(f"--ibdev2netdev {args.ibdev2netdev}: {error}") from None
-    shutil.rmtree(args.root, ignore_errors=True)
-    hwsim.build(args.root, hwsim.dgx_h100(links))
+    root: Path = args.root
+    if root.exists() and not (root / HARDWARE_MARK).is_file():
+        if not root.is_dir():
+            raise UsageError(f"root {root}: not a directory")
+        if any(root.iterdir()):  # never remove what this command did not build
+            raise UsageError(f"root {root}: a directory `railforge lab hardware` did not build; choose another")
+    shutil.rmtree(root, ignore_errors=True)
+    hwsim.build(root, hwsim.dgx_h100(links))
+    (root / HARDWARE_MARK).write_text("built by `railforge lab hardware`: replaced by its next run\n")
     print(*sorted(link["netdev"] for link in links), sep="\n")
     return 0
 

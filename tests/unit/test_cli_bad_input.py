@@ -32,6 +32,8 @@ def paths(tmp_path: Path) -> dict[str, Path]:
     (made["notes"] / "notes.md").write_text("not a benchmark output\n")
     made["list"] = tmp_path / "list.yml"
     made["list"].write_text("- a\n- b\n")
+    made["mistyped"] = tmp_path / "mistyped.yml"  # a mapping, its fields not a kubeconfig's types
+    made["mistyped"].write_text("clusters: 3\ncontexts: {}\n")
     made["unreachable"] = tmp_path / "kubeconfig"
     made["unreachable"].write_text(UNREACHABLE)
     made["out"] = tmp_path / "out"
@@ -103,6 +105,10 @@ CASES = [
     ("scheduler run --kubeconfig {missing}", "--kubeconfig"),
     ("scheduler run --kubeconfig {binary}", "--kubeconfig"),
     ("scheduler run --kubeconfig {dir}", "--kubeconfig"),
+    ("scheduler run --kubeconfig {file}", "--kubeconfig"),
+    ("scheduler run --kubeconfig {list}", "--kubeconfig"),
+    ("scheduler run --kubeconfig {mistyped}", "--kubeconfig"),
+    ("scheduler run --kubeconfig {unparsable}", "--kubeconfig"),
     ("scheduler run --config {binary}", "settings file"),
     ("scheduler run --config {unparsable}", "settings file"),
     ("queue", "--kubeconfig --url"),
@@ -118,6 +124,9 @@ CASES = [
     ("lab job --kubeconfig {unreachable} --worker-cpu lots", "--worker-cpu"),
     ("lab job --kubeconfig {unreachable} --name Bad_Name", "--name"),
     ("lab job --kubeconfig {unreachable} --rail ../r", "--rail"),
+    ("lab hardware {file}", "root"),
+    ("lab hardware {notes}", "root"),  # a directory it did not build is not removed
+    ("lab hardware {dir} --ibdev2netdev {binary}", "--ibdev2netdev"),
     (f"{PLUGINS} {{missing}}", "--plugin-dir"),
     (f"{PLUGINS} {{file}}", "--plugin-dir"),
     (f"{PLUGINS} {{dir}} --gpus -1", "--gpus"),

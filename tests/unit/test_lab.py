@@ -141,16 +141,24 @@ def test_the_diagnosis_names_pressured_nodes_waiting_pods_and_the_newest_events(
 
 
 def test_a_lab_workers_hardware_is_a_dgx_h100_that_the_facts_module_reads(tmp_path, capsys):
-    """`railforge lab hardware` builds the simulated DGX H100 (over an earlier tree) and names its netdevs; the facts
-    module reads 8 GPUs, 4 NVSwitches and 8 InfiniBand rails in GPU order from it, each on a printed netdev."""
+    """`railforge lab hardware` builds the simulated DGX H100 (over a tree it built earlier, never over one it did
+    not) and names its netdevs; the facts module reads 8 GPUs, 4 NVSwitches and 8 InfiniBand rails in GPU order
+    from it, each on a printed netdev."""
     import ansible.module_utils
 
     ansible.module_utils.__path__.append(str(Path(__file__).resolve().parents[2] / "plugins/module_utils"))
     from ansible.module_utils.railforge_hwfacts import gather_hw_facts
 
     root = tmp_path / "hw"
-    (root / "sys/stale").mkdir(parents=True)
+    (root / "sys/mine").mkdir(parents=True)
+    assert main(["lab", "hardware", str(root)]) == 2  # not a tree it built: refused, kept
+    assert "did not build" in capsys.readouterr().err and (root / "sys/mine").is_dir()
+    (root / "sys/mine").rmdir()
+    (root / "sys").rmdir()  # an empty directory is built into
     assert main(["lab", "hardware", str(root)]) == 0
+    (root / "sys/stale").mkdir()
+    capsys.readouterr()
+    assert main(["lab", "hardware", str(root)]) == 0  # its own tree: built afresh
     netdevs = capsys.readouterr().out.split()
     assert not (root / "sys/stale").exists()
     facts = gather_hw_facts(str(root))

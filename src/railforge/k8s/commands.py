@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from railforge.cliargs import UsageError, text_file
+from railforge.cliargs import UsageError, kubeconfig_client, text_file
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -44,16 +44,16 @@ def _run(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise UsageError(f"--http-address {error}") from None
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        if args.kubeconfig is not None:
-            api = config.new_client_from_config(str(args.kubeconfig))
-        else:
+    if args.kubeconfig is not None:  # a daemon: the API server is not asked now, its watches retry until it answers
+        api = kubeconfig_client(args.kubeconfig)
+    else:
+        try:
             config.load_incluster_config()
-            from kubernetes.client import ApiClient
+        except config.ConfigException as error:
+            raise UsageError(f"no --kubeconfig and not in a pod: {error}") from None
+        from kubernetes.client import ApiClient
 
-            api = ApiClient()
-    except (config.ConfigException, OSError) as error:
-        raise UsageError(f"cannot load the cluster's configuration: {error}") from None
+        api = ApiClient()
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())

@@ -8,6 +8,7 @@ import os
 import shlex
 
 from railforge.cliargs import (
+    UsageError,
     non_negative_float,
     non_negative_int,
     output_directory,
@@ -141,9 +142,15 @@ def _prepare(trace_spec: str, args, nodes: int = 0):
     try:
         trace = load_trace(trace_spec, args.traces_dir)
     except FileNotFoundError as error:
-        raise SystemExit(f"railforge: error: trace {trace_spec}: no file {error.filename}") from None
-    except (OSError, ValueError) as error:  # a bad value names its file and line; UnicodeDecodeError included
-        raise SystemExit(f"railforge: error: {error}") from None
+        raise UsageError(f"trace {trace_spec}: no file {error.filename}") from None
+    except IsADirectoryError as error:
+        raise UsageError(f"trace {trace_spec}: {error.filename} is a directory; expected a CSV file") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"trace {trace_spec}: not UTF-8 text; expected a CSV file") from None
+    except OSError as error:
+        raise UsageError(f"trace {trace_spec}: {error}") from None
+    except ValueError as error:  # names the trace, or the file and line of the bad value
+        raise UsageError(str(error)) from None
     if args.max_jobs:
         trace = Trace(trace.name, trace.jobs[: args.max_jobs])
     if not nodes:
@@ -178,7 +185,7 @@ def _specs(trace_spec: str, shape, args):
             config_overrides=dict(getattr(args, "set", ())),
         )
     except ValueError as error:
-        raise SystemExit(f"railforge: error: {error}") from None
+        raise UsageError(str(error)) from None
 
 
 # the simulator's command line and report rendering: they shape no run, so they key no cached run

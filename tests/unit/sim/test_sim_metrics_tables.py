@@ -235,10 +235,11 @@ def test_cli_report_end_to_end(tmp_path, traces_dir):
         (["--set", "restart_backoff_base=7200"], "restart_backoff_max is 3600.0; expected >= restart_backoff_base"),
     ],
 )
-def test_cli_refuses_unknown_policies_and_settings_before_running(traces_dir, extra, message):
-    with pytest.raises(SystemExit) as refused:
-        main(["simulate", "--trace", "itp:cluster01", "--traces-dir", str(traces_dir), "--out", "/nonexistent", *extra])
-    assert str(refused.value).startswith("railforge: error: ") and message in str(refused.value)
+def test_cli_refuses_unknown_policies_and_settings_before_running(traces_dir, extra, message, capsys):
+    args = ["simulate", "--trace", "itp:cluster01", "--traces-dir", str(traces_dir), "--out", "/nonexistent", *extra]
+    assert main(args) == 2
+    refusal = capsys.readouterr().err
+    assert refusal.startswith("railforge simulate: ") and message in refusal and refusal.count("\n") == 1
 
 
 @pytest.mark.parametrize(
@@ -255,18 +256,24 @@ def test_cli_refuses_unknown_policies_and_settings_before_running(traces_dir, ex
         ("csv", "-1,3600,8\n", [], "{dir}/jobs.csv, line 2: submit is '-1'; expected a number of seconds >= 0"),
         ("csv", "", [], "{dir}/jobs.csv: no jobs (a header row and no data rows); expected at least one job row"),
         ("missing", "", [], "trace csv:{dir}/missing.csv: no file {dir}/missing.csv"),
+        ("binary", "", [], "trace csv:{dir}/binary.csv: not UTF-8 text; expected a CSV file"),
+        ("directory", "", [], "trace csv:{dir}: {dir} is a directory; expected a CSV file"),
         ("itp:cluster99", "", [], "trace itp:cluster99: no file {traces}/elasticflow-itp/raw/cluster99.csv"),
         ("lottery", "", [], "unknown trace 'lottery': use philly, itp:clusterNN or csv:PATH"),
     ],
 )
-def test_cli_refuses_bad_input_in_one_line(tmp_path, traces_dir, trace, rows, extra, message):
+def test_cli_refuses_bad_input_in_one_line(tmp_path, traces_dir, trace, rows, extra, message, capsys):
     (tmp_path / "jobs.csv").write_text("submit,duration,gpus\n" + rows)
-    spec = {"csv": f"csv:{tmp_path}/jobs.csv", "missing": f"csv:{tmp_path}/missing.csv"}.get(trace, trace)
+    (tmp_path / "binary.csv").write_bytes(bytes(range(128, 256)))
+    spec = {
+        "csv": f"csv:{tmp_path}/jobs.csv",
+        "missing": f"csv:{tmp_path}/missing.csv",
+        "binary": f"csv:{tmp_path}/binary.csv",
+        "directory": f"csv:{tmp_path}",
+    }.get(trace, trace)
     args = ["simulate", "--trace", spec, "--traces-dir", str(traces_dir), "--out", str(tmp_path / "out"), *extra]
-    with pytest.raises(SystemExit) as refused:
-        main([*args, "--no-progress"])
-    # a string exit code: Python prints it as the one line on stderr and exits with status 1
-    assert refused.value.code == "railforge: error: " + message.format(dir=tmp_path, traces=traces_dir)
+    assert main([*args, "--no-progress"]) == 2
+    assert capsys.readouterr().err == f"railforge simulate: {message.format(dir=tmp_path, traces=traces_dir)}\n"
     assert not (tmp_path / "out").exists()
 
 
