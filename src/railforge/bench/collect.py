@@ -272,6 +272,7 @@ def _plot(results: Results, verdicts: Sequence[Verdict], hw: HardwareClass, path
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     perftest = [(node, run) for node, run in results.perftest if run.bandwidth]
     scaling = scaling_points(results)
@@ -285,14 +286,22 @@ def _plot(results: Results, verdicts: Sequence[Verdict], hw: HardwareClass, path
         bandwidth.plot(sizes, [row.out_of_place.busbw_gbps for row in run.rows], marker=".", label=run.label)
         if (verdict := _judged(verdicts, run.source, ALLREDUCE_FLOORS)) is not None:
             judged_points.append((verdict, hw.floors[verdict.check].message_bytes or sizes[-1]))
-    for mpi_run in results.mpi:
-        bandwidth.plot([mpi_run.size_bytes], [mpi_run.busbw_gbps], marker="o", linestyle="", label=mpi_run.label)
-        if (verdict := _judged(verdicts, mpi_run.source, ALLREDUCE_FLOORS)) is not None:
-            judged_points.append((verdict, mpi_run.size_bytes))
+    for mpi_run in results.mpi:  # one message size: a point in its verdict's colour, grey when not judged
+        verdict = _judged(verdicts, mpi_run.source, ALLREDUCE_FLOORS)
+        colour = COLOURS[verdict.status if verdict is not None else "info"]
+        size = mpi_run.size_bytes
+        bandwidth.plot([size], [mpi_run.busbw_gbps], marker="o", linestyle="", color=colour, label=mpi_run.label)
+        if verdict is not None:
+            judged_points.append((verdict, size))
     for verdict, size in judged_points:
         colour = COLOURS[verdict.status]
         bandwidth.axhline(verdict.limit, color=colour, linestyle="--", linewidth=1, label=f"{verdict.check} floor")
         bandwidth.plot([size], [verdict.measured], marker="o", markersize=10, color=colour, fillstyle="none")
+        # the figure in words beside its mark: a point far below its floor sits on the axis, hard to see
+        bandwidth.annotate(
+            f"{verdict.measured:.3g} GB/s", (size, verdict.measured), xytext=(8, 8), textcoords="offset points",
+            color=colour, fontsize="small", fontweight="bold",
+        )  # fmt: skip
     bandwidth.set_xscale("log", base=2)
     bandwidth.set_ylim(bottom=0)
     bandwidth.set_xlabel("message size (bytes)")
@@ -322,11 +331,19 @@ def _plot(results: Results, verdicts: Sequence[Verdict], hw: HardwareClass, path
             counts = [point.process_count for point in points]
             images.plot(counts, [point.images_per_sec for point in points], marker="o", label=f"measured ({series})")
             base = points[0]
-            linear = [base.per_process * count for count in counts]
-            images.plot(counts, linear, linestyle="--", color="grey", label=f"linear from {base.processes}")
+            if len(points) > 1:  # from one size there is nothing to scale to
+                linear = [base.per_process * count for count in counts]
+                images.plot(counts, linear, linestyle="--", color="grey", label=f"linear from {base.processes}")
             if (per_gpu := hw.floors.get("resnet50_per_gpu")) is not None and not base.on_cpu:
                 minimum = [per_gpu.value * count for count in counts]
-                images.plot(counts, minimum, linestyle="--", color=COLOURS["fail"], label="resnet50_per_gpu floor")
+                images.plot(
+                    counts, minimum, linestyle="--", marker="_", markersize=16, color=COLOURS["fail"],
+                    label="resnet50_per_gpu floor",
+                )  # fmt: skip
+        most = max(point.process_count for points in scaling.values() for point in points)
+        images.set_xlim(0, most + 1)  # from none: one size alone still reads as a share of the axis
+        images.set_ylim(bottom=0)
+        images.xaxis.set_major_locator(MaxNLocator(integer=True))  # processes come whole
         images.set_xlabel("GPUs (CPU ranks on the CPU fallback)")
         images.set_ylabel("images/s")
         images.set_title("ResNet-50 scaling")

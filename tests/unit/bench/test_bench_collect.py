@@ -131,6 +131,8 @@ def test_the_report_is_written_as_json_markdown_and_a_png(tmp_path):
     # the rail's bar in its verdict's colour: red, as it failed its floor (green is for a pass)
     assert colour_share(written.plot_path, COLOURS["fail"]) > 0.05
     assert colour_share(written.plot_path, COLOURS["pass"]) == 0
+    # the allreduce's point, which no floor judges, is grey like an unjudged bar, not matplotlib's first colour
+    assert colour_share(written.plot_path, "tab:blue") == 0
     assert "ResNet-50 scaling" not in markdown
 
 
