@@ -183,6 +183,11 @@ def test_the_cpu_fallback_runs_end_to_end_and_an_impossible_floor_fails_by_name(
     output = " ".join((failed.stdout + failed.stderr).split())
     assert failed.returncode == 2, output[-6000:]
     (report,) = (tmp_path / "second/reports").glob("benchmark-testbed-*.json")
+    # the first run's ResNet-50 jobs, which this run leaves out, were removed before it started
+    left = client.CustomObjectsApi(control_plane.api).list_namespaced_custom_object(
+        "kubeflow.org", "v2beta1", NAMESPACE, "mpijobs"
+    )
+    assert [job["metadata"]["name"] for job in left["items"]] == [JOB]
     (floor_failure,) = json.loads(report.read_text())["failed"]
     assert floor_failure.startswith("mpi_allreduce 2x1: ") and floor_failure.endswith(" < 99999 GB/s floor")
     # the benchmark's own failure waited for validate's table, which joined the report just written

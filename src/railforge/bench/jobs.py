@@ -51,7 +51,9 @@ RESNET_ARGS = {
     ),
 }
 RESNET_SUFFIX = "-resnet50"
-RUN_LABEL = "railforge.io/benchmark-job"  # on the perftest pods: the run they belong to (its first job's name)
+# on every object of a benchmark run: the run it belongs to (its first job's name); benchmark.yml removes what an
+# earlier run left by it
+RUN_LABEL = "railforge.io/benchmark-job"
 
 
 class PlanError(ValueError):
@@ -344,6 +346,7 @@ def mpijob_variables(plan: Plan) -> dict:
     variables = {
         "job_name": plan.job_name,
         "job_namespace": plan.namespace,
+        "job_labels": {RUN_LABEL: plan.job_name},
         "image": plan.image,
         "workers": plan.workers,
         "queue": plan.queue,

@@ -12,12 +12,14 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from benchdata import read_body
 
 from railforge.bench.collect import launcher_log_name
 from railforge.bench.floors import load_floors
 from railforge.bench.jobs import (
     RESNET_ARGS,
+    RUN_LABEL,
     PlanError,
     images_on_nodes,
     mpijob_variables,
@@ -195,6 +197,19 @@ def test_the_cpu_fallback_runs_allreduce_from_the_same_template_without_devices(
     assert "podAntiAffinity" not in pods["Worker"]["affinity"]
     spread = containers(render_all(plan_from_mapping(cpu_plan(nodes=["rf-node-0", "rf-node-1"])))[0])
     assert "podAntiAffinity" in spread["Worker"]["affinity"]
+
+
+def test_every_object_of_a_run_carries_the_label_benchmark_yml_removes_earlier_runs_by(shapes):
+    dgx = shapes["dgx_h100"]
+    gpu = gpu_plan({n: dgx for n in ("dgx-01", "dgx-02")}, resnet_image="registry.example/resnet:1")
+    objects = render_all(plan_from_mapping({**gpu, "resnet_scaling": [1]}))
+    assert {o["kind"] for o in objects} == {"MPIJob", "PodGroup", "Service", "Pod"}
+    assert {o["metadata"]["labels"][RUN_LABEL] for o in objects} == {"nccl"}
+    playbook = yaml.safe_load((ROOT / "playbooks/benchmark.yml").read_text())
+    tasks = next(play for play in playbook if play.get("tasks"))["tasks"]
+    (removal,) = [task for task in tasks if task["name"] == "Remove the earlier runs' jobs"]
+    assert removal["kubernetes.core.k8s"]["label_selectors"] == [RUN_LABEL]
+    assert {item["kind"] for item in removal["loop"]} == {o["kind"] for o in objects}
 
 
 def test_the_resnet50_job_shares_the_first_jobs_shape_and_runs_our_benchmark(shapes):
