@@ -9,6 +9,8 @@ an ``AffinityError`` naming the pod and the field; nothing is dropped silently. 
 those that spread the gang's own pods over nodes as a spread kept when it can be; those towards bound pods, and
 ``ScheduleAnyway`` for a gang's one pod on a wider key, as preferred node rules (a node that breaks one is tried
 last). Their weights are not summed; preferences among the gang's own pods on wider keys are not weighed.
+``matchLabelKeys`` of affinity terms are folded into their selectors; a bound pod's term whose namespaces this
+scheduler cannot read counts as naming every namespace (stricter, never looser).
 """
 
 from __future__ import annotations
@@ -79,13 +81,29 @@ def selects(selector: dict | None, labels: Mapping[str, str]) -> bool:
     return True
 
 
-def _namespaces(term: dict, own: str, where: str) -> frozenset[str] | None:
-    """The namespaces a term's selector looks in (None: all); refuses what is not read."""
-    for unread in ("matchLabelKeys", "mismatchLabelKeys"):
-        if term.get(unread):
-            raise AffinityError("input.unsupported", f"{where} sets {unread}, which this scheduler does not read")
+def _with_label_keys(term: dict, labels: Mapping[str, str]) -> dict:
+    """The term with its matchLabelKeys (and mismatchLabelKeys) folded into its labelSelector as ``In`` (``NotIn``)
+    the value the pod that has the term carries, as the API server folds them when it admits the pod (folding them
+    again adds nothing); a key the pod does not carry is ignored, as there."""
+    folded = [
+        {"key": key, "operator": operator, "values": [labels[key]]}
+        for field, operator in (("matchLabelKeys", "In"), ("mismatchLabelKeys", "NotIn"))
+        for key in term.get(field) or []
+        if key in labels
+    ]
+    selector = term.get("labelSelector")
+    if not folded or selector is None:  # the API refuses label keys without a labelSelector
+        return term
+    expressions = [*(selector.get("matchExpressions") or []), *folded]
+    return {**term, "labelSelector": {**selector, "matchExpressions": expressions}}
+
+
+def _namespaces(term: dict, own: str, where: str | None) -> frozenset[str] | None:
+    """The namespaces a term's selector looks in (None: all). A non-empty namespaceSelector (namespaces by their
+    labels) is not read: refused for the gang's own terms (``where`` names them), taken as every namespace for
+    others' (``where`` None), which keeps their pods apart from more pods, never from fewer."""
     if term.get("namespaceSelector") is not None:
-        if term["namespaceSelector"]:
+        if term["namespaceSelector"] and where is not None:
             raise AffinityError(
                 "input.unsupported",
                 f"{where} sets a non-empty namespaceSelector, which this scheduler does not read; "
@@ -135,21 +153,21 @@ class _Gang:
         labels = pod["metadata"].get("labels") or {}
         affinity = pod["spec"].get("affinity") or {}
         for term in required_anti_affinity(pod):
-            self.anti_affinity(name, namespace, term, required=True)
+            self.anti_affinity(name, namespace, _with_label_keys(term, labels), required=True)
         for weighted in (affinity.get("podAntiAffinity") or {}).get(PREFERRED) or []:
-            self.anti_affinity(name, namespace, weighted.get("podAffinityTerm") or {}, required=False)
+            term = _with_label_keys(weighted.get("podAffinityTerm") or {}, labels)
+            self.anti_affinity(name, namespace, term, required=False)
         for term in (affinity.get("podAffinity") or {}).get(REQUIRED) or []:
-            self.affinity(name, namespace, labels, term)
+            self.affinity(name, namespace, labels, _with_label_keys(term, labels))
         for weighted in (affinity.get("podAffinity") or {}).get(PREFERRED) or []:
-            self.preferred_affinity(name, namespace, weighted.get("podAffinityTerm") or {})
+            term = _with_label_keys(weighted.get("podAffinityTerm") or {}, labels)
+            self.preferred_affinity(name, namespace, term)
         for constraint in pod["spec"].get("topologySpreadConstraints") or []:
             self.topology_spread(name, namespace, constraint)
         for other in self.guarded:  # a bound pod's own anti-affinity keeps pods it names out of its domain
             for term in other.anti_affinity:
-                try:
-                    namespaces = _namespaces(term, other.namespace, "a bound pod's podAntiAffinity")
-                except AffinityError:
-                    continue  # not ours to read; its pod was placed by another scheduler
+                term = _with_label_keys(term, other.labels)
+                namespaces = _namespaces(term, other.namespace, None)
                 key = term.get("topologyKey") or ""
                 value = self.domain(other.node, key)
                 if value is not None and _matches(term, namespaces, namespace, labels):
@@ -272,15 +290,12 @@ class _Gang:
 
 def _keeping_apart(pod: dict) -> list[tuple[dict, frozenset[str] | None]]:
     """A pod's required terms that count other pods where they land (required anti-affinity, topology spread
-    that does not schedule anyway), each with the namespaces it looks in; terms it cannot read are left out
-    (``gang_rules`` refuses them)."""
+    that does not schedule anyway), each with the namespaces it looks in (``_namespaces`` for others' terms)."""
     spec, namespace = pod["spec"], pod["metadata"]["namespace"]
     terms = []
     for term in required_anti_affinity(pod):
-        try:
-            terms.append((term, _namespaces(term, namespace, "")))
-        except AffinityError:
-            continue
+        term = _with_label_keys(term, pod["metadata"].get("labels") or {})
+        terms.append((term, _namespaces(term, namespace, None)))
     for constraint in spec.get("topologySpreadConstraints") or []:
         if (constraint.get("whenUnsatisfiable") or "DoNotSchedule") == "DoNotSchedule":
             terms.append((constraint, frozenset([namespace])))

@@ -120,6 +120,41 @@ def test_a_bound_pods_own_anti_affinity_keeps_pods_it_names_away():
     assert decisions.binds[0].placement == {"x-0": "n1"}
 
 
+@pytest.mark.parametrize(
+    "guarding",
+    [
+        # matchLabelKeys: the bound pod keeps away the pods carrying its own value of the key
+        {"labelSelector": {"matchLabels": {}}, "matchLabelKeys": ["team"], "topologyKey": HOST},
+        # a namespaceSelector (namespaces by their labels, not read): taken as every namespace
+        {**term(HOST, team="x"), "namespaceSelector": {"matchLabels": {"kind": "batch"}}},
+    ],
+)
+def test_a_bound_pods_anti_affinity_in_forms_not_read_elsewhere_still_keeps_pods_away(guarding):
+    guard = pod("guard", 0, labels={"app": "guard", "team": "x"})
+    guard["spec"].update(nodeName="n0", affinity=anti(guarding))
+    guard["status"]["phase"] = "Running"
+    gang = [pod("x-0", 8, group="x", labels={"team": "x"})]
+    _, decisions = placed(hosts(2), gang, foreign=[guard], groups=[podgroup("x", 1)])
+    assert decisions.binds[0].placement == {"x-0": "n1"}
+    # another team's pod is not named by the folded key: it may go beside the guard
+    other = [pod("y-0", 8, group="y", labels={"team": "y"})]
+    _, decisions = placed(hosts(1), other, foreign=[guard], groups=[podgroup("y", 1)])
+    assert decisions.binds[0].placement == {"y-0": "n0"}
+
+
+def test_match_label_keys_keep_a_gang_apart_from_pods_of_its_own_value_only():
+    """Workers avoid the pods of their own job (matchLabelKeys: job), not another job's with the same labels."""
+    apart = {"labelSelector": {"matchLabels": {"role": "worker"}}, "matchLabelKeys": ["job"], "topologyKey": HOST}
+    other = pod("k-worker-0", 0, labels={"job": "k", "role": "worker"})
+    other["spec"]["nodeName"] = "n0"
+    other["status"]["phase"] = "Running"
+    out, decisions = placed(hosts(2), mpi_job("j", 2, 8, {"affinity": anti(apart)}), foreign=[other],
+                            groups=[podgroup("j", 3)])  # fmt: skip
+    assert sorted(workers_on(decisions)) == ["n0", "n1"]  # job k's worker on n0 is not avoided
+    (gang,) = out.pending
+    assert gang.spreads[0].source == f"spec.affinity.podAntiAffinity on {HOST}"
+
+
 def test_required_affinity_joins_the_zone_of_a_bound_pod():
     cache = pod("cache", 0, labels={"app": "cache"})
     cache["spec"]["nodeName"] = "n3"
@@ -243,3 +278,7 @@ def test_gangs_whose_pods_avoid_each_other_are_known_kept_apart_either_way():
     assert podaffinity.keeps_apart([guard]) and not podaffinity.keeps_apart([plain])
     assert podaffinity.kept_apart([guard], [plain]) and podaffinity.kept_apart([plain], [guard])
     assert not podaffinity.kept_apart([guard], [other]) and not podaffinity.kept_apart([plain], [other])
+    # a namespaceSelector is not read: the term counts as naming pods of every namespace, never fewer
+    wide = pod("d-0", 1, group="d", labels={"app": "d"})
+    wide["spec"]["affinity"] = anti({**term(app="b"), "namespaceSelector": {"matchLabels": {"kind": "batch"}}})
+    assert podaffinity.kept_apart([wide], [plain]) and not podaffinity.kept_apart([wide], [other])
