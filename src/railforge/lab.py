@@ -293,7 +293,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     job.add_argument("--namespace", type=k8s_name, default="railforge-lab")
     job.add_argument("--name", type=k8s_name, default="allreduce")
     job.add_argument("--workers", type=positive_int, default=2)
-    # Small enough that two workers fit one lab node: only the template's pod anti-affinity keeps them apart.
+    # Small enough that two workers fit one lab node by CPU: the template's pod anti-affinity keeps them apart (and
+    # the GPUs they ask, when a worker asks a node's all, as lab.sh's job does; tests/lab's idle jobs ask none).
     job.add_argument("--worker-cpu", type=quantity, default="300m")
     job.add_argument("--gpus", type=non_negative_int, default=1, help="nvidia.com/gpu each worker requests")
     job.add_argument(
