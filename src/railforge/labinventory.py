@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "inventories/example"
 OVERLAY = ROOT / "inventories/lab/overlay.yml"
 GENERATED_HEADER = "# Written by `railforge lab inventory` from {example} and {overlay}: edit those, not this.\n"
+MACHINE_VARS = "# With the machine vars of "
 
 # What the lab may set differently from the example, by why it must differ on this machine.
 MAY_DIFFER: dict[str, frozenset[str]] = {
@@ -188,6 +189,7 @@ def generate(
         raise UsageError(f"{overlay_path}: {', '.join(both)} in both hosts and scale_hosts")
     variables = dict(overlay.get("vars") or {})
     _refuse_unlisted(variables, f"{overlay_path}: vars")
+    _refuse_dropping_machine_vars(out, machine_vars)
     if machine_vars is not None:
         machine = _load(machine_vars)
         _refuse_unlisted(machine, str(machine_vars))
@@ -209,9 +211,29 @@ def generate(
     (out / "group_vars").mkdir(parents=True, exist_ok=True)
     for stale in set((out / "group_vars").glob("*.yml")) - set(written):
         stale.unlink()
+    all_header = header + ("" if machine_vars is None else f"{MACHINE_VARS}{machine_vars}\n")
     for path, data in written.items():
-        path.write_text(header + "---\n" + yaml.safe_dump(data, sort_keys=False, width=120))
+        first = all_header if path.name == "all.yml" else header
+        path.write_text(first + "---\n" + yaml.safe_dump(data, sort_keys=False, width=120))
     return sorted(written)
+
+
+def _refuse_dropping_machine_vars(out: Path, machine_vars: Path | None) -> None:
+    """An inventory written with machine vars (`lab.sh up` writes one) is not rewritten without them: the running
+    lab's keys and archives would be lost from it."""
+    if machine_vars is not None:
+        return
+    try:
+        lines = (out / "group_vars" / "all.yml").read_text().splitlines()[:2]
+    except OSError:
+        return
+    for line in lines:
+        if line.startswith(MACHINE_VARS):
+            used = line.removeprefix(MACHINE_VARS)
+            raise UsageError(
+                f"{out / 'group_vars' / 'all.yml'} holds the machine vars of {used}: "
+                f"pass --machine-vars {used} to keep them"
+            )
 
 
 def _shown(path: Path) -> str:

@@ -121,6 +121,19 @@ def test_machine_vars_are_held_to_the_same_rule(tmp_path):
     assert all_vars["kubernetes_apt_repo_key_fingerprint"] == "A" * 40
 
 
+def test_an_inventory_with_machine_vars_is_not_rewritten_without_them(tmp_path):
+    machine = tmp_path / "vars.yml"
+    machine.write_text(yaml.safe_dump({"kubernetes_apt_repo_key_fingerprint": "A" * 40}))
+    all_yml = tmp_path / "out/group_vars/all.yml"
+    generate(tmp_path / "out", machine_vars=machine)
+    written = all_yml.read_text()
+    with pytest.raises(UsageError, match=f"all.yml holds the machine vars of {machine}: pass --machine-vars {machine}"):
+        generate(tmp_path / "out")
+    assert all_yml.read_text() == written
+    generate(tmp_path / "out", machine_vars=machine)
+    assert all_yml.read_text() == written
+
+
 def test_a_value_an_example_group_outranks_is_refused(tmp_path):
     """gpudirect_gdrcopy_source is set by the example's rdma_nodes group: the overlay's all-group value would lose."""
     example = tmp_path / "example"
