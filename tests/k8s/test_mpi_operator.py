@@ -122,26 +122,28 @@ def test_railforge_binds_an_mpijobs_launcher_and_workers_at_once(control_plane, 
     assert told()[0].startswith("member ring-worker-1 container worker exited 3 (Error)"), told()
 
 
-def test_an_mpijob_within_its_restart_budget_is_restarted_whole_and_failed_past_it(
+def test_an_mpijob_is_restarted_whole_within_its_owners_limit_and_left_to_it_past_it(
     control_plane, mpi_operator, run_scheduler
 ):
-    """The owner's limit (runPolicy.backoffLimit) above the scheduler's max_restarts: a failed worker restarts the
-    whole gang, the MPI operator and the launcher's Job make the pods again, railforge binds them by one plan; the
-    next failure, past the budget, fails the gang, and the pods the owner makes again stay unbound."""
+    """runPolicy.backoffLimit 1 is the launcher Job's limit, and each restart deletes the launcher, which that Job
+    counts. A failed worker restarts the whole gang once: the MPI operator and the launcher's Job make the pods
+    again, railforge binds them by one plan. The next failure would pass the owner's limit, so the gang fails
+    instead (no max_restarts of the scheduler's): only the running pods are deleted, the failed worker's pod stays
+    with its exit code, and the MPI operator fails the MPIJob on its own."""
     namespace, pool = "mpi-budget", "mpi-budget"
     two_node_pool(control_plane, pool)
-    run_scheduler(
+    adapter = run_scheduler(
         {
             "scheduler_name": SCHEDULER,
             "node_selector": f"{POOL_LABEL}={pool}",
             "min_period_seconds": 0.05,
             "leader_election": {"enabled": False},
             "eviction_grace_seconds": 0,  # no kubelet here to end a pod's grace period
-            "policy": {"restart_backoff_base": 1, "max_restarts": 1},
+            "policy": {"restart_backoff_base": 1},
         }
     )
     job = mpijob("budget", 2)
-    job["spec"]["runPolicy"] = {"backoffLimit": 2}  # the scheduler's max_restarts + 1: railforge restarts the job
+    job["spec"]["runPolicy"] = {"backoffLimit": 1}
     custom = client.CustomObjectsApi(control_plane.api)
     custom.create_namespaced_custom_object("kubeflow.org", "v2beta1", namespace, "mpijobs", job)
     core = client.CoreV1Api(control_plane.api)
@@ -171,6 +173,16 @@ def test_an_mpijob_within_its_restart_budget_is_restarted_whole_and_failed_past_
         assert json.loads(annotations()["railforge.io/placement"]) == bound
         return True
 
+    def failures() -> list[str]:
+        current()  # the pods being deleted end first: until then the gang still counts as running
+        return [d.detail for d in adapter.state.view().recent if d.kind == "fail" and d.gang == f"{namespace}/budget"]
+
+    def mpijob_failed() -> bool:
+        current()
+        status = custom.get_namespaced_custom_object("kubeflow.org", "v2beta1", namespace, "mpijobs", "budget")
+        conditions = (status.get("status") or {}).get("conditions") or []
+        return any(c["type"] == "Failed" and c["status"] == "True" for c in conditions)
+
     try:
         wait_for("the gang bound", lambda: bound_whole(set()), 60, [mpi_operator])
         first = {pod.metadata.uid for pod in current()}
@@ -181,26 +193,20 @@ def test_an_mpijob_within_its_restart_budget_is_restarted_whole_and_failed_past_
         assert "railforge.io/failed" not in annotations()
 
         second = {pod.metadata.uid for pod in current()}
-        end_member(core, namespace, "budget-worker-0", "worker")  # past the budget of one restart
-
-        def failed() -> bool:
-            current()  # the pods being deleted end first: until then the gang still counts as running
-            return annotations().get("railforge.io/reason-code") == "gang.failed"
-
-        wait_for("the gang failed", failed, 30)
-
-        def made_again() -> bool:  # the owner's third incarnation: the gang's three pods, none bound
-            third = [pod for pod in current() if pod.metadata.uid not in first | second]
-            assert not any(pod.spec.node_name for pod in third), third
-            return len(third) == 3
-
-        wait_for("the owner's pods made again", made_again, 60, [mpi_operator])
+        end_member(core, namespace, "budget-worker-0", "worker")  # a second restart would pass the owner's limit
+        wait_for("the gang failed", failures, 30)
+        assert (
+            "member budget-worker-0 failed; not restarted: its owner counts a restart's removed pods against its own "
+            "limit, which allows 1 restart (1 done); the failure is left to it" in failures()[0]
+        ), failures()
+        kept = core.read_namespaced_pod("budget-worker-0", namespace)
+        assert kept.metadata.deletion_timestamp is None and kept.status.phase == "Failed"
+        assert kept.status.container_statuses[0].state.terminated.exit_code == 3
+        wait_for("the MPI operator fails the MPIJob", mpijob_failed, 60, [mpi_operator])
         watched_until = time.monotonic() + 2
-        while time.monotonic() < watched_until:  # some 40 scheduling passes (0.05 s apart): none binds them
-            assert not any(pod.spec.node_name for pod in current())
+        while time.monotonic() < watched_until:  # some 40 scheduling passes (0.05 s apart): nothing bound again
+            assert not any(pod.spec.node_name for pod in current() if pod.metadata.uid not in first | second)
             time.sleep(0.2)
-        assert annotations()["railforge.io/restarts"] == "1"
-        assert annotations()["railforge.io/last-failure"].startswith("member budget-worker-0 container worker exited 3")
     finally:
         custom.delete_namespaced_custom_object(
             "kubeflow.org", "v2beta1", namespace, "mpijobs", "budget", propagation_policy="Foreground"

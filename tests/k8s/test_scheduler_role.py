@@ -93,6 +93,7 @@ def test_the_role_applies_the_scheduler_idempotently_with_least_privilege(contro
     # what the scheduler needs ...
     for verb, resource in (
         ("watch", "pods"),
+        ("watch", "jobs.batch"),
         ("create", "pods:binding"),
         ("create", "pods:eviction"),
         ("list", "poddisruptionbudgets.policy"),
@@ -112,6 +113,7 @@ def test_the_role_applies_the_scheduler_idempotently_with_least_privilege(contro
     # ... and nothing more
     for verb, resource, namespace in (
         ("create", "pods", "default"),
+        ("delete", "jobs.batch", "default"),
         ("get", "secrets", "default"),
         ("patch", "nodes", "default"),
         ("create", "pods:exec", "default"),

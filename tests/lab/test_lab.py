@@ -551,10 +551,11 @@ def test_an_mpijob_whose_workers_cannot_spread_waits_and_says_why(lab):
 
 
 def test_an_mpijob_whose_worker_fails_keeps_its_exit_code_for_describe_and_the_dashboard(lab):
-    """A worker prints why and exits 3. railforge restarts the gang; the MPI operator (runPolicy.backoffLimit 0) then
-    fails the job. The exit code and the worker's line stay readable: on the MPIJob's Events (kubectl describe), and
-    in the dashboard's decisions (its /api/state, through the API server's service proxy). The scheduler, run from
-    its image by the role, leads under the role's Lease RBAC and serves its page and /metrics."""
+    """A worker prints why and exits 3. Its owner allows no restart (runPolicy.backoffLimit 0 on the launcher's Job):
+    railforge fails the gang instead, deleting only the pods still running, and the MPI operator fails the job. The
+    exit code and the worker's line stay readable: on the MPIJob's Events (kubectl describe), in the dashboard's
+    decisions (its /api/state, through the API server's service proxy) and in the failed worker's own log. The
+    scheduler, run from its image by the role, leads under the role's Lease RBAC and serves its page and /metrics."""
     job = render_job("broken", "railforge-lab", 2, "100m")
     worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     worker["command"] = ["/bin/sh", "-c", "echo 'rank 1: bad shard 17'; exit 3"]
@@ -570,7 +571,15 @@ def test_an_mpijob_whose_worker_fails_keeps_its_exit_code_for_describe_and_the_d
         proxy = "/api/v1/namespaces/railforge-system/services/railforge-scheduler:http/proxy/api/state"
         recent = json.loads(kubectl("get", "--raw", proxy))["recent"]
         ours = [d for d in recent if d["gang"] == "railforge-lab/broken" and d["kind"] in ("restart", "fail")]
-        assert ours and "container worker exited 3 (Error)" in ours[0]["detail"], recent
+        assert [d["kind"] for d in ours] == ["fail"], recent
+        assert "container worker exited 3 (Error)" in ours[0]["detail"], recent
+        assert "its owner counts a restart's removed pods against its own limit" in ours[0]["detail"], recent
+        listed = json.loads(
+            kubectl("get", "pods", "--namespace", "railforge-lab", "-l", f"{JOB_NAME}=broken", "-o", "json")
+        )
+        failed = [pod["metadata"]["name"] for pod in listed["items"] if pod["status"].get("phase") == "Failed"]
+        assert failed, listed
+        assert "rank 1: bad shard 17" in kubectl("logs", failed[0], "--namespace", "railforge-lab")
     service = "/api/v1/namespaces/railforge-system/services/railforge-scheduler:http/proxy"
     metrics = kubectl("get", "--raw", f"{service}/metrics")
     assert re.search(r"^railforge_leader 1\.0$", metrics, re.M), metrics[-3000:]

@@ -51,6 +51,14 @@ def _trim_meta(obj: dict) -> dict:
     return obj
 
 
+def _trim_job(job: dict) -> dict:
+    """What limits a gang's restarts (GangObjects.owner_max_restarts): its uid and its backoff limits."""
+    meta, spec = job["metadata"], job.get("spec") or {}
+    limits = ("backoffLimit", "backoffLimitPerIndex")
+    kept = ("uid", "name", "namespace", "resourceVersion")
+    return {"metadata": {key: meta.get(key) for key in kept}, "spec": {key: spec[key] for key in limits if key in spec}}
+
+
 class Adapter:
     def __init__(self, api, settings: Settings, identity: str | None = None):
         self.api = api
@@ -81,8 +89,13 @@ class Adapter:
             **{api.kind: Resource(api.kind, api.collection, trim=_trim_meta) for api in self.gang_apis},
             "queues": Resource("Queue", QUEUES, trim=_trim_meta),
             "namespaces": Resource("Namespace", "/api/v1/namespaces", trim=_trim_meta),
+            # a Job's change is read on the next pass, it starts none: its status changes with every pod it has
+            "jobs": Resource("Job", "/apis/batch/v1/jobs", trim=_trim_job, wakes=False),
         }
-        self.caches = {key: Informer(api, resource, self.wake.set) for key, resource in self.informers.items()}
+        self.caches = {
+            key: Informer(api, resource, self.wake.set if resource.wakes else lambda: None)
+            for key, resource in self.informers.items()
+        }
         self.pool = ThreadPoolExecutor(settings.bind_workers, thread_name_prefix="bind")
         self.reporter = Reporter(api, name, settings.event_interval_seconds)
         election = settings.leader_election
@@ -180,6 +193,7 @@ class Adapter:
             namespaces,
             self.settings,
             now,
+            self.caches["jobs"].items(),
         )
 
     def cycle(self) -> core.Decisions | None:

@@ -33,6 +33,7 @@ class Resource:
     label_selector: str = ""
     # keeps only the parts of an object the scheduler reads (a pod's managedFields are large and unused)
     trim: Callable[[dict], dict] = field(default=lambda obj: obj)
+    wakes: bool = True  # a change starts a scheduling pass
 
 
 def key_of(obj: dict) -> tuple[str, str]:

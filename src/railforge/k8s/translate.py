@@ -10,6 +10,7 @@ import calendar
 import math
 import re
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -43,6 +44,7 @@ TOPOLOGY_PREFERRED = LABEL_PREFIX + "topology-preferred"
 MAINTENANCE_FROM = LABEL_PREFIX + "maintenance-from"  # on a Node: reserved for maintenance from then on
 TERMINAL = ("Succeeded", "Failed")
 HOSTNAME = "kubernetes.io/hostname"  # a pod's nodeSelector on it pins the pod to that node
+JOB_BACKOFF_LIMIT = 6  # a Job's spec.backoffLimit when unset
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
 
 
@@ -88,6 +90,7 @@ class GangObjects:
     # a bound member has succeeded: the gang is ending (members of a gang end together), so what the others hold is
     # expected back now, and a gang waiting for it can be reserved there instead of smaller ones backfilling it
     ending: bool = False
+    jobs: dict[str, dict] = field(default_factory=dict)  # uid -> a Job (batch/v1) that controls some of its pods
 
     @property
     def owner(self) -> dict:
@@ -110,6 +113,26 @@ class GangObjects:
     def min_member(self) -> Any:
         """The PodGroup's minimum count as written (None without one); translation checks its type."""
         return self.api.min_count(self.group) if self.group is not None and self.api is not None else None
+
+    def owner_max_restarts(self) -> int | None:
+        """The restarts the Jobs controlling its pods allow (None: no Job controls one). A restart removes every pod,
+        and a Job counts each pod of its own that fails or is deleted: against ``backoffLimitPerIndex`` per index
+        when set (one per restart), else against ``backoffLimit`` (default 6) for all of them together. An
+        MPIJob's launcher is the one pod of its launcher Job, whose limit is the MPIJob's ``runPolicy.backoffLimit``."""
+        owned = Counter(
+            ref["uid"]
+            for pod in self.pods
+            for ref in pod["metadata"].get("ownerReferences") or []
+            if ref.get("controller") and ref.get("uid") in self.jobs
+        )
+        limits = []
+        for uid, pods in owned.items():
+            spec = self.jobs[uid].get("spec") or {}
+            if spec.get("backoffLimitPerIndex") is not None:
+                limits.append(int(spec["backoffLimitPerIndex"]))
+            else:
+                limits.append(int(spec.get("backoffLimit", JOB_BACKOFF_LIMIT)) // pods)
+        return min(limits, default=None)
 
     def planned(self) -> dict[str, str]:
         """Pod uid -> node of the placement written before binding ({} when none)."""
@@ -490,6 +513,7 @@ def build_gang(
         min_resources=min_resources,
         restart_count=backoff.restarts,
         not_before=backoff.not_before,
+        owner_max_restarts=objects.owner_max_restarts(),
         **extra,
     )
 
@@ -527,11 +551,12 @@ def translate(
     namespaces: Mapping[str, dict],
     settings: Settings,
     now: float,
+    jobs: Iterable[dict] = (),
 ) -> Translation:
     """Everything the core needs from the cluster's objects, with the problems found on the way.
 
     ``pods``: the live pods whose schedulerName is ours; ``foreign_pods``: other bound pods, whose requests are
-    taken off their nodes' allocatable."""
+    taken off their nodes' allocatable; ``jobs``: the Jobs, whose limits bound the restarts of gangs they own."""
     out = Translation()
     used: dict[str, dict[str, int]] = {}
     for pod in foreign_pods:
@@ -565,6 +590,7 @@ def translate(
 
     grouped: dict[str, GangObjects] = {}
     succeeded = set()
+    job_by_uid = {job["metadata"]["uid"]: job for job in jobs}
     for pod in pods:
         name = gang_of(pod)
         if (pod.get("status") or {}).get("phase") == "Succeeded":
@@ -577,6 +603,9 @@ def translate(
             group = groups.get((api, namespace, group_name)) if api is not None else None
             grouped[name] = GangObjects(name, namespace, api, group, [])
         grouped[name].pods.append(pod)
+        for ref in pod["metadata"].get("ownerReferences") or []:
+            if ref.get("controller") and ref.get("uid") in job_by_uid:
+                grouped[name].jobs[ref["uid"]] = job_by_uid[ref["uid"]]
     for name, objects in list(grouped.items()):
         if any(pod["spec"].get("nodeName") in unselected for pod in objects.pods):
             del grouped[name]  # running on nodes this scheduler does not use: not its to count or restart
@@ -629,6 +658,8 @@ def _add_gang(
     group_name = objects.api.member_of(objects.pods[0]) if objects.api is not None else None
     bound = [pod for pod in objects.pods if pod["spec"].get("nodeName")]
     unbound = [pod for pod in objects.pods if not pod["spec"].get("nodeName")]
+    if objects.annotations().get(FAILED):
+        bound = [pod for pod in bound if live(pod)]  # the ended pods its failure kept: evidence, no longer members
     if not unbound and not any(live(pod) for pod in bound):
         return  # every pod has ended: the gang is over, its failures are its owner's to handle
     queue, named_by = _queue_of(objects, namespaces, settings)

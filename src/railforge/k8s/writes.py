@@ -48,6 +48,7 @@ from railforge.k8s.translate import (
     Translation,
     Waiting,
     add_amounts,
+    live,
     pod_requests,
 )
 from railforge.k8s.views import SchedulerState
@@ -255,12 +256,16 @@ class WriteSide:
 
     def remove(self, objects: GangObjects, reason: str, kind: str, cause: str = "") -> set[str]:
         """Evict (reclaim, preemption) or delete (restart, failure, release) every bound pod of a gang that is not
-        leaving already, in parallel; the nodes they leave. A gang whose pods are all leaving already was removed
-        by an earlier pass: nothing is written, recorded or told again."""
+        leaving already, in parallel; the nodes they leave. A failure keeps the pods that have ended (they hold
+        nothing; their logs and exit codes are what the user reads), a restart deletes them for the owner to make
+        anew. A gang whose pods are all leaving already was removed by an earlier pass: nothing is written,
+        recorded or told again."""
         bound = [pod for pod in objects.pods if pod["spec"].get("nodeName")]
         pods = [pod for pod in bound if not pod["metadata"].get("deletionTimestamp")]
         if not pods:
             return {pod["spec"]["nodeName"] for pod in bound}
+        if kind == "fail":
+            pods = [pod for pod in pods if live(pod)]
         options = {} if self.grace is None else {"gracePeriodSeconds": self.grace}
 
         def remove(pod: dict) -> None:

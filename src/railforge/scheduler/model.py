@@ -293,6 +293,9 @@ class Gang:
     oracle_runtime: float | None = None
     restart_count: int = 0
     not_before: float | None = None  # a restarted gang waits until then (backoff); None: no backoff
+    # the restarts its owner allows, which counts the pods a restart removes against a limit of its own; past it the
+    # gang fails instead (its owner would fail the job). None: no owner's limit
+    owner_max_restarts: int | None = None
     # how its pods spread over nodes (pod anti-affinity and topology spread on kubernetes.io/hostname)
     spreads: tuple[Spread, ...] = ()
     # node rules it prefers kept (preferred pod affinity towards bound pods): a node that breaks one is tried
@@ -337,6 +340,11 @@ class Gang:
         )
         _require(
             _whole(self.restart_count), owner, f"restart_count is {self.restart_count!r}; expected a whole number >= 0"
+        )
+        _require(
+            self.owner_max_restarts is None or _whole(self.owner_max_restarts),
+            owner,
+            f"owner_max_restarts is {self.owner_max_restarts!r}; expected None or a whole number >= 0",
         )
         if self.min_resources is not None:
             _check_resources(owner, "min_resources", self.min_resources)

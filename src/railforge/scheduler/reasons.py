@@ -259,5 +259,13 @@ def walltime(max_runtime: float, grace: float) -> str:
     return f"ran past its max runtime of {duration(max_runtime)} and the walltime grace of {duration(grace)}"
 
 
+def owner_limit(problem: str, allowed: int, restarts: int) -> str:
+    """Why a failed gang is not restarted: its owner would fail the job on the removals (a ``Fail``'s reason)."""
+    return (
+        f"{problem}; not restarted: its owner counts a restart's removed pods against its own limit, which allows "
+        f"{allowed} restart{'' if allowed == 1 else 's'} ({restarts} done); the failure is left to it"
+    )
+
+
 def schedule_timeout(timeout: float) -> Reason:
     return Reason(f"not scheduled within its schedule timeout of {duration(timeout)}", ReasonCode.SCHEDULE_TIMEOUT)

@@ -61,7 +61,7 @@ def podgroup(name: str, min_member: int, namespace: str = "ml", **meta) -> dict:
     }
 
 
-def run(nodes, pods, groups=(), queues=(), namespaces=(), foreign=(), native_groups=()):
+def run(nodes, pods, groups=(), queues=(), namespaces=(), foreign=(), native_groups=(), jobs=()):
     return translate(
         nodes,
         pods,
@@ -75,6 +75,7 @@ def run(nodes, pods, groups=(), queues=(), namespaces=(), foreign=(), native_gro
         {n["metadata"]["name"]: n for n in namespaces},
         SETTINGS,
         now=1e9,
+        jobs=jobs,
     )
 
 
@@ -394,6 +395,24 @@ def test_pods_being_deleted_are_not_failed_members():
     assert [running.failed_members for running in out.running] == [("job-0",)]
 
 
+def test_the_ended_pods_a_failure_kept_are_evidence_not_members():
+    """A failed gang keeps its ended pods (their logs): they fail it no second time. Its pods still leaving hold
+    their nodes until gone; the pods its owner makes again wait as failed."""
+    ended = pod("job-0", 4, group="job")
+    ended["spec"]["nodeName"] = "n1"
+    ended["status"]["phase"] = "Failed"
+    leaving = pod("job-1", 4, group="job", deletionTimestamp="2026-11-23T20:01:00Z")
+    leaving["spec"]["nodeName"] = "n1"
+    leaving["status"]["phase"] = "Running"
+    group = podgroup("job", 2, annotations={"railforge.io/failed": "member job-0 failed"})
+    out = run([node("n1")], [ended, leaving], groups=[group])
+    assert [(r.failed_members, sorted(r.placement)) for r in out.running] == [((), ["job-1"])]
+    again = [pod(f"job-{i}", 4, group="job", uid=f"uid-again-{i}") for i in (1, 2)]
+    out = run([node("n1")], [ended, *again], groups=[group])
+    assert out.running == [] and out.pending == []
+    assert out.waiting["ml/job"].code == "gang.failed"
+
+
 def test_a_member_recreated_unbound_fails_its_running_gang_once():
     """A worker's node was lost and its pod deleted; the owner made a new one. The two still bound must not run short
     of it: the new pod counts as the gang's failed member (the core restarts the gang whole). Pods added beyond
@@ -475,3 +494,38 @@ def test_a_restarted_gang_keeps_off_the_nodes_where_its_start_failed_while_it_ca
     else:
         assert rules == [("kubernetes.io/hostname", "NotIn", kept_off)]
         assert out.avoiding["ml/job"].nodes == kept_off
+
+
+def job(name: str, **spec) -> dict:
+    return {"metadata": {"name": name, "namespace": "ml", "uid": f"uid-{name}"}, "spec": spec}
+
+
+def owned_by(kind: str, name: str) -> dict:
+    return {"ownerReferences": [{"kind": kind, "name": name, "uid": f"uid-{name}", "controller": True}]}
+
+
+@pytest.mark.parametrize(
+    "spec, allowed",
+    [
+        ({"backoffLimit": 0}, 0),  # deploy/openmpi's MPIJob: runPolicy.backoffLimit 0 on its launcher's Job
+        ({"backoffLimit": 3}, 1),  # the Job's 2 pods: 2 removals a restart
+        ({}, 3),  # the Job's default limit of 6
+        ({"backoffLimit": 6, "backoffLimitPerIndex": 1}, 1),  # each index counts its own
+    ],
+    ids=["mpijob-launcher-0", "shared-limit", "default-limit", "per-index"],
+)
+def test_the_jobs_owning_a_gangs_pods_bound_its_restarts(spec, allowed):
+    """A restart removes every pod; each Job counts its own removed pods against its limit: the gang may restart as
+    often as the tightest of its Jobs allows. A pod of no Job's (an MPIJob's worker) adds no limit."""
+    launcher = pod("ring-launcher", 0, "ring", **owned_by("Job", "ring-launcher"))
+    workers = [pod(f"ring-worker-{i}", 8, "ring", **owned_by("MPIJob", "ring")) for i in range(2)]
+    indexed = [pod(f"train-{i}", 8, "train", **owned_by("Job", "train")) for i in range(2)]
+    jobs = [job("ring-launcher", backoffLimit=spec.get("backoffLimit", 6)), job("train", **spec)]
+    groups = [podgroup("ring", 3), podgroup("train", 2)]
+    view = run([node("n0"), node("n1")], [launcher, *workers, *indexed], groups, jobs=jobs)
+    by_name = {gang.name: gang for gang in view.pending}
+    launcher_limit = spec.get("backoffLimit", 6)
+    assert by_name["ml/ring"].owner_max_restarts == launcher_limit
+    assert by_name["ml/train"].owner_max_restarts == allowed
+    lone = run([node("n0")], [pod("alone", 1)], jobs=jobs).pending[0]
+    assert lone.owner_max_restarts is None

@@ -724,6 +724,29 @@ def test_max_restarts_turns_restart_into_failure():
     assert [f.gang_name for f in d.failures] == ["g"]
 
 
+@pytest.mark.parametrize("restarts, owner_limit", [(0, 0), (2, 2)])
+def test_a_gang_whose_owner_allows_no_more_restarts_fails_with_why(restarts, owner_limit):
+    failed = running(
+        gang("g", 1, 8, restart_count=restarts, owner_max_restarts=owner_limit), ["n00"], failed_members=("g-0",)
+    )
+    d = decide(snap(nodes(1), (), [failed]))
+    assert d.restarts == []
+    plural = "" if owner_limit == 1 else "s"
+    assert [(f.gang_name, f.reason) for f in d.failures] == [
+        (
+            "g",
+            f"member g-0 failed; not restarted: its owner counts a restart's removed pods against its own limit, "
+            f"which allows {owner_limit} restart{plural} ({restarts} done); the failure is left to it",
+        )
+    ]
+
+
+def test_a_gang_within_its_owners_limit_is_restarted():
+    failed = running(gang("g", 1, 8, restart_count=1, owner_max_restarts=2), ["n00"], failed_members=("g-0",))
+    d = decide(snap(nodes(1), (), [failed], now=10))
+    assert [r.gang_name for r in d.restarts] == ["g"] and d.failures == []
+
+
 def test_backoff_and_schedule_timeout():
     waiting = gang("w", 1, 8, not_before=400)
     late = gang("late", 1, 8, submit=0, schedule_timeout=50)

@@ -61,6 +61,10 @@ NAN = float("nan")
         (lambda: SchedulerConfig(reservation_depth=0), "SchedulerConfig: reservation_depth is 0; expected >= 1"),
         (lambda: SchedulerConfig(aging_bound=-1.0), "SchedulerConfig: aging_bound is -1.0; expected None or"),
         (lambda: SchedulerConfig(max_restarts=-1), "SchedulerConfig: max_restarts is -1; expected None or >= 0"),
+        (
+            lambda: Gang("g", "q", (Member("m", {GPU: 1}),), owner_max_restarts=-1),
+            "Gang g: owner_max_restarts is -1; expected None or a whole number >= 0",
+        ),
         (lambda: SchedulerConfig(topology_level_names=("leaf",)), "topology_label_keys has 3 keys"),
     ],
 )

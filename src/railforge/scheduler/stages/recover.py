@@ -59,6 +59,10 @@ def handle_failures(state: CycleState) -> None:
         limit = config.max_restarts
         if config.failure_policy == "fail" or (limit is not None and gang.restart_count >= limit):
             state.decisions.failures.append(Fail(gang.name, problem))
+        elif gang.owner_max_restarts is not None and gang.restart_count >= gang.owner_max_restarts:
+            state.decisions.failures.append(
+                Fail(gang.name, reasons.owner_limit(problem, gang.owner_max_restarts, gang.restart_count))
+            )
         else:
             delay = config.restart_delay(gang.restart_count)
             state.decisions.restarts.append(
