@@ -111,6 +111,7 @@ def watch_placements(api, namespace: str) -> tuple[Informer, dict[str, tuple[str
 def collect(api, namespace: str, jobs: Sequence[str], timeout: float, results: Path, poll: float = 2.0) -> dict:
     """Follow the run until its MPIJobs and perftest clients end (or ``timeout`` seconds); write what it left."""
     from kubernetes import client
+    from kubernetes.client import ApiException
 
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     started = time.monotonic()
@@ -125,8 +126,12 @@ def collect(api, namespace: str, jobs: Sequence[str], timeout: float, results: P
     while True:
         for job, record in seen.items():
             if record["state"] is None:
-                # a custom object comes back as its decoded JSON
-                found = cast(dict, custom.get_namespaced_custom_object(*MPIJOB[:2], namespace, MPIJOB[2], job))
+                try:  # a custom object comes back as its decoded JSON
+                    found = cast(dict, custom.get_namespaced_custom_object(*MPIJOB[:2], namespace, MPIJOB[2], job))
+                except ApiException as error:
+                    if error.status != 404:
+                        raise
+                    continue  # not applied yet: collect starts first, so that its watch sees every binding
                 record["state"] = _mpijob_state(found.get("status") or {})
                 record["seconds"] = round(time.monotonic() - started, 1)
         clients = {
