@@ -550,30 +550,34 @@ def test_an_mpijob_whose_workers_cannot_spread_waits_and_says_why(lab):
         assert len(wide) == 4 and not any(wide.values()), wide  # the launcher and three workers, none bound
 
 
-def test_an_mpijob_whose_worker_fails_keeps_its_exit_code_for_describe_and_the_dashboard(lab):
-    """A worker prints why and exits 3. Its owner allows no restart (runPolicy.backoffLimit 0 on the launcher's Job):
-    railforge fails the gang instead, deleting only the pods still running, and the MPI operator fails the job. The
-    exit code and the worker's line stay readable: on the MPIJob's Events (kubectl describe), in the dashboard's
-    decisions (its /api/state, through the API server's service proxy) and in the failed worker's own log. The
-    scheduler, run from its image by the role, leads under the role's Lease RBAC and serves its page and /metrics."""
+def test_an_mpijob_whose_worker_fails_is_restarted_within_its_owners_limit_then_keeps_its_evidence(lab):
+    """Its workers print why and exit 3. The MPIJob allows one restart (runPolicy.backoffLimit 1 on the launcher's
+    Job, which counts the launcher a restart deletes): railforge restarts the gang whole once, and at the second
+    failure fails it instead, deleting only the pods still running; the MPI operator fails the job. The exit code
+    and the worker's line stay readable: on the MPIJob's Events (kubectl describe), in the dashboard's decisions
+    (its /api/state, through the API server's service proxy) and in the failed worker's own log. The scheduler, run
+    from its image by the role, leads under the role's Lease RBAC and serves its page and /metrics."""
     job = render_job("broken", "railforge-lab", 2, "100m")
+    job["spec"]["runPolicy"]["backoffLimit"] = 1
     worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     worker["command"] = ["/bin/sh", "-c", "echo 'rank 1: bad shard 17'; exit 3"]
     del worker["readinessProbe"]
+    proxy = "/api/v1/namespaces/railforge-system/services/railforge-scheduler:http/proxy/api/state"
+
+    def decisions() -> list[dict]:
+        """The gang's restarts and failures on the dashboard, newest first."""
+        recent = json.loads(kubectl("get", "--raw", proxy))["recent"]
+        return [d for d in recent if d["gang"] == "railforge-lab/broken" and d["kind"] in ("restart", "fail")]
+
     with submitted(job):
-        described = polled(
-            lambda: kubectl("describe", "mpijob", "broken", "--namespace", "railforge-lab"),
-            lambda described: "exited 3" in described,
-            180,
-        )
+        # the restart's backoff (restart_backoff_base, 30 s) and a second start come between the two
+        ours = polled(decisions, lambda ours: any(d["kind"] == "fail" for d in ours), 300)
+        assert [d["kind"] for d in ours] == ["fail", "restart"], ours
+        assert all("container worker exited 3 (Error)" in d["detail"] for d in ours), ours
+        assert "which allows 1 restart (1 done); the failure is left to it" in ours[0]["detail"], ours
+        described = kubectl("describe", "mpijob", "broken", "--namespace", "railforge-lab")
         assert "MemberFailed" in described and "container worker exited 3 (Error)" in described, described
         assert "rank 1: bad shard 17" in described, described
-        proxy = "/api/v1/namespaces/railforge-system/services/railforge-scheduler:http/proxy/api/state"
-        recent = json.loads(kubectl("get", "--raw", proxy))["recent"]
-        ours = [d for d in recent if d["gang"] == "railforge-lab/broken" and d["kind"] in ("restart", "fail")]
-        assert [d["kind"] for d in ours] == ["fail"], recent
-        assert "container worker exited 3 (Error)" in ours[0]["detail"], recent
-        assert "its owner counts a restart's removed pods against its own limit" in ours[0]["detail"], recent
         listed = json.loads(
             kubectl("get", "pods", "--namespace", "railforge-lab", "-l", f"{JOB_NAME}=broken", "-o", "json")
         )
