@@ -8,6 +8,7 @@ read the same.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import random
@@ -68,7 +69,8 @@ class Informer:
         self.stopping.set()
         response = self.response
         if response is not None:
-            response.response.shutdown()  # unblocks the watch's read at once
+            with contextlib.suppress(OSError):  # the watch closed it meanwhile: nothing left to unblock
+                response.response.shutdown()  # unblocks the watch's read at once
 
     def items(self) -> list[dict]:
         with self.lock:
