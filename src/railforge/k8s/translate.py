@@ -22,13 +22,13 @@ from railforge.k8s.gangapis import NATIVE, SCHEDULE_TIMEOUT, SCHEDULER_PLUGINS, 
 from railforge.k8s.quantity import resource_map
 from railforge.k8s.settings import LABEL_PREFIX, Settings, TopologyLevel
 from railforge.scheduler import (
-    GPU,
     Gang,
     Member,
     Node,
     NodeSelectorRequirement,
     Queue,
     RunningGang,
+    Spread,
     Taint,
     Toleration,
     TopologyConstraint,
@@ -752,7 +752,7 @@ def _add_gang(
         else:
             refuse(error.code, str(error))
         return
-    avoided = _avoided(objects, unbound, out.nodes, now)
+    avoided = _avoided(objects, unbound, out.nodes, now, rules.get("spreads", ()))
     if avoided is not None:
         out.avoiding[objects.name], keep_off_hosts = avoided
         keep_off = NodeSelectorRequirement(HOSTNAME, "NotIn", keep_off_hosts)
@@ -766,19 +766,42 @@ def _add_gang(
 
 
 def _avoided(
-    objects: GangObjects, pods: list[dict], nodes: list[Node], now: float
+    objects: GangObjects, pods: list[dict], nodes: list[Node], now: float, spreads: tuple[Spread, ...] = ()
 ) -> tuple[Avoid, tuple[str, ...]] | None:
     """The failed nodes the gang keeps off while its owner's ``railforge.io/avoid-nodes`` lasts, and their hostname
-    labels, when the other ready nodes could ever hold it (every pod's GPUs on one of them, all of its GPUs
-    together); else None: it falls back to them rather than never start."""
+    labels, when the other ready nodes could ever hold it: each pod on one of them (its requests, its nodeSelector,
+    its taints tolerated), all of its requests together, and as many of them as its pods kept apart (``spreads``)
+    need; else None: it falls back to them rather than never start."""
     avoid = Avoid.decode(objects.annotations())
     if avoid is None or avoid.until <= now:
         return None
     failed = [node for node in nodes if node.name in avoid.nodes and HOSTNAME in node.labels]
     hosts = tuple(sorted(node.labels[HOSTNAME] for node in failed))
     others = [node for node in nodes if node.ready and node.schedulable and node.name not in avoid.nodes]
-    needs = [pod_requests(pod).get(GPU, 0) for pod in pods]
-    room = [node.allocatable.get(GPU, 0) for node in others]
-    if not hosts or sum(room) < sum(needs) or max(needs, default=0) > max(room, default=0):
+    holders: set[str] = set()  # the other nodes that could hold one of its pods
+    needs: dict[str, int] = {}
+    for pod in pods:
+        requests = pod_requests(pod)
+        add_amounts(needs, requests)
+        selector = pod["spec"].get("nodeSelector") or {}
+        tolerations = _tolerations(pod["spec"])
+        could = {
+            node.name
+            for node in others
+            if all(node.allocatable.get(name, 0) >= amount for name, amount in requests.items())
+            and all(node.labels.get(key) == value for key, value in selector.items())
+            and all(
+                any(toleration.tolerates(taint) for toleration in tolerations)
+                for taint in node.taints
+                if taint.effect in ("NoSchedule", "NoExecute")
+            )
+        }
+        if not could:
+            return None
+        holders |= could
+    room = [node.allocatable for node in others if node.name in holders]
+    if not hosts or any(sum(one.get(name, 0) for one in room) < amount for name, amount in needs.items()):
+        return None
+    if any(spread.required and len(spread.members) > len(holders) * spread.max_per_node for spread in spreads):
         return None
     return avoid, hosts

@@ -486,7 +486,11 @@ def test_a_restarted_gang_keeps_off_the_nodes_where_its_start_failed_while_it_ca
     annotations = {"railforge.io/avoid-nodes": json.dumps({"nodes": ["n1"], "until": until})}
     group = podgroup("job", 1, annotations=annotations)
     hosts = [node(name, labels={"kubernetes.io/hostname": name}) for name in nodes]
-    out = run(hosts, [pod("job-0", 8, group="job")], groups=[group])
+    assert_kept_off(run(hosts, [pod("job-0", 8, group="job")], groups=[group]), kept_off)
+
+
+def assert_kept_off(out, kept_off: tuple[str, ...] | None) -> None:
+    """The one pending gang keeps off ``kept_off`` by a required node affinity, or (None) falls back."""
     (gang,) = out.pending
     rules = [(rule.key, rule.operator, rule.values) for rule in gang.affinity]
     if kept_off is None:
@@ -494,6 +498,23 @@ def test_a_restarted_gang_keeps_off_the_nodes_where_its_start_failed_while_it_ca
     else:
         assert rules == [("kubernetes.io/hostname", "NotIn", kept_off)]
         assert out.avoiding["ml/job"].nodes == kept_off
+
+
+@pytest.mark.parametrize(("workers", "kept_off"), [(["n0", "n1"], None), (["n0", "n1", "n2"], ("n1",))])
+def test_a_restarted_gang_falls_back_when_its_pods_kept_apart_could_never_start_elsewhere(workers, kept_off):
+    """The lab's shape: two pods that must be on distinct nodes; the control plane's taint rules it out. With one
+    other worker they could never start off n1: the gang falls back to it at once; with two it keeps off n1."""
+    annotations = {"railforge.io/avoid-nodes": json.dumps({"nodes": ["n1"], "until": 1e9 + 60})}
+    group = podgroup("job", 2, annotations=annotations)
+    control_plane = node("cp", 0, labels={"kubernetes.io/hostname": "cp"})
+    control_plane["spec"]["taints"] = [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]
+    hosts = [control_plane, *(node(name, labels={"kubernetes.io/hostname": name}) for name in workers)]
+    apart = {"matchLabels": {"scheduling.x-k8s.io/pod-group": "job"}}
+    term = {"labelSelector": apart, "topologyKey": "kubernetes.io/hostname"}
+    pods = [pod(f"job-{i}", 1, group="job") for i in range(2)]
+    for each in pods:
+        each["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    assert_kept_off(run(hosts, pods, groups=[group]), kept_off)
 
 
 def job(name: str, **spec) -> dict:
