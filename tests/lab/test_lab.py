@@ -777,6 +777,7 @@ def test_a_lost_worker_is_taken_out_and_its_gang_restarted_whole(lab):
     railforge restarts the gang whole, and with one worker node left its two workers cannot run: none stays bound
     beside a waiting one."""
     job = idle_job("lost")
+    job["spec"]["runPolicy"]["backoffLimit"] = 6  # room for railforge's restart (its launcher's Job counts it)
     placed = functools.partial(job_pods, "lost")
     with submitted(job):
         running = polled(placed, lambda pods: len(pods) == 3 and all(pods.values()), 180)
