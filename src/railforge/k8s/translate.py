@@ -90,7 +90,7 @@ class GangObjects:
     # a bound member has succeeded: the gang is ending (members of a gang end together), so what the others hold is
     # expected back now, and a gang waiting for it can be reserved there instead of smaller ones backfilling it
     ending: bool = False
-    jobs: dict[str, dict] = field(default_factory=dict)  # uid -> a Job (batch/v1) that controls some of its pods
+    jobs: Mapping[str, dict] = field(default_factory=dict)  # uid -> Job (batch/v1): the cluster's, read by controller
 
     @property
     def owner(self) -> dict:
@@ -601,11 +601,8 @@ def translate(
         if name not in grouped:
             api, group_name = joined(pod) or (None, "")
             group = groups.get((api, namespace, group_name)) if api is not None else None
-            grouped[name] = GangObjects(name, namespace, api, group, [])
+            grouped[name] = GangObjects(name, namespace, api, group, [], jobs=job_by_uid)
         grouped[name].pods.append(pod)
-        for ref in pod["metadata"].get("ownerReferences") or []:
-            if ref.get("controller") and ref.get("uid") in job_by_uid:
-                grouped[name].jobs[ref["uid"]] = job_by_uid[ref["uid"]]
     for name, objects in list(grouped.items()):
         if any(pod["spec"].get("nodeName") in unselected for pod in objects.pods):
             del grouped[name]  # running on nodes this scheduler does not use: not its to count or restart
