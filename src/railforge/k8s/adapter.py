@@ -52,11 +52,19 @@ def _trim_meta(obj: dict) -> dict:
 
 
 def _trim_job(job: dict) -> dict:
-    """What limits a gang's restarts (GangObjects.owner_max_restarts): its uid and its backoff limits."""
-    meta, spec = job["metadata"], job.get("spec") or {}
+    """What limits a gang's restarts (GangObjects.owner_max_restarts): its uid, its backoff limits and the failures
+    it counted."""
+    meta, spec, status = job["metadata"], job.get("spec") or {}, job.get("status") or {}
     limits = ("backoffLimit", "backoffLimitPerIndex")
     kept = ("uid", "name", "namespace", "resourceVersion")
-    return {"metadata": {key: meta.get(key) for key in kept}, "spec": {key: spec[key] for key in limits if key in spec}}
+    return {
+        "metadata": {key: meta.get(key) for key in kept},
+        "spec": {key: spec[key] for key in limits if key in spec},
+        "status": {
+            "failed": status.get("failed", 0),
+            "uncountedTerminatedPods": {"failed": (status.get("uncountedTerminatedPods") or {}).get("failed") or []},
+        },
+    }
 
 
 class Adapter:

@@ -10,7 +10,6 @@ import calendar
 import math
 import re
 import time
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -45,6 +44,8 @@ MAINTENANCE_FROM = LABEL_PREFIX + "maintenance-from"  # on a Node: reserved for 
 TERMINAL = ("Succeeded", "Failed")
 HOSTNAME = "kubernetes.io/hostname"  # a pod's nodeSelector on it pins the pod to that node
 JOB_BACKOFF_LIMIT = 6  # a Job's spec.backoffLimit when unset
+JOB_TRACKING = "batch.kubernetes.io/job-tracking"  # the finalizer a Job keeps on its pods until it counted them
+INDEX_FAILURES = "batch.kubernetes.io/job-index-failure-count"  # an indexed Job's pod: its index's failures so far
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
 
 
@@ -114,25 +115,22 @@ class GangObjects:
         """The PodGroup's minimum count as written (None without one); translation checks its type."""
         return self.api.min_count(self.group) if self.group is not None and self.api is not None else None
 
-    def owner_max_restarts(self) -> int | None:
-        """The restarts the Jobs controlling its pods allow (None: no Job controls one). A restart removes every pod,
-        and a Job counts each pod of its own that fails or is deleted: against ``backoffLimitPerIndex`` per index
-        when set (one per restart), else against ``backoffLimit`` (default 6) for all of them together. An
-        MPIJob's launcher is the one pod of its launcher Job, whose limit is the MPIJob's ``runPolicy.backoffLimit``."""
-        owned = Counter(
-            ref["uid"]
-            for pod in self.pods
-            for ref in pod["metadata"].get("ownerReferences") or []
-            if ref.get("controller") and ref.get("uid") in self.jobs
-        )
-        limits = []
-        for uid, pods in owned.items():
-            spec = self.jobs[uid].get("spec") or {}
-            if spec.get("backoffLimitPerIndex") is not None:
-                limits.append(int(spec["backoffLimitPerIndex"]))
-            else:
-                limits.append(int(spec.get("backoffLimit", JOB_BACKOFF_LIMIT)) // pods)
-        return min(limits, default=None)
+    def owner_max_restarts(self, restarts: int) -> int | None:
+        """The restarts the Jobs controlling its pods allow, ``restarts`` (the gang's so far) included; None: no Job
+        controls one. A Job counts each pod of its own that fails or is deleted, against ``backoffLimitPerIndex`` per
+        index when set, else against ``backoffLimit`` (default 6) for all of them together, and fails the job past
+        it. What it counted already comes first: its ``status.failed`` (with the uids it is counting), and each
+        index's failures as written on its pod. The next restart then costs each of its pods not counted yet (a
+        failed one still carrying the Job's tracking finalizer, and every one it removes), each later one all of
+        its pods in the gang. An MPIJob's launcher is the one pod of its launcher Job (limit:
+        ``runPolicy.backoffLimit``)."""
+        owned: dict[str, list[dict]] = {}
+        for pod in self.pods:
+            for ref in pod["metadata"].get("ownerReferences") or []:
+                if ref.get("controller") and ref.get("uid") in self.jobs:
+                    owned.setdefault(ref["uid"], []).append(pod)
+        left = [_restarts_left(self.jobs[uid], pods) for uid, pods in owned.items()]
+        return restarts + min(left) if left else None
 
     def planned(self) -> dict[str, str]:
         """Pod uid -> node of the placement written before binding ({} when none)."""
@@ -332,6 +330,25 @@ def gang_of(pod: dict) -> str:
     return f"{meta['namespace']}/{name}" if api is SCHEDULER_PLUGINS else f"{meta['namespace']}/{api.group}/{name}"
 
 
+def _restarts_left(job: dict, pods: list[dict]) -> int:
+    """The restarts ``job`` survives from now on, ``pods`` being its pods in the gang (``owner_max_restarts``)."""
+    spec, status = job.get("spec") or {}, job.get("status") or {}
+    per_index = spec.get("backoffLimitPerIndex")
+    if per_index is not None:  # each index's next pod counts once a restart
+        failures = [int((pod["metadata"].get("annotations") or {}).get(INDEX_FAILURES, 0)) for pod in pods]
+        return max(0, int(per_index) - max(failures, default=0))
+    counting = set((status.get("uncountedTerminatedPods") or {}).get("failed") or [])
+    counted = int(status.get("failed") or 0) + len(counting)
+    uncounted = sum(
+        1
+        for pod in pods
+        if pod["metadata"].get("uid") not in counting
+        and (live(pod) or (_failed(pod) and JOB_TRACKING in (pod["metadata"].get("finalizers") or [])))
+    )
+    room = int(spec.get("backoffLimit", JOB_BACKOFF_LIMIT)) - counted - uncounted
+    return 0 if room < 0 else 1 + room // len(pods)
+
+
 def live(pod: dict) -> bool:
     return (pod.get("status") or {}).get("phase") not in TERMINAL
 
@@ -513,7 +530,7 @@ def build_gang(
         min_resources=min_resources,
         restart_count=backoff.restarts,
         not_before=backoff.not_before,
-        owner_max_restarts=objects.owner_max_restarts(),
+        owner_max_restarts=objects.owner_max_restarts(backoff.restarts),
         **extra,
     )
 

@@ -293,8 +293,8 @@ class Gang:
     oracle_runtime: float | None = None
     restart_count: int = 0
     not_before: float | None = None  # a restarted gang waits until then (backoff); None: no backoff
-    # the restarts its owner allows, which counts the pods a restart removes against a limit of its own; past it the
-    # gang fails instead (its owner would fail the job). None: no owner's limit
+    # the restarts its owner allows, those done included (it counts the pods a restart removes against a limit of
+    # its own); once restart_count reaches it the gang fails instead (its owner would fail the job). None: no limit
     owner_max_restarts: int | None = None
     # how its pods spread over nodes (pod anti-affinity and topology spread on kubernetes.io/hostname)
     spreads: tuple[Spread, ...] = ()

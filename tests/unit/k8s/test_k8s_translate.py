@@ -550,3 +550,41 @@ def test_the_jobs_owning_a_gangs_pods_bound_its_restarts(spec, allowed):
     assert by_name["ml/train"].owner_max_restarts == allowed
     lone = run([node("n0")], [pod("alone", 1)], jobs=jobs).pending[0]
     assert lone.owner_max_restarts is None
+
+
+TRACKED = {"finalizers": ["batch.kubernetes.io/job-tracking"]}  # a Job's pod it has not counted yet
+
+
+@pytest.mark.parametrize(
+    "backoff_limit, status, failed_meta, allowed",
+    [
+        (1, {}, TRACKED, 1),  # not counted yet: the failed pod and the removed one make 2 > 1 (1 restart done)
+        (1, {"failed": 1}, {}, 1),  # the same, once the Job counted the failed pod
+        (1, {"uncountedTerminatedPods": {"failed": ["uid-train-0"]}}, {}, 1),  # ... while it counts it
+        (4, {"failed": 1}, {}, 3),  # 1 + 1 of 4 now, 2 a restart after: room for two more
+        (6, {"failed": 6}, {}, 1),  # six failures the Job counted (a launcher it retried itself) leave none
+    ],
+    ids=["uncounted", "counted", "counting", "room", "spent-by-the-job"],
+)
+def test_what_a_job_counted_already_bounds_the_restarts_left(backoff_limit, status, failed_meta, allowed):
+    """A running gang of one restart so far, one of its Job's two pods failed: the owner's failures counted (its
+    ``status``) or still to count (the tracking finalizer) and the removal of the other come before any further
+    restart."""
+    failed, running = (pod(f"train-{i}", 8, "train", **owned_by("Job", "train")) for i in range(2))
+    failed["metadata"].update(failed_meta)
+    for member, phase in ((failed, "Failed"), (running, "Running")):
+        member["spec"]["nodeName"], member["status"]["phase"] = "n0", phase
+    group = podgroup("train", 2, annotations={"railforge.io/restarts": "1"})
+    train = {**job("train", backoffLimit=backoff_limit), "status": status}
+    view = run([node("n0", gpus=16)], [failed, running], [group], jobs=[train])
+    (gang,) = [r.gang for r in view.running]
+    assert (gang.restart_count, gang.owner_max_restarts) == (1, allowed)
+
+
+def test_each_index_counts_its_own_failures_against_its_limit():
+    """backoffLimitPerIndex: each restart costs every index one; an index whose pod says it failed once already
+    leaves one restart of two."""
+    pods = [pod(f"train-{i}", 8, "train", **owned_by("Job", "train")) for i in range(2)]
+    pods[1]["metadata"]["annotations"] = {"batch.kubernetes.io/job-index-failure-count": "1"}
+    view = run([node("n0"), node("n1")], pods, [podgroup("train", 2)], jobs=[job("train", backoffLimitPerIndex=2)])
+    assert view.pending[0].owner_max_restarts == 1
