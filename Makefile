@@ -8,21 +8,20 @@ export CONTAINERS_CONF := $(CURDIR)/molecule/containers.conf
 
 SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 
-.PHONY: setup test beside-testbed check lint unit docs testbed cluster-up test-slow molecule $(addprefix molecule-,$(SCENARIOS)) lab lab-validate lab-down lab-test sim bench arena
+.PHONY: setup test molecule-beside unit-beside check lint unit docs testbed cluster-up test-slow molecule $(addprefix molecule-,$(SCENARIOS)) lab lab-validate lab-down lab-test sim bench arena
 
 setup:            ## host packages, test image, pinned .venv and collections (idempotent)
 	scripts/setup.sh
 
-test: lint        ## everything CI runs: lint; the test bed, and beside it the unit tests then every Molecule scenario; the lab
-	$(MAKE) --no-print-directory --output-sync=target -j 2 testbed beside-testbed
-	$(MAKE) --no-print-directory lab-test
+test: lint        ## everything CI runs: lint; the test bed with every Molecule scenario beside it; the lab with the unit tests beside it
+	$(MAKE) --no-print-directory --output-sync=target -j 2 testbed molecule-beside
+	$(MAKE) --no-print-directory --output-sync=target -j 2 lab-test unit-beside
 
-# The test bed leaves about half of the CPU idle while it waits on the API server and the node: the unit tests and
-# Molecule take that half at the lowest priority (scripts/low-priority.sh), so the test bed's waits run as they would
-# alone. The lab runs after them, alone.
-beside-testbed:
-	scripts/low-priority.sh $(MAKE) --no-print-directory unit
-	scripts/low-priority.sh $(MAKE) --no-print-directory molecule
+# The test bed and the lab leave part of the CPU idle while they wait on API servers, nodes and kubeadm (about half
+# and a fifth): Molecule and the unit tests take it at the lowest priority (scripts/low-priority.sh), so that the
+# waits of the test bed and the lab run about as they would alone.
+molecule-beside unit-beside: %-beside:
+	scripts/low-priority.sh $(MAKE) --no-print-directory $*
 
 check: lint unit  ## the inner loop: lint and unit tests, no containers
 

@@ -4,7 +4,7 @@
 # RAILFORGE_MOLECULE_PODMAN_OPTS) go into a cgroup of the lowest CPU weight, since a container's CPU share follows
 # its cgroup's weight, not nice. That cgroup needs root, cgroup v1 and Podman's cgroupfs manager (CI's machines:
 # PID 1 is not systemd); elsewhere this says so in one line and Molecule's containers keep the default weight.
-# `make test` runs the unit tests and Molecule this way beside the test bed, which leaves about half the CPU idle.
+# `make test` runs Molecule this way beside the test bed and the unit tests beside the lab (see the Makefile).
 set -euo pipefail
 name=railforge-low-priority
 if [[ $EUID -eq 0 && -w /sys/fs/cgroup/cpu && ! -e /sys/fs/cgroup/cgroup.controllers ]] &&
