@@ -40,9 +40,20 @@ QUEUES = "/apis/railforge.io/v1alpha1/queues"
 
 
 def _trim_pod(pod: dict) -> dict:
+    """Its phase; for a failed pod also how its containers ended and its conditions (what a Job's
+    podFailurePolicy reads: translate.failure_action)."""
     pod["metadata"].pop("managedFields", None)
     status = pod.get("status") or {}
-    pod["status"] = {"phase": status.get("phase")}
+    kept: dict = {"phase": status.get("phase")}
+    if kept["phase"] == "Failed":
+        for key in ("initContainerStatuses", "containerStatuses"):
+            kept[key] = [
+                {"name": container.get("name"), "state": {"terminated": ended}}
+                for container in status.get(key) or []
+                if (ended := (container.get("state") or {}).get("terminated")) is not None
+            ]
+        kept["conditions"] = [{key: c.get(key) for key in ("type", "status")} for c in status.get("conditions") or []]
+    pod["status"] = kept
     return pod
 
 
@@ -52,10 +63,10 @@ def _trim_meta(obj: dict) -> dict:
 
 
 def _trim_job(job: dict) -> dict:
-    """What limits a gang's restarts (GangObjects.owner_max_restarts): its uid, its backoff limits and the failures
-    it counted."""
+    """What limits a gang's restarts (GangObjects.owner_max_restarts): its uid, its backoff limits and pod failure
+    policy, and the failures it counted."""
     meta, spec, status = job["metadata"], job.get("spec") or {}, job.get("status") or {}
-    limits = ("backoffLimit", "backoffLimitPerIndex")
+    limits = ("backoffLimit", "backoffLimitPerIndex", "podFailurePolicy")
     kept = ("uid", "name", "namespace", "resourceVersion")
     return {
         "metadata": {key: meta.get(key) for key in kept},

@@ -46,6 +46,7 @@ HOSTNAME = "kubernetes.io/hostname"  # a pod's nodeSelector on it pins the pod t
 JOB_BACKOFF_LIMIT = 6  # a Job's spec.backoffLimit when unset
 JOB_TRACKING = "batch.kubernetes.io/job-tracking"  # the finalizer a Job keeps on its pods until it counted them
 INDEX_FAILURES = "batch.kubernetes.io/job-index-failure-count"  # an indexed Job's pod: its index's failures so far
+FAILURE_ACTIONS = ("FailJob", "FailIndex", "Ignore", "Count")  # a podFailurePolicy rule's, as batch/v1 has them
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
 
 
@@ -331,22 +332,54 @@ def gang_of(pod: dict) -> str:
 
 
 def _restarts_left(job: dict, pods: list[dict]) -> int:
-    """The restarts ``job`` survives from now on, ``pods`` being its pods in the gang (``owner_max_restarts``)."""
+    """The restarts ``job`` survives from now on, ``pods`` being its pods in the gang (``owner_max_restarts``): none
+    once its ``podFailurePolicy`` ends the job or the index of one of them that failed."""
     spec, status = job.get("spec") or {}, job.get("status") or {}
+    if any(_failed(pod) and failure_action(job, pod) in ("FailJob", "FailIndex") for pod in pods):
+        return 0
     per_index = spec.get("backoffLimitPerIndex")
     if per_index is not None:  # each index's next pod counts once a restart
         failures = [int((pod["metadata"].get("annotations") or {}).get(INDEX_FAILURES, 0)) for pod in pods]
         return max(0, int(per_index) - max(failures, default=0))
     counting = set((status.get("uncountedTerminatedPods") or {}).get("failed") or [])
     counted = int(status.get("failed") or 0) + len(counting)
-    uncounted = sum(
-        1
-        for pod in pods
-        if pod["metadata"].get("uid") not in counting
-        and (live(pod) or (_failed(pod) and JOB_TRACKING in (pod["metadata"].get("finalizers") or [])))
-    )
+    uncounted = 0
+    for pod in pods:
+        if pod["metadata"].get("uid") in counting:
+            continue
+        if live(pod):
+            uncounted += 1
+        elif _failed(pod) and JOB_TRACKING in (pod["metadata"].get("finalizers") or []):
+            uncounted += failure_action(job, pod) != "Ignore"
     room = int(spec.get("backoffLimit", JOB_BACKOFF_LIMIT)) - counted - uncounted
     return 0 if room < 0 else 1 + room // len(pods)
+
+
+def failure_action(job: dict, pod: dict) -> str:
+    """What the Job's ``podFailurePolicy`` does with its failed ``pod``: the action of the first rule it meets
+    (FailJob, FailIndex, Ignore or Count; a rule of another action is skipped, as the Job controller does), else
+    Count. A rule on exit codes reads the containers' (and init containers') that ended non-zero; one on pod
+    conditions, a condition of that type and status (default True)."""
+    status = pod.get("status") or {}
+    ended = [
+        (container.get("name"), ((container.get("state") or {}).get("terminated") or {}).get("exitCode"))
+        for container in (*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or []))
+    ]
+    conditions = {(condition.get("type"), condition.get("status")) for condition in status.get("conditions") or []}
+    for rule in ((job.get("spec") or {}).get("podFailurePolicy") or {}).get("rules") or []:
+        if rule.get("action") not in FAILURE_ACTIONS:
+            continue
+        if (exits := rule.get("onExitCodes")) is not None:
+            named = exits.get("containerName")
+            codes = [code for name, code in ended if code and (named is None or name == named)]
+            values = set(exits.get("values") or [])
+            met = any((code in values) == (exits.get("operator") == "In") for code in codes)
+        else:
+            patterns = rule.get("onPodConditions") or []
+            met = any((pattern.get("type"), pattern.get("status", "True")) in conditions for pattern in patterns)
+        if met:
+            return rule["action"]
+    return "Count"
 
 
 def live(pod: dict) -> bool:

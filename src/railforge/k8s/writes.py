@@ -304,8 +304,8 @@ class WriteSide:
     def keep_evidence(self, objects: GangObjects, reason: str) -> str:
         """Before a restart or failure deletes the gang's pods: what ended each failed one (exit code, reason, the
         last lines of its log), on the gang's owner and as a Warning Event; ``reason`` (the core's) with what ended
-        them in a line each, for the decision's own Event, log line and dashboard row. The informer keeps only a
-        pod's phase, so each failed pod is read whole first; reads are not fenced, the owner's annotation is."""
+        them in a line each, for the decision's own Event, log line and dashboard row. The informer keeps little of
+        a pod's status, so each failed pod is read whole first; reads are not fenced, the owner's annotation is."""
         failed = [
             pod
             for pod in objects.pods

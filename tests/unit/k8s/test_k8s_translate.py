@@ -9,7 +9,7 @@ import pytest
 
 from railforge.k8s.gangapis import NATIVE, SCHEDULER_PLUGINS
 from railforge.k8s.settings import settings_from_mapping
-from railforge.k8s.translate import node_topology, queues_from, runtime_seconds, translate
+from railforge.k8s.translate import failure_action, node_topology, queues_from, runtime_seconds, translate
 from railforge.scheduler import Scheduler, Snapshot
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -579,6 +579,60 @@ def test_what_a_job_counted_already_bounds_the_restarts_left(backoff_limit, stat
     view = run([node("n0", gpus=16)], [failed, running], [group], jobs=[train])
     (gang,) = [r.gang for r in view.running]
     assert (gang.restart_count, gang.owner_max_restarts) == (1, allowed)
+
+
+def ended(exit_code: int, *conditions: str, container: str = "worker") -> dict:
+    """A failed pod's status as the informer keeps it: its container's end and its conditions (True)."""
+    return {
+        "phase": "Failed",
+        "containerStatuses": [{"name": container, "state": {"terminated": {"exitCode": exit_code}}}],
+        "conditions": [{"type": condition, "status": "True"} for condition in conditions],
+    }
+
+
+EXIT_42_FAILS = {"action": "FailJob", "onExitCodes": {"containerName": "worker", "operator": "In", "values": [42]}}
+DISRUPTION_IGNORED = {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
+
+
+@pytest.mark.parametrize(
+    "rules, status, action",
+    [
+        ([EXIT_42_FAILS, DISRUPTION_IGNORED], ended(42), "FailJob"),
+        ([EXIT_42_FAILS, DISRUPTION_IGNORED], ended(3), "Count"),  # no rule met
+        ([EXIT_42_FAILS, DISRUPTION_IGNORED], ended(42, container="sidecar"), "Count"),  # another container
+        ([DISRUPTION_IGNORED, EXIT_42_FAILS], ended(42, "DisruptionTarget"), "Ignore"),  # the first rule met
+        ([{"action": "FailIndex", "onExitCodes": {"operator": "NotIn", "values": [1, 2]}}], ended(3), "FailIndex"),
+        ([{"action": "FailIndex", "onExitCodes": {"operator": "NotIn", "values": [1, 2]}}], ended(2), "Count"),
+        ([{"action": "Later", "onExitCodes": {"operator": "In", "values": [3]}}], ended(3), "Count"),  # unknown
+        ([], ended(3), "Count"),
+    ],
+)
+def test_a_failed_pod_meets_the_first_rule_of_its_jobs_failure_policy(rules, status, action):
+    failed = {**pod("train-0"), "status": status}
+    assert failure_action(job("train", podFailurePolicy={"rules": rules}), failed) == action
+
+
+@pytest.mark.parametrize(
+    "rule, allowed",
+    [
+        (EXIT_42_FAILS, 0),  # the Job fails itself on it: nothing is restarted, its pods are kept to read
+        ({**EXIT_42_FAILS, "action": "FailIndex"}, 0),  # its index is not made again
+        ({**EXIT_42_FAILS, "action": "Ignore"}, 2),  # not counted: the removed pod alone counts (1 + 1 of 3)
+        ({**EXIT_42_FAILS, "action": "Count"}, 1),  # counted: 2 of 3 now, then 2 a restart
+    ],
+)
+def test_a_jobs_failure_policy_decides_whether_its_failed_pod_leaves_a_restart(rule, allowed):
+    """One of the Job's two pods exited 42, not counted yet (the tracking finalizer); backoffLimit 3."""
+    failed, running = (pod(f"train-{i}", 8, "train", **owned_by("Job", "train")) for i in range(2))
+    failed["metadata"].update(TRACKED)
+    failed["status"] = ended(42)
+    running["status"]["phase"] = "Running"
+    for member in (failed, running):
+        member["spec"]["nodeName"] = "n0"
+    train = job("train", backoffLimit=3, podFailurePolicy={"rules": [rule]})
+    view = run([node("n0", gpus=16)], [failed, running], [podgroup("train", 2)], jobs=[train])
+    (gang,) = [r.gang for r in view.running]
+    assert gang.owner_max_restarts == allowed
 
 
 def test_each_index_counts_its_own_failures_against_its_limit():
