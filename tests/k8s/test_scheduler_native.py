@@ -1,7 +1,8 @@
 """Kubernetes' own gangs (``podgroups.scheduling.k8s.io``, served by the test bed's API server with its gates on) on
 the real API server: bound whole beside a scheduler-plugins PodGroup of the same name in one queue; one that cannot
 fit waits whole and says why in its condition and Events, beside a scheduler-plugins gang whose minimum count its
-owner lowers; an Indexed Job that is a gang through the PodGroup its controller makes (WorkloadWithJob)."""
+owner lowers; an Indexed Job that is a gang through the PodGroup its controller makes (WorkloadWithJob), and one
+whose podFailurePolicy ends it on its pod's exit code: failed at once, its pods kept."""
 
 from conftest import eventually
 from kubernetes import client
@@ -87,26 +88,32 @@ def said(cluster, group: str, words: str) -> bool:
     return True
 
 
-def test_an_indexed_job_is_a_gang_through_the_podgroup_its_controller_makes(cluster, run_scheduler):
-    """The test bed's API server and controller manager run with WorkloadWithJob: a plain Indexed Job of three
-    pods gets a Kubernetes PodGroup of minimum count three, and railforge places the three whole or not at all."""
-    cluster.add_nodes(2, gpus=8)
-    run_scheduler(cluster.settings())
+def indexed_job(cluster, name: str, pods: int, **spec) -> None:
+    """An Indexed Job of ``pods`` pods of 8 GPUs for this test's scheduler, container ``main``."""
     container = {
         "name": "main",
         "image": TEST_IMAGE,
         "resources": {"requests": {"nvidia.com/gpu": "8", "cpu": "1"}, "limits": {"nvidia.com/gpu": "8"}},
     }
     job = {
-        "metadata": {"name": "sweep"},
+        "metadata": {"name": name},
         "spec": {
-            "completions": 3,
-            "parallelism": 3,
+            "completions": pods,
+            "parallelism": pods,
             "completionMode": "Indexed",
             "template": {"spec": {"schedulerName": cluster.name, "restartPolicy": "Never", "containers": [container]}},
+            **spec,
         },
     }
     client.BatchV1Api(cluster.plane.api).create_namespaced_job(cluster.name, job)
+
+
+def test_an_indexed_job_is_a_gang_through_the_podgroup_its_controller_makes(cluster, run_scheduler):
+    """The test bed's API server and controller manager run with WorkloadWithJob: a plain Indexed Job of three
+    pods gets a Kubernetes PodGroup of minimum count three, and railforge places the three whole or not at all."""
+    cluster.add_nodes(2, gpus=8)
+    run_scheduler(cluster.settings())
+    indexed_job(cluster, "sweep", 3)
 
     def its_podgroup() -> dict:
         groups = cluster.custom.list_namespaced_custom_object(*NATIVE, cluster.name, "podgroups")["items"]
@@ -128,3 +135,42 @@ def test_an_indexed_job_is_a_gang_through_the_podgroup_its_controller_makes(clus
     cluster.add_nodes(1, gpus=8, prefix="more-")
     cluster.wait("the Job bound whole", lambda: len(cluster.bound()) == 3)
     eventually(lambda: is_scheduled(cluster, name))
+
+
+def test_a_job_whose_failure_policy_ends_it_is_failed_at_once_with_its_pods_kept(cluster, run_scheduler):
+    """A Job's podFailurePolicy fails it when a pod's container exits 42 (its backoffLimit of 6 left untouched): the
+    Job controller ends it whatever railforge does, so railforge fails the gang at once, never restarting it, and
+    keeps the pod that failed for `kubectl logs`; the Job ends with the policy's reason."""
+    cluster.add_nodes(2, gpus=8)
+    adapter = run_scheduler(cluster.settings())
+    rule = {"action": "FailJob", "onExitCodes": {"containerName": "main", "operator": "In", "values": [42]}}
+    indexed_job(cluster, "train", 2, podFailurePolicy={"rules": [rule]})
+    cluster.wait("the Job bound whole", lambda: len(cluster.bound()) == 2)
+    (failing,) = [
+        pod.metadata.name
+        for pod in cluster.pods()
+        if pod.metadata.annotations["batch.kubernetes.io/job-completion-index"] == "0"
+    ]
+    ended = {"exitCode": 42, "reason": "Error"}
+    container = {"name": "main", "ready": False, "restartCount": 0, "image": TEST_IMAGE, "imageID": ""}
+    status = {"phase": "Failed", "containerStatuses": [{**container, "state": {"terminated": ended}}]}
+    cluster.core.patch_namespaced_pod_status(failing, cluster.name, {"status": status})
+
+    def decided() -> list:
+        ours = [d for d in adapter.state.view().recent if d.gang.startswith(f"{cluster.name}/")]
+        assert [d.kind for d in ours if d.kind in ("fail", "restart")] == ["fail"], ours
+        return ours
+
+    (failure,) = [d for d in eventually(decided) if d.kind == "fail"]
+    policy = f"not restarted: Job train's podFailurePolicy ends the job on pod {failing} (FailJob); the failure is left"
+    assert policy in failure.detail, failure
+    kept = cluster.core.read_namespaced_pod(failing, cluster.name)
+    assert kept.metadata.deletion_timestamp is None and kept.status.phase == "Failed"
+
+    def job_failed() -> None:
+        job = client.BatchV1Api(cluster.plane.api).read_namespaced_job("train", cluster.name)
+        conditions = {c.type: c for c in job.status.conditions or []}
+        assert conditions["Failed"].status == "True" and conditions["Failed"].reason == "PodFailurePolicy", conditions
+
+    eventually(job_failed, 30)
+    assert [d.kind for d in decided() if d.kind in ("fail", "restart")] == ["fail"]

@@ -116,22 +116,26 @@ class GangObjects:
         """The PodGroup's minimum count as written (None without one); translation checks its type."""
         return self.api.min_count(self.group) if self.group is not None and self.api is not None else None
 
-    def owner_max_restarts(self, restarts: int) -> int | None:
-        """The restarts the Jobs controlling its pods allow, ``restarts`` (the gang's so far) included; None: no Job
-        controls one. A Job counts each pod of its own that fails or is deleted, against ``backoffLimitPerIndex`` per
-        index when set, else against ``backoffLimit`` (default 6) for all of them together, and fails the job past
-        it. What it counted already comes first: its ``status.failed`` (with the uids it is counting), and each
-        index's failures as written on its pod. The next restart then costs each of its pods not counted yet (a
-        failed one still carrying the Job's tracking finalizer, and every one it removes), each later one all of
-        its pods in the gang. An MPIJob's launcher is the one pod of its launcher Job (limit:
+    def owner_limit(self, restarts: int) -> tuple[int | None, str]:
+        """The restarts the Jobs controlling its pods allow, ``restarts`` (the gang's so far) included (None: no Job
+        controls one), and why none more when a Job's own rule says so ("" otherwise: its count). A Job counts each
+        pod of its own that fails or is deleted, against ``backoffLimitPerIndex`` per index when set, else against
+        ``backoffLimit`` (default 6) for all of them together, and fails the job past it. What it counted already
+        comes first: its ``status.failed`` (with the uids it is counting), and each index's failures as written on its
+        pod. The next restart then costs each of its pods not counted yet (a failed one still carrying the Job's
+        tracking finalizer, unless its ``podFailurePolicy`` ignores it, and every one it removes), each later one all
+        of its pods in the gang. An MPIJob's launcher is the one pod of its launcher Job (limit:
         ``runPolicy.backoffLimit``)."""
         owned: dict[str, list[dict]] = {}
         for pod in self.pods:
             for ref in pod["metadata"].get("ownerReferences") or []:
                 if ref.get("controller") and ref.get("uid") in self.jobs:
                     owned.setdefault(ref["uid"], []).append(pod)
+        for uid, pods in owned.items():
+            if why := _ended_by_policy(self.jobs[uid], pods):
+                return restarts, why
         left = [_restarts_left(self.jobs[uid], pods) for uid, pods in owned.items()]
-        return restarts + min(left) if left else None
+        return (restarts + min(left) if left else None), ""
 
     def planned(self) -> dict[str, str]:
         """Pod uid -> node of the placement written before binding ({} when none)."""
@@ -331,12 +335,20 @@ def gang_of(pod: dict) -> str:
     return f"{meta['namespace']}/{name}" if api is SCHEDULER_PLUGINS else f"{meta['namespace']}/{api.group}/{name}"
 
 
+def _ended_by_policy(job: dict, pods: list[dict]) -> str:
+    """Why ``job`` ends whatever a restart does, when its ``podFailurePolicy`` ends the job or the index of one of
+    ``pods`` that failed; "" otherwise."""
+    for pod in pods:
+        if _failed(pod) and (action := failure_action(job, pod)) in ("FailJob", "FailIndex"):
+            what = "the job" if action == "FailJob" else "the pod's index"
+            name = job["metadata"].get("name")
+            return f"Job {name}'s podFailurePolicy ends {what} on pod {pod['metadata']['name']} ({action})"
+    return ""
+
+
 def _restarts_left(job: dict, pods: list[dict]) -> int:
-    """The restarts ``job`` survives from now on, ``pods`` being its pods in the gang (``owner_max_restarts``): none
-    once its ``podFailurePolicy`` ends the job or the index of one of them that failed."""
+    """The restarts ``job`` survives from now on, ``pods`` being its pods in the gang (``owner_limit``)."""
     spec, status = job.get("spec") or {}, job.get("status") or {}
-    if any(_failed(pod) and failure_action(job, pod) in ("FailJob", "FailIndex") for pod in pods):
-        return 0
     per_index = spec.get("backoffLimitPerIndex")
     if per_index is not None:  # each index's next pod counts once a restart
         failures = [int((pod["metadata"].get("annotations") or {}).get(INDEX_FAILURES, 0)) for pod in pods]
@@ -545,6 +557,7 @@ def build_gang(
         min_resources = resource_map(group_spec["minResources"], "spec.minResources")
     owner_meta = objects.owner["metadata"]
     backoff = Backoff.decode(objects.annotations())
+    owner_max_restarts, owner_limit_reason = objects.owner_limit(backoff.restarts)
     return Gang(
         name=objects.name,
         queue=queue,
@@ -563,7 +576,8 @@ def build_gang(
         min_resources=min_resources,
         restart_count=backoff.restarts,
         not_before=backoff.not_before,
-        owner_max_restarts=objects.owner_max_restarts(backoff.restarts),
+        owner_max_restarts=owner_max_restarts,
+        owner_limit_reason=owner_limit_reason,
         **extra,
     )
 

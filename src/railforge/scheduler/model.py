@@ -296,6 +296,8 @@ class Gang:
     # the restarts its owner allows, those done included (it counts the pods a restart removes against a limit of
     # its own); once restart_count reaches it the gang fails instead (its owner would fail the job). None: no limit
     owner_max_restarts: int | None = None
+    # why its owner allows no more, when that is its own rule rather than a count (the reason a Fail then gives)
+    owner_limit_reason: str = ""
     # how its pods spread over nodes (pod anti-affinity and topology spread on kubernetes.io/hostname)
     spreads: tuple[Spread, ...] = ()
     # node rules it prefers kept (preferred pod affinity towards bound pods): a node that breaks one is tried

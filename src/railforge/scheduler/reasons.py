@@ -259,8 +259,11 @@ def walltime(max_runtime: float, grace: float) -> str:
     return f"ran past its max runtime of {duration(max_runtime)} and the walltime grace of {duration(grace)}"
 
 
-def owner_limit(problem: str, allowed: int, restarts: int) -> str:
-    """Why a failed gang is not restarted: its owner would fail the job on the removals (a ``Fail``'s reason)."""
+def owner_limit(problem: str, allowed: int, restarts: int, why: str = "") -> str:
+    """Why a failed gang is not restarted: its owner would fail the job, on the removals or by a rule of its own
+    (``why``: ``Gang.owner_limit_reason``; a ``Fail``'s reason)."""
+    if why:
+        return f"{problem}; not restarted: {why}; the failure is left to it"
     return (
         f"{problem}; not restarted: its owner counts a restart's removed pods against its own limit, which allows "
         f"{allowed} restart{'' if allowed == 1 else 's'} ({restarts} done); the failure is left to it"

@@ -613,15 +613,18 @@ def test_a_failed_pod_meets_the_first_rule_of_its_jobs_failure_policy(rules, sta
 
 
 @pytest.mark.parametrize(
-    "rule, allowed",
+    "rule, allowed, why",
     [
-        (EXIT_42_FAILS, 0),  # the Job fails itself on it: nothing is restarted, its pods are kept to read
-        ({**EXIT_42_FAILS, "action": "FailIndex"}, 0),  # its index is not made again
-        ({**EXIT_42_FAILS, "action": "Ignore"}, 2),  # not counted: the removed pod alone counts (1 + 1 of 3)
-        ({**EXIT_42_FAILS, "action": "Count"}, 1),  # counted: 2 of 3 now, then 2 a restart
+        # the Job fails itself on it: nothing is restarted, its pods are kept to read
+        (EXIT_42_FAILS, 0, "Job train's podFailurePolicy ends the job on pod train-0 (FailJob)"),
+        # its index is not made again
+        ({**EXIT_42_FAILS, "action": "FailIndex"}, 0, "Job train's podFailurePolicy ends the pod's index on pod "
+         "train-0 (FailIndex)"),
+        ({**EXIT_42_FAILS, "action": "Ignore"}, 2, ""),  # not counted: the removed pod alone counts (1 + 1 of 3)
+        ({**EXIT_42_FAILS, "action": "Count"}, 1, ""),  # counted: 2 of 3 now, then 2 a restart
     ],
-)
-def test_a_jobs_failure_policy_decides_whether_its_failed_pod_leaves_a_restart(rule, allowed):
+)  # fmt: skip
+def test_a_jobs_failure_policy_decides_whether_its_failed_pod_leaves_a_restart(rule, allowed, why):
     """One of the Job's two pods exited 42, not counted yet (the tracking finalizer); backoffLimit 3."""
     failed, running = (pod(f"train-{i}", 8, "train", **owned_by("Job", "train")) for i in range(2))
     failed["metadata"].update(TRACKED)
@@ -632,7 +635,7 @@ def test_a_jobs_failure_policy_decides_whether_its_failed_pod_leaves_a_restart(r
     train = job("train", backoffLimit=3, podFailurePolicy={"rules": [rule]})
     view = run([node("n0", gpus=16)], [failed, running], [podgroup("train", 2)], jobs=[train])
     (gang,) = [r.gang for r in view.running]
-    assert gang.owner_max_restarts == allowed
+    assert (gang.owner_max_restarts, gang.owner_limit_reason) == (allowed, why)
 
 
 def test_each_index_counts_its_own_failures_against_its_limit():

@@ -741,6 +741,15 @@ def test_a_gang_whose_owner_allows_no_more_restarts_fails_with_why(restarts, own
     ]
 
 
+def test_a_gang_whose_owner_ends_the_job_by_its_own_rule_fails_with_that_rule():
+    why = "Job g's podFailurePolicy ends the job on pod g-0 (FailJob)"
+    ended = gang("g", 1, 8, restart_count=1, owner_max_restarts=1, owner_limit_reason=why)
+    d = decide(snap(nodes(1), (), [running(ended, ["n00"], failed_members=("g-0",))]))
+    assert [(f.gang_name, f.reason) for f in d.failures] == [
+        ("g", f"member g-0 failed; not restarted: {why}; the failure is left to it")
+    ]
+
+
 def test_a_gang_within_its_owners_limit_is_restarted():
     failed = running(gang("g", 1, 8, restart_count=1, owner_max_restarts=2), ["n00"], failed_members=("g-0",))
     d = decide(snap(nodes(1), (), [failed], now=10))

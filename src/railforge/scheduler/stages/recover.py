@@ -61,7 +61,10 @@ def handle_failures(state: CycleState) -> None:
             state.decisions.failures.append(Fail(gang.name, problem))
         elif gang.owner_max_restarts is not None and gang.restart_count >= gang.owner_max_restarts:
             state.decisions.failures.append(
-                Fail(gang.name, reasons.owner_limit(problem, gang.owner_max_restarts, gang.restart_count))
+                Fail(
+                    gang.name,
+                    reasons.owner_limit(problem, gang.owner_max_restarts, gang.restart_count, gang.owner_limit_reason),
+                )
             )
         else:
             delay = config.restart_delay(gang.restart_count)
