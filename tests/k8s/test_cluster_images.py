@@ -72,7 +72,9 @@ def store(images):
         for archive in json.loads((images / "manifest.json").read_text()).values():
             podman("load", "--quiet", f"--input={images / archive}")
         yield podman
-        podman("system", "reset", "--force", check=False)
+        # Its images only: `podman system reset` would also remove the host's shared state (/run/libpod), under
+        # any other Podman containers running beside (Molecule's, a developer's). The directory goes with them.
+        podman("rmi", "--all", "--force", check=False)
 
 
 def test_the_manifest_names_what_our_kubeadm_pulls_and_the_add_ons(images, tmp_path):
