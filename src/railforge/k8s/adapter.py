@@ -63,7 +63,7 @@ def _trim_meta(obj: dict) -> dict:
 
 
 def _trim_job(job: dict) -> dict:
-    """What limits a gang's restarts (GangObjects.owner_max_restarts): its uid, its backoff limits and pod failure
+    """What limits a gang's restarts (GangObjects.owner_limit): its uid, its backoff limits and pod failure
     policy, and the failures it counted."""
     meta, spec, status = job["metadata"], job.get("spec") or {}, job.get("status") or {}
     limits = ("backoffLimit", "backoffLimitPerIndex", "podFailurePolicy")
