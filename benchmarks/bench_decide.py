@@ -18,9 +18,10 @@ pod, drawn from a pool of as many distinct shapes as asked (every gang its own: 
 one node in four carries a label ``pool=b`` and one in eight a ``dedicated`` taint; one gang in ten
 selects ``pool=b`` and one in ten tolerates the taint.
 
-"Spread" cases give every gang of several pods a required spread of one pod per node (an MPIJob's
-workers with pod anti-affinity on kubernetes.io/hostname), placed through ``Cluster.spread_view``:
-the same binds (8-GPU pods go one to a node anyway), the cost of the mechanism.
+"Spread" cases give every gang of several pods a required spread (placed through ``Cluster.spread_view``):
+one pod per node (an MPIJob's workers with pod anti-affinity on kubernetes.io/hostname; the same binds, as
+8-GPU pods go one to a node anyway: the cost of the mechanism), one pod per zone (anti-affinity on a zone
+label, a zone being a leaf of 32 nodes), or over the zones with a skew of one (a topology spread).
 
 "Preferring" cases are the varied-shapes ones with every gang preferring nodes outside ``pool=b`` (a preferred
 pod anti-affinity towards pods bound there): those nodes are tried last; the cost of weighing a preference.
@@ -64,7 +65,7 @@ def build_nodes(count: int, varied: bool = False) -> tuple[Node, ...]:
         Node(
             f"node-{i:05d}",
             {GPU: 8, "cpu": 128_000, "memory": 1024 * GIB, "rdma/rail0": 8},
-            labels={"pool": "b" if i % 4 == 3 else "a"} if varied else {},
+            labels={"zone": f"zone{i // 32:03d}", **({"pool": "b" if i % 4 == 3 else "a"} if varied else {})},
             taints=(DEDICATED,) if varied and i % 8 == 5 else (),
             topology=(f"spine{i // 256}", f"leaf{i // 32:03d}", f"nvl{i // 4:04d}"),
         )
@@ -91,11 +92,26 @@ def build_running(nodes: tuple[Node, ...], pods: int, rng: random.Random) -> tup
     return tuple(running)
 
 
+def spread_rule(names: tuple[str, ...], spread: str, zones: tuple[str, ...]) -> Spread:
+    """The required spread of kind ``spread`` (node, zone, skew) over the members ``names``."""
+    if spread == "node":
+        return Spread(names, 1)
+    if spread == "zone":
+        return Spread(names, 1, topology_key="zone")
+    return Spread(names, None, tuple((zone, 0) for zone in zones), topology_key="zone", max_skew=1)
+
+
 def build_pending(
-    gangs: int, rng: random.Random, shapes: int = 0, spread: bool = False, preferred: bool = False
+    gangs: int,
+    rng: random.Random,
+    shapes: int = 0,
+    spread: str = "",
+    preferred: bool = False,
+    zones: tuple[str, ...] = (),
 ) -> tuple[Gang, ...]:
     """``shapes``: how many distinct (CPU, memory) pod requests the gangs draw theirs from (see the
-    module docstring); 0, the CPU request follows the GPUs and no memory is asked."""
+    module docstring); 0, the CPU request follows the GPUs and no memory is asked. ``spread``: a
+    ``spread_rule`` kind for every gang of several pods, over the ``zones``; "" for none."""
     pool = [(1000 * rng.randint(1, 64), GIB * rng.randint(8, 512)) for _ in range(shapes)]
     pending = []
     for i in range(gangs):
@@ -109,7 +125,7 @@ def build_pending(
             rules = {"tolerations": (Toleration("dedicated", value="infra"),)} if i % 10 == 7 else rules
         members = tuple(Member(f"g{i}-{j}", requests) for j in range(gpus // pod_gpus))
         if spread and len(members) > 1:
-            rules["spreads"] = (Spread(tuple(member.name for member in members), 1),)
+            rules["spreads"] = (spread_rule(tuple(member.name for member in members), spread, zones),)
         if preferred:
             rules["preferred_affinity"] = (NodeSelectorRequirement("pool", "NotIn", ("b",)),)
         pending.append(
@@ -131,7 +147,7 @@ def snapshot(
     running_pods: int,
     pending_gangs: int,
     shapes: int = 0,
-    spread: bool = False,
+    spread: str = "",
     seed: int = 7,
     preferred: bool = False,
 ) -> Snapshot:
@@ -144,7 +160,9 @@ def snapshot(
         now=100.0,
         nodes=cluster,
         queues=queues,
-        pending=build_pending(pending_gangs, rng, shapes, spread, preferred),
+        pending=build_pending(
+            pending_gangs, rng, shapes, spread, preferred, tuple(sorted({node.labels["zone"] for node in cluster}))
+        ),
         running=build_running(cluster, running_pods, rng),
         usage=usage,
     )
@@ -270,7 +288,7 @@ def expected_ms(snap: Snapshot, repeat: int) -> tuple[float, int]:
 
 
 def table(
-    title: str, cases: list[tuple[int, int, int, int]], repeat: int, spread: bool = False, preferred: bool = False
+    title: str, cases: list[tuple[int, int, int, int]], repeat: int, spread: str = "", preferred: bool = False
 ) -> None:
     """``cases``: (nodes, running pods, pending gangs, distinct pod shapes; 0: the uniform ones)."""
     print(f"\n### {title}\n")
@@ -315,7 +333,10 @@ def main() -> None:
     varied = [(1000, 5000, 2000, 2000), (5000, 25000, 4200, 4200)]
     table("Targets, varied pod shapes", varied, args.repeat)
     table("Targets, varied pod shapes, every gang preferring pool a", varied, args.repeat, preferred=True)
-    table("Targets, gangs spread one pod per node", [(56, 300, 10, 0), (1000, 5000, 2000, 0)], args.repeat, spread=True)
+    spread_cases = [(56, 300, 10, 0), (1000, 5000, 2000, 0)]
+    table("Targets, gangs spread one pod per node", spread_cases, args.repeat, spread="node")
+    table("Targets, gangs spread one pod per zone", spread_cases, args.repeat, spread="zone")
+    table("Targets, gangs spread over zones with a skew of one", spread_cases, args.repeat, spread="skew")
     if args.quick:
         return
     table(

@@ -179,18 +179,31 @@ def test_pods_pinned_by_hostname_start_whole_each_on_its_own_node(cluster, run_s
 def test_workers_that_must_spread_land_on_distinct_nodes_or_wait_saying_why(cluster, run_scheduler):
     """An MPIJob's workers carry a required podAntiAffinity on kubernetes.io/hostname naming each other: never two
     on one node, though best fit would pack three 1-GPU pods onto one; four of them on three nodes wait, told why.
-    Two lone pods that avoid each other, pending at once, end on two nodes too."""
+    On a wider key (zone; h0 and h1 in z0, h2 in z1) two such workers take one zone each, and four workers spread
+    over the zones with a skew of one land two to a zone. Two lone pods that avoid each other, pending at once, end
+    on two nodes too."""
     hostname = "kubernetes.io/hostname"
     nodes = [
-        cluster.add_nodes(1, gpus=8, labels={hostname: f"{cluster.name}-h{i}"}, prefix=f"h{i}")[0] for i in range(3)
+        cluster.add_nodes(1, gpus=8, labels={hostname: f"{cluster.name}-h{i}", "zone": f"z{i // 2}"}, prefix=f"h{i}")[0]
+        for i in range(3)
     ]
+    zone_of = {node: f"z{i // 2}" for i, node in enumerate(nodes)}
     run_scheduler(cluster.settings())
-    for name, workers in (("spread", 3), ("wide", 4)):
+    for name, workers, key in (("spread", 3, hostname), ("wide", 4, hostname), ("zones", 2, "zone")):
         cluster.podgroup(name, workers)
-        term = {"topologyKey": hostname, "labelSelector": {"matchLabels": {"job": name}}}
+        term = {"topologyKey": key, "labelSelector": {"matchLabels": {"job": name}}}
         anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
         for i in range(workers):
             cluster.pod(f"{name}-w{i}", 1, group=name, labels={"job": name}, affinity=anti)
+    cluster.podgroup("even", 4)
+    even = {
+        "maxSkew": 1,
+        "topologyKey": "zone",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"job": "even"}},
+    }
+    for i in range(4):
+        cluster.pod(f"even-w{i}", 1, group="even", labels={"job": "even"}, topologySpreadConstraints=[even])
     # two gangs of one pod that must not share a node, pending together: one is bound first, the other beside it
     solo = {"topologyKey": hostname, "labelSelector": {"matchLabels": {"app": "solo"}}}
     for name in ("solo-a", "solo-b"):
@@ -204,6 +217,8 @@ def test_workers_that_must_spread_land_on_distinct_nodes_or_wait_saying_why(clus
     def decided() -> None:
         assert len(set(cluster.bound().get(name) for name in ("solo-a", "solo-b")) - {None}) == 2
         assert sorted(cluster.bound("spread").values()) == sorted(nodes)
+        assert sorted(zone_of[node] for node in cluster.bound("zones").values()) == ["z0", "z1"]
+        assert sorted(zone_of[node] for node in cluster.bound("even").values()) == ["z0", "z0", "z1", "z1"]
         annotations = cluster.group_object("wide")["metadata"].get("annotations", {})
         assert annotations["railforge.io/reason-code"] == "capacity.never-fits.spread"
         assert annotations["railforge.io/reason"] == (

@@ -1,14 +1,15 @@
 """Pod affinity, anti-affinity and topology spread of a pending gang's pods, read into the core's rules.
 
-What the gang's pods ask of each other on ``kubernetes.io/hostname`` becomes a ``Spread`` (at most so many of
-them to a node); what they ask of pods already bound, on any topology key, becomes a node rule on that key
+What the gang's pods ask of each other becomes a ``Spread`` (at most so many of them to a node, or to a domain of a
+wider topology key); what they ask of pods already bound, on any topology key, becomes a node rule on that key
 (``NotIn`` the domains to avoid, ``In`` the domains to join). A rule is never loosened: where the pods' terms
 differ (a launcher that avoids its workers, workers that do not avoid each other), the gang is held to the
 stricter reading (every pod the term names kept apart). What cannot be honoured keeps the gang waiting with
 an ``AffinityError`` naming the pod and the field; nothing is dropped silently. Preferred terms are weighed:
-those that spread the gang's own pods over nodes as a spread kept when it can be; those towards bound pods, and
+those that spread the gang's own pods as a spread kept when it can be; those towards bound pods, and
 ``ScheduleAnyway`` for a gang's one pod on a wider key, as preferred node rules (a node that breaks one is tried
-last). Their weights are not summed; preferences among the gang's own pods on wider keys are not weighed.
+last). Their weights are not summed. Required pod affinity among the gang's own pods (keeping them together) is
+refused with the annotation that does it.
 ``matchLabelKeys`` of affinity terms are folded into their selectors; a bound pod's term whose namespaces this
 scheduler cannot read counts as naming every namespace (stricter, never looser).
 """
@@ -117,6 +118,19 @@ def _matches(term: dict, namespaces: frozenset[str] | None, namespace: str, labe
     return (namespaces is None or namespace in namespaces) and selects(term.get("labelSelector"), labels)
 
 
+@dataclass
+class _Spread:
+    """A ``Spread`` as it is read, pod by pod (``on``: domain -> pods counted)."""
+
+    members: set[str]
+    max_per_domain: int | None
+    max_skew: int | None
+    on: Counter
+    required: bool
+    source: str
+    key: str
+
+
 class _Gang:
     """The rules of one gang as they are read from its pods."""
 
@@ -129,7 +143,7 @@ class _Gang:
         self.join: list[tuple[str, set[str]]] = []  # (topology key, domains) each pod must be in one of
         self.prefer_avoid: dict[str, set[str]] = {}  # the same, preferred
         self.prefer_join: list[tuple[str, set[str]]] = []
-        self.spreads: dict[tuple, tuple[set[str], int, Counter, bool, str]] = {}
+        self.spreads: dict[tuple, _Spread] = {}
 
     def domain(self, node: str, key: str) -> str | None:
         return (self.node_labels.get(node) or {}).get(key)
@@ -141,12 +155,13 @@ class _Gang:
             if _matches(term, namespaces, pod["metadata"]["namespace"], pod["metadata"].get("labels") or {})
         }
 
-    def spread(self, signature: tuple, members: set[str], per_node: int, on: Counter, required: bool, where: str):
+    def spread(self, signature: tuple, members: set[str], rule: _Spread) -> None:
+        """``rule`` for ``members``; a term of several pods (``signature``: the field, and the term) is one rule."""
         held = self.spreads.get(signature)
         if held is None:
-            self.spreads[signature] = (set(members), per_node, on, required, where)
-        else:
-            held[0].update(members)
+            self.spreads[signature] = rule
+        held = self.spreads[signature]
+        held.members.update(members)
 
     def read(self, pod: dict) -> None:
         name, namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
@@ -179,14 +194,10 @@ class _Gang:
         key = term.get("topologyKey") or ""
         members = self.members(term, namespaces) - {name}
         if members:
-            if key == HOSTNAME:
-                signature = ("anti", required, json.dumps(term, sort_keys=True))
-                self.spread(signature, members | {name}, 1, Counter(), required, f"{ANTI} on {HOSTNAME}")
-            elif required:
-                raise AffinityError(
-                    "input.unsupported",
-                    f"{where} on {key} keeps pods of the same gang apart; within a gang only {HOSTNAME} is honoured",
-                )
+            signature = (ANTI, required, json.dumps(term, sort_keys=True))
+            self.spread(
+                signature, members | {name}, _Spread(set(), 1, None, Counter(), required, f"{ANTI} on {key}", key)
+            )
         domains = self.domains_of_bound(term, namespaces, key)
         if domains:
             (self.avoid if required else self.prefer_avoid).setdefault(key, set()).update(domains)
@@ -241,24 +252,24 @@ class _Gang:
             if value is not None and _matches(constraint, only, other.namespace, other.labels):
                 counts[value] += 1
         domains = {value for labels in self.node_labels.values() if (value := labels.get(key)) is not None}
-        least = (
-            0
-            if len(domains) < int(constraint.get("minDomains") or 1)
-            else min((counts[value] for value in domains), default=0)
-        )
-        # at most least + maxSkew in a domain, least counted now: never more skew than allowed, whatever else lands
-        if key == HOSTNAME:
-            on = Counter({node: counts[labels[key]] for node, labels in self.node_labels.items() if key in labels})
-            signature = ("spread", json.dumps(constraint, sort_keys=True))
-            self.spread(signature, members | {name}, least + skew, on, required, f"{SPREAD} on {HOSTNAME}")
+        few = len(domains) < int(constraint.get("minDomains") or 1)  # then the fewest count as 0
+        least = 0 if few else min((counts[value] for value in domains), default=0)
+        if required and not domains:
+            raise AffinityError("gang.affinity", f"{where} on {key}: no node has that label; the gang waits")
+        if key == HOSTNAME or members - {name}:
+            # several pods of the gang (or nodes as domains): the core keeps the skew once they have all landed,
+            # every domain counted (a node without the key takes none when required, and is not counted)
+            if key == HOSTNAME:
+                on = Counter({node: counts[labels[key]] for node, labels in self.node_labels.items() if key in labels})
+            else:
+                on = Counter({value: counts[value] for value in domains})
+            cap, max_skew = (skew, None) if few else (None, skew)
+            rule = _Spread(set(), cap, max_skew, on, required, f"{SPREAD} on {key}", key)
+            self.spread((SPREAD, json.dumps(constraint, sort_keys=True)), members | {name}, rule)
+            if required and key != HOSTNAME:
+                self.join.append((key, domains))
             return
-        if len(members - {name}) > 0:
-            if not required:
-                return  # ScheduleAnyway over the gang's own pods on a wider key: not weighed
-            raise AffinityError(
-                "input.unsupported",
-                f"{where} on {key} spreads several pods of the same gang; within a gang only {HOSTNAME} is honoured",
-            )
+        # its one pod here: at most least + maxSkew in a domain, least counted now
         room = {value for value in domains if counts[value] + 1 <= least + skew}
         if not required:
             if room:
@@ -278,13 +289,16 @@ class _Gang:
         order = [pod["metadata"]["name"] for pod in self.pods]
         return tuple(
             Spread(
-                tuple(name for name in order if name in members),
-                per_node,
-                tuple(sorted((node, count) for node, count in on.items() if count)),
-                required,
-                where,
+                tuple(name for name in order if name in rule.members),
+                rule.max_per_domain,
+                # a topology spread counts its domains' zeros too: they are its fewest
+                tuple(sorted((domain, count) for domain, count in rule.on.items() if count or rule.max_skew)),
+                rule.required,
+                rule.source,
+                None if rule.key == HOSTNAME else rule.key,
+                rule.max_skew,
             )
-            for members, per_node, on, required, where in self.spreads.values()
+            for rule in self.spreads.values()
         )
 
 

@@ -860,9 +860,11 @@ def _avoided(
         if not could:
             return None
         holders |= could
-    room = [node.allocatable for node in others if node.name in holders]
-    if not hosts or any(sum(one.get(name, 0) for one in room) < amount for name, amount in needs.items()):
+    kept = [node for node in others if node.name in holders]
+    if not hosts or any(sum(node.allocatable.get(name, 0) for node in kept) < need for name, need in needs.items()):
         return None
-    if any(spread.required and len(spread.members) > len(holders) * spread.max_per_node for spread in spreads):
-        return None
+    for spread in spreads:
+        room = spread.room_on(kept)
+        if spread.required and room is not None and len(spread.members) > room:
+            return None
     return avoid, hosts

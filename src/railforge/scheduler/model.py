@@ -234,22 +234,59 @@ class TopologyConstraint:
 
 @dataclass(frozen=True, slots=True)
 class Spread:
-    """At most ``max_per_node`` of ``members`` on any one node, counting ``running``: pods already
-    there that the rule counts too, as (node name, how many). ``required=False``: a preference, kept
-    when some placement keeps it, dropped otherwise. ``source`` names where the rule comes from (a
-    pod's field), for reasons."""
+    """How ``members`` spread over domains, counting ``running``: pods already there that the rule counts
+    too, as (domain, how many). A domain is a node (``topology_key`` None; ``running`` then names nodes) or,
+    with ``topology_key``, the nodes that carry one value of that label (``running`` names values).
+
+    One of Kubernetes' two rules: ``max_per_domain``, at most so many in any one domain (pod anti-affinity),
+    a node without the label taking any number; or ``max_skew`` (``max_per_domain`` None), a topology
+    spread: once the gang has landed, the domains ``running`` lists — every one the rule counts, zeros
+    included — hold numbers that differ by at most that much (a node in no listed domain is not counted).
+    ``required=False``: a preference, kept when some placement keeps it, dropped otherwise. ``source``
+    names where the rule comes from (a pod's field), for reasons."""
 
     members: tuple[str, ...]
-    max_per_node: int
+    max_per_domain: int | None
     running: tuple[tuple[str, int], ...] = ()
     required: bool = True
     source: str = ""
+    topology_key: str | None = None
+    max_skew: int | None = None
 
     def __post_init__(self) -> None:
         _freeze(self, "members", "running")
         owner = f"Spread {self.source or self.members}"
         _require(bool(self.members), owner, "members is empty; expected the members it spreads")
-        _require(_whole(self.max_per_node), owner, f"max_per_node is {self.max_per_node!r}; expected a whole number")
+        if self.max_skew is None:
+            _require(
+                _whole(self.max_per_domain),
+                owner,
+                f"max_per_domain is {self.max_per_domain!r}; expected a whole number (or max_skew instead)",
+            )
+        else:
+            _require(
+                self.max_per_domain is None and _whole(self.max_skew) and self.max_skew > 0,
+                owner,
+                f"max_skew is {self.max_skew!r} beside max_per_domain {self.max_per_domain!r}; "
+                "expected a whole number above 0, and max_per_domain None",
+            )
+        _require(
+            self.topology_key is None or bool(self.topology_key),
+            owner,
+            "topology_key is empty; expected a node label key, or None for one node per domain",
+        )
+
+    def domain(self, node: Node) -> str | None:
+        """The node's domain under this rule; None: the node lacks the label."""
+        return node.name if self.topology_key is None else node.labels.get(self.topology_key)
+
+    def room_on(self, nodes: Iterable[Node]) -> int | None:
+        """How many members the nodes take at most, counting nothing running; None: no bound (a topology
+        spread, or a node without the label)."""
+        domains = {self.domain(node) for node in nodes}
+        if self.max_per_domain is None or None in domains:
+            return None
+        return len(domains) * self.max_per_domain
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,7 +335,7 @@ class Gang:
     owner_max_restarts: int | None = None
     # why its owner allows no more, when that is its own rule rather than a count (the reason a Fail then gives)
     owner_limit_reason: str = ""
-    # how its pods spread over nodes (pod anti-affinity and topology spread on kubernetes.io/hostname)
+    # how its pods spread over nodes or wider domains (pod anti-affinity and topology spread)
     spreads: tuple[Spread, ...] = ()
     # node rules it prefers kept (preferred pod affinity towards bound pods): a node that breaks one is tried
     # after the others of its level, as one with a PreferNoSchedule taint, never ruled out

@@ -8,6 +8,7 @@ domain can. Node indexes follow node-name order, so every scan is deterministic.
 
 from __future__ import annotations
 
+import heapq
 import math
 from bisect import bisect_left, insort
 from collections import Counter
@@ -194,8 +195,9 @@ def gang_profile(gang: Gang, key_id: Callable[[tuple], int]) -> GangProfile:
         pins = tuple([(member.name, member.node) for member in members if member.node is not None])
         needs = tuple([(member.node, tuple(sorted(member.requests.items()))) for member in members])
         failure_key = key_id((filter_key, gang.topology, required, needs))
-    elif spreads:  # pods counted on nodes set apart gangs whose shapes are alike
-        failure_key = key_id((filter_key, gang.topology, signatures, required_gpu, spreads))
+    elif spreads:  # the rules and the pods they count set apart gangs whose shapes (and so members) are alike
+        kept = tuple((s.max_per_domain, s.max_skew, s.topology_key, s.running, s.required) for s in spreads)
+        failure_key = key_id((filter_key, gang.topology, signatures, required_gpu, kept))
     elif signature is not None:  # failure_key_of, without the tuple of one signature
         failure_key = key_id((filter_key, gang.topology, *signature, required_gpu))
     else:
@@ -400,8 +402,10 @@ class Static:
         "maintenance",
         "node_type",
         "nodes",
+        "spans",
         "total_gpu",
         "type_allocatable",
+        "values",
     )
 
     def __init__(self, nodes: Sequence[Node], level_names: tuple[str, ...], label_keys: tuple[str, ...]):
@@ -447,6 +451,32 @@ class Static:
         # per node: (use version, free resources, free GPUs) of the last view built; the free
         # dicts are shared by views and never changed in place (see Cluster.adjust)
         self.free: list[tuple[int | None, dict[str, int], int] | None] = [None] * len(eligible)
+        self.spans: dict[tuple[int, str | None], int] = {}  # see domains_spanned
+        self.values: dict[str, tuple[frozenset[str], bool]] = {}  # see label_values
+
+    def label_values(self, key: str) -> tuple[frozenset[str], bool]:
+        """The values of a node label on the nodes, and whether some node lacks it."""
+        held = self.values.get(key)
+        if held is None:
+            found = [node.labels.get(key) for node in self.nodes]
+            held = self.values[key] = (frozenset(value for value in found if value is not None), None in found)
+        return held
+
+    def domains_spanned(self, depth: int, spread: Spread) -> int:
+        """The most domains of the spread's key (nodes, or a label's values) one domain of topology level
+        ``depth`` spans; its nodes without the label count once each, as each may take any number."""
+        key = (depth, spread.topology_key)
+        spanned = self.spans.get(key)
+        if spanned is None:
+            nodes = self.nodes
+            spanned = self.spans[key] = max(
+                (
+                    len({spread.domain(nodes[index]) or nodes[index].name for index in members})
+                    for members in self.levels[depth][2].values()
+                ),
+                default=0,
+            )
+        return spanned
 
     def size(self) -> int:
         """Entries its per-gang caches hold."""
@@ -476,13 +506,61 @@ def gpu_counts_suffice(profile: GangProfile, total_free_gpu: int, gpu_histogram:
 TRACKED_FILTERS = 8
 
 
+class _SpreadRoom(NamedTuple):
+    """What one of a gang's spreads leaves in each domain of a spread view (``Cluster.spread_view``)."""
+
+    key: str  # its ``spread_key``
+    spread: Spread
+    cap: int  # members per domain, those counted there included
+    running: Mapping[str, int]  # domain -> members counted there already
+    unbounded: int  # the room of a node the rule does not count (without its label, or outside a spread's domains)
+    caps: Mapping[str, int] | None = None  # per domain, in place of ``cap`` (``water_filled``)
+
+    def counts(self, domain: str | None) -> bool:
+        """Whether the rule counts the domain (a node without its label is in none)."""
+        return domain is not None and (self.spread.max_skew is None or domain in self.running)
+
+    def left_in(self, domain: str | None) -> int:
+        if domain is None or not self.counts(domain):
+            return self.unbounded
+        return (self.cap if self.caps is None else self.caps[domain]) - self.running.get(domain, 0)
+
+    def left(self, node: Node) -> int:
+        return self.left_in(self.spread.domain(node))
+
+    def keeps_skew(self, placed: Mapping[str | None, int]) -> bool:
+        """Whether the domains, with ``placed`` (domain -> members) added, keep a topology spread's skew."""
+        if self.spread.max_skew is None or not self.running:
+            return True
+        counts = [count + placed.get(domain, 0) for domain, count in self.running.items()]
+        return max(counts) - min(counts) <= self.spread.max_skew
+
+
+def water_filled(running: Mapping[str, int], count: int, holds: Mapping[str, int] | None = None) -> dict[str, int]:
+    """The domains' numbers once ``count`` members are added one by one to the domain holding fewest that
+    has room for one more (``holds``: how many each takes; None: any number) — the most even a topology
+    spread can end, its fewest raised and its most kept down as far as any placement can. Members no
+    domain takes are left out."""
+    filled = dict(running)
+    heap = [(number, domain) for domain, number in filled.items() if holds is None or holds.get(domain, 0) > 0]
+    heapq.heapify(heap)
+    for _ in range(count):
+        if not heap:
+            break
+        number, domain = heapq.heappop(heap)
+        filled[domain] = number + 1
+        if holds is None or filled[domain] - running[domain] < holds.get(domain, 0):
+            heapq.heappush(heap, (number + 1, domain))
+    return filled
+
+
 class _SpreadFree:
-    """The free resources of a spread view's nodes (``Cluster.spread_view``): a node's, with its room of each
-    spread, made when a placement first reads it (most read only a few nodes)."""
+    """The free resources of a spread view's nodes: a node's, with its room of each spread (a spread over wider
+    domains: its domain's), made when a placement first reads it (most read only a few nodes)."""
 
     __slots__ = ("free", "made", "nodes", "rooms")
 
-    def __init__(self, free: list[dict[str, int]], nodes: Sequence[Node], rooms: list[tuple[str, int, dict]]):
+    def __init__(self, free: list[dict[str, int]], nodes: Sequence[Node], rooms: list[_SpreadRoom]):
         self.free, self.nodes, self.rooms = free, nodes, rooms
         self.made: dict[int, dict[str, int]] = {}
 
@@ -490,9 +568,9 @@ class _SpreadFree:
         free = self.made.get(index)
         if free is None:
             free = self.made[index] = dict(self.free[index])
-            name = self.nodes[index].name
-            for key, room, running in self.rooms:
-                free[key] = room - running.get(name, 0)
+            node = self.nodes[index]
+            for room in self.rooms:
+                free[room.key] = room.left(node)
         return free
 
 
@@ -561,33 +639,129 @@ class Cluster:
         self._grouping = static.grouping
         self._empty_fits = static.empty_fits
         self.spread_for: GangProfile | None = None  # see spread_view
+        # the spread view's rules that a node's room does not keep alone: spreads over domains wider than a
+        # node, and topology spreads (``_keeps_domains``)
+        self.domain_rooms: tuple[_SpreadRoom, ...] = ()
 
-    def spread_view(self, profile: GangProfile, preferred: bool, counted: bool = True) -> Cluster:
+    def spread_view(
+        self,
+        profile: GangProfile,
+        preferred: bool,
+        holds: Mapping[str, Mapping[str, int]] | None = None,
+    ) -> Cluster:
         """A copy in which every node has free, as resource ``spread_key``, the room of each of the
         gang's spreads there (``preferred``: of the preferences too; else they leave room for every
-        member; ``counted``: less the pods each counts there already): the shapes of the members
-        request one each, so every placement and count below keeps the spreads without knowing of them.
+        member; less the pods each counts there already, but in the empty view): the shapes of the members
+        request one each, so every placement and count below keeps the spreads on nodes without knowing
+        of them. A spread over wider domains gives each node its domain's room, and the fill and the
+        checks of a placement (``_fill``, ``holds``, ``_place_exactly``) keep the domain's total. A
+        topology spread's domains take at most the fewest they can end with plus the skew, each
+        (``holds``: per spread key, how many each domain holds; then exactly what ``water_filled`` gives
+        them, which keeps the skew whatever the fill); ``place`` keeps only placements that keep the skew.
         Only what changes nothing is asked of it (``place``, ``fits``, ``holds``): it shares all but the free
         resources with this view."""
         view = object.__new__(Cluster)
         view.__dict__.update(self.__dict__)
         view.spread_for = profile
         unbounded = len(profile.members)
-        rooms = [
-            (key, spread.max_per_node, running if counted else {})
-            if spread.required or preferred
-            else (key, unbounded, {})
-            for key, _, spread, running in profile.spreads
-        ]
+        required = {name for shape in profile.required_shapes for name in shape.member_names}
+        rooms = []
+        for key, members, spread, running in profile.spreads:
+            counts = dict.fromkeys(running, 0) if self is self._static.empty else running
+            if not (spread.required or preferred):
+                rooms.append(_SpreadRoom(key, spread, unbounded, {}, unbounded))
+            elif spread.max_skew is None:
+                rooms.append(_SpreadRoom(key, spread, cast(int, spread.max_per_domain), counts, unbounded))
+            else:
+                filled = water_filled(counts, len(required & members))
+                cap = min(filled.values(), default=0) + spread.max_skew
+                even = None if holds is None else water_filled(counts, len(required & members), holds[key])
+                rooms.append(_SpreadRoom(key, spread, cap, counts, unbounded, even))
         view.free = cast(list, _SpreadFree(self.free, self.nodes, rooms))
+        view.domain_rooms = tuple(
+            room for room in rooms if room.spread.topology_key is not None or room.spread.max_skew is not None
+        )
         return view
+
+    def _spread_views(
+        self, profile: GangProfile, allowed: Acceptance | None, window: tuple[float, float]
+    ) -> Iterator[Cluster]:
+        """The spread views ``place`` tries in turn: every spread kept, then the required ones only; each
+        then with its topology spreads evened out over what their domains hold."""
+        holds = None
+        for preferred in (True, False):
+            if not preferred and all(spread.required for _, _, spread, _ in profile.spreads):
+                return
+            yield self.spread_view(profile, preferred)
+            if any(spread.max_skew is not None and (spread.required or preferred) for *_, spread, _ in profile.spreads):
+                if holds is None:
+                    holds = {
+                        key: self._domain_holds(profile, spread, allowed, window)
+                        for key, _, spread, _ in profile.spreads
+                        if spread.max_skew is not None
+                    }
+                yield self.spread_view(profile, preferred, holds=holds)
+
+    def _domain_holds(
+        self, profile: GangProfile, spread: Spread, allowed: Acceptance | None, window: tuple[float, float]
+    ) -> Counter:
+        """At most how many of the spread's members each domain takes: what its nodes the gang may use hold of
+        the pods of each of its shapes for the gang's run ``window``, the shapes taken alone and summed."""
+        shapes = [
+            Shape(gpu, tuple((name, each) for name, each in others if not is_spread_key(name)), names)
+            for gpu, others, names in (*profile.required_shapes, *profile.optional_shapes)
+            if names[0] in spread.members
+        ]
+        holds: Counter = Counter()
+        for index, node in enumerate(self.nodes):
+            if allowed is None or allowed[index]:
+                holds[spread.domain(node)] += sum(self._pods_fit(index, shape, window, None) for shape in shapes)
+        return holds
+
+    def _domain_left(self, index: int, count: int, others: Iterable[tuple[str, int]], taken: Mapping) -> int:
+        """``count`` members of a shape (``others``: its requests), at most as many as the domains of the node
+        ``index`` still take beside what ``taken`` (node index -> requests) puts in them."""
+        node = self.nodes[index]
+        spreads = {key for key, _ in others}
+        for room in self.domain_rooms:
+            if room.key in spreads:
+                domain = room.spread.domain(node)
+                used = sum(
+                    load.get(room.key, 0)
+                    for other, load in taken.items()
+                    if room.spread.domain(self.nodes[other]) == domain
+                )
+                count = min(count, room.left_in(domain) - used)
+        return max(count, 0)
+
+    def _domain_tags(self, indexes: Iterable[int]) -> dict[int, tuple[int, ...]]:
+        """Each node's domains under ``domain_rooms``, numbered (the same number: the same domain)."""
+        numbers: dict[tuple, int] = {}
+        return {
+            index: tuple(
+                numbers.setdefault((position, room.spread.domain(self.nodes[index])), len(numbers))
+                for position, room in enumerate(self.domain_rooms)
+            )
+            for index in indexes
+        }
+
+    def _keeps_domains(self, taken: Mapping[int, Mapping[str, int]]) -> bool:
+        """Whether members placed as ``taken`` (node index -> requests) stay within every domain's room, and
+        keep every topology spread's skew."""
+        for room in self.domain_rooms:
+            placed: Counter = Counter()
+            for index, load in taken.items():
+                placed[room.spread.domain(self.nodes[index])] += load.get(room.key, 0)
+            if any(count > room.left_in(domain) for domain, count in placed.items()) or not room.keeps_skew(placed):
+                return False
+        return True
 
     def _spread(self, profile: GangProfile) -> Cluster | None:
         """The view that keeps the gang's required spreads, when it has any and this is not one (in the
         empty view, nothing runs to count)."""
         if not profile.spreads or self.spread_for is not None:
             return None
-        return self.spread_view(profile, preferred=False, counted=self is not self._static.empty)
+        return self.spread_view(profile, preferred=False)
 
     def future(self) -> Cluster:
         """A copy in which to replay expected releases and find a reservation's nodes. Among nodes
@@ -730,11 +904,13 @@ class Cluster:
             fits = self._empty_fits[profile.failure_key] = self._one_shape_fits_empty(profile, allowed)
         if fits is None:
             empty = self.empty_view()
-            empty = empty._spread(profile) or empty  # the exact search below keeps the spreads too
             window = (0.0, 0.0)
             fits = empty.fits(profile, allowed, window, finest_level, widest_level)
-            if not fits and len(profile.required_shapes) > 1:  # a search out of its budget proves nothing
-                fits = not empty._place_exactly(profile, allowed, window, widest_level)[1]
+            if not fits and (
+                len(profile.required_shapes) > 1 or profile.spreads
+            ):  # a search out of budget proves nothing
+                searched = empty._spread(profile) or empty  # the search keeps the spreads too
+                fits = not searched._place_exactly(profile, allowed, window, widest_level)[1]
             self._empty_fits[profile.failure_key] = fits
         return fits
 
@@ -749,11 +925,13 @@ class Cluster:
         """Whether ``place`` places the gang; for a gang whose required pods have one shape, found
         without placing it (``_one_shape_fits``)."""
         spread = self._spread(profile)
+        if spread is not None and spread.domain_rooms:  # a fill may break a domain's rule: only a placement tells
+            return self.place(profile, allowed, window, finest_level, widest_level) is not None
         if spread is not None:
             return spread.fits(profile, allowed, window, finest_level, widest_level)
         if profile.pins:
             return self.place_pinned(profile, allowed, window, widest_level) is not None
-        if len(profile.required_shapes) == 1:
+        if len(profile.required_shapes) == 1 and not self.domain_rooms:
             return self._one_shape_fits(profile, allowed, window, widest_level)
         return self.place(profile, allowed, window, finest_level, widest_level) is not None
 
@@ -856,11 +1034,11 @@ class Cluster:
         placed in its ``spread_view``, keeping its preferences where it can.
         """
         if profile.spreads and self.spread_for is None:
-            levels = (finest_level, widest_level)
-            placed = self.spread_view(profile, preferred=True).place(profile, allowed, window, *levels)
-            if placed is None and not all(spread.required for _, _, spread, _ in profile.spreads):
-                placed = self.spread_view(profile, preferred=False).place(profile, allowed, window, *levels)
-            return placed
+            for view in self._spread_views(profile, allowed, window):
+                placed = view.place(profile, allowed, window, finest_level, widest_level)
+                if placed is not None:
+                    return placed
+            return None
         if profile.pins:
             return self.place_pinned(profile, allowed, window, widest_level)
         if not self._may_fit(profile, allowed, window, widest_level):
@@ -870,7 +1048,11 @@ class Cluster:
         # A start spans as few inner domains as it can. A reservation's nodes (a future view) are
         # a plan: it holds the nodes busiest now instead, so idle ones stay open to backfill.
         grouping = self._grouping if self.now_free_gpu is None else ()
+        needed = self._domains_needed(profile) if self.domain_rooms else 1
         for depth in range(finest_level, widest_level - 1, -1):
+            spans = self._static.domains_spanned
+            if needed > 1 and depth >= 0 and needed > min(spans(depth, room.spread) for room in self.domain_rooms):
+                continue  # a domain of this level spans too few of the spread's domains
             inner = [self.levels[finer] for finer in grouping if finer > depth]
             if depth < 0:
                 domains: Iterable[Sequence[int]] = [range(len(self.nodes))]
@@ -881,8 +1063,10 @@ class Cluster:
                     fitting = _avoided_last(fitting, level, allowed)
                 domains = (level.members[domain] for domain in fitting)
             for node_indexes in domains:
+                if self.domain_rooms and not self._domains_suffice(profile, allowed, node_indexes):
+                    continue  # too few of the spread's domains in this one
                 placed = self._place_in(node_indexes, profile, allowed, window, inner)
-                if placed is not None:
+                if placed is not None and (not self.domain_rooms or self._keeps_domains(spread_loads(profile, placed))):
                     return placed
         return self._place_exactly(profile, allowed, window, widest_level)[0]
 
@@ -944,7 +1128,57 @@ class Cluster:
             return False
         if widest_level >= 0 and self.levels[widest_level].best_free() < profile.required_gpu:
             return False
-        return self._slots_suffice(profile, allowed, window)
+        return self._domains_suffice(profile, allowed) and self._slots_suffice(profile, allowed, window)
+
+    def _counts_every_node(self, room: _SpreadRoom) -> bool:
+        """Whether every node is in a domain the rule counts (none takes any number)."""
+        key = room.spread.topology_key
+        if key is None:
+            return room.spread.max_skew is None or all(node.name in room.running for node in self.nodes)
+        values, unlabelled = self._static.label_values(key)
+        return not unlabelled and (room.spread.max_skew is None or values <= room.running.keys())
+
+    def _domains_needed(self, profile: GangProfile) -> int:
+        """The fewest domains of its spreads over wider domains the gang's required members land in: for one
+        rule, its required members over the most a domain has left; 1 where some node is in no domain it
+        counts (such a node takes any number)."""
+        required = {name for shape in profile.required_shapes for name in shape.member_names}
+        needed = 1
+        for room in self.domain_rooms:
+            count = len(required.intersection(room.spread.members))
+            if not count or not self._counts_every_node(room):
+                continue
+            most = max((room.left_in(domain) for domain in room.running), default=0)
+            if room.spread.max_skew is None:
+                most = max(most, room.cap)  # in a domain where it counts nothing
+            needed = max(needed, -(-count // most) if most > 0 else len(self.nodes) + 1)
+        return needed
+
+    def _domains_suffice(
+        self, profile: GangProfile, allowed: Acceptance | None, node_indexes: Iterable[int] | None = None
+    ) -> bool:
+        """Necessary for placing the gang (on ``node_indexes``; None: anywhere): each rule of ``domain_rooms``
+        has room left, summed over the domains of the nodes the gang may use, for its required members (unless
+        one of them is a domain it does not count, which takes any number)."""
+        if not self.domain_rooms:
+            return True
+        required = {name for shape in profile.required_shapes for name in shape.member_names}
+        indexes = range(len(self.nodes)) if node_indexes is None else node_indexes
+        usable = [self.nodes[index] for index in indexes if allowed is None or allowed[index]]
+        everywhere = node_indexes is None and allowed is None
+        for room in self.domain_rooms:
+            key = room.spread.topology_key
+            if everywhere and key is not None:  # every node's: known per label
+                values, unlabelled = self._static.label_values(key)
+                domains: set[str | None] = {*values, None} if unlabelled else set(values)
+            else:
+                domains = {room.spread.domain(node) for node in usable}
+            if not all(room.counts(domain) for domain in domains):
+                continue
+            left = sum(max(room.left_in(domain), 0) for domain in domains)
+            if len(required.intersection(room.spread.members)) > left:
+                return False
+        return True
 
     def _slots_suffice(self, profile: GangProfile, allowed: Acceptance | None, window: tuple[float, float]) -> bool:
         """Necessary for placing the gang, and cheaper to refute than trying every domain: for
@@ -1007,8 +1241,11 @@ class Cluster:
         level; with whether a miss is proved (False when a search ran out of its budget). The
         greedy fill is exact already for a gang whose required pods all have one shape: it counts,
         node by node, how many such pods fit. With several shapes it can put a pod where another
-        needed to go."""
-        if len(profile.required_shapes) < 2:
+        needed to go; with a rule over domains (``domain_rooms``), in a domain another needed, and a
+        node no such rule counts may be where one pod of one shape had to go."""
+        if len(profile.required_shapes) < 2 and all(self._counts_every_node(room) for room in self.domain_rooms):
+            return None, True  # the fill kept to each domain's room, and the evened view, are exact for one shape
+        if not self._domains_suffice(profile, allowed):
             return None, True
         if widest_level < 0:
             domains: Iterable[Sequence[int]] = [range(len(self.nodes))]
@@ -1017,14 +1254,24 @@ class Cluster:
             domains = [level.members[domain] for domain in level.best_fit(profile.required_gpu)]
         proved = True
         for node_indexes in domains:
-            search = ExactSearch(profile.required_shapes, self.rooms(node_indexes, allowed, window))
+            rooms = self.rooms(node_indexes, allowed, window)
+            if self.domain_rooms:  # nodes of different domains are not alike; a placement must keep every domain's rule
+                search = ExactSearch(
+                    profile.required_shapes,
+                    rooms,
+                    self._domain_tags(rooms),
+                    lambda found: self._keeps_domains(spread_loads(profile, found)),
+                )
+            else:
+                search = ExactSearch(profile.required_shapes, rooms)
             required = search.run()
-            if required is not None:
-                taken = spread_loads(profile, required)
-                for shape in profile.optional_shapes:
-                    self._fill(shape, node_indexes, allowed, window, [], taken, required, required=False)
-                return required, True
-            proved = proved and search.complete
+            if required is None:
+                proved = proved and search.complete
+                continue
+            taken = spread_loads(profile, required)
+            for shape in profile.optional_shapes:
+                self._fill(shape, node_indexes, allowed, window, [], taken, required, required=False)
+            return required, True
         return None, proved
 
     def holds(
@@ -1039,7 +1286,7 @@ class Cluster:
         return all(
             index in rooms and all(rooms[index].get(name, 0) >= amount for name, amount in needed.items())
             for index, needed in taken.items()
-        )
+        ) and self._keeps_domains(taken)
 
     def rooms(
         self, node_indexes: Iterable[int], allowed: Acceptance | None, window: tuple[float, float]
@@ -1090,9 +1337,9 @@ class Cluster:
     ) -> bool:
         """Best-fit: put members on the nodes with the fewest free GPUs that still hold them, nodes
         the gang already uses first (an MPI launcher joins its workers: the gang spans fewer
-        nodes and a node failure stops fewer gangs). A gang placed over several ``inner`` domains
-        fills the one with the most free GPUs first, so it spans as few of them as it can; then
-        nodes it does not avoid (``AVOIDED``) come first."""
+        nodes and a node failure stops fewer gangs), then nodes it does not avoid (``AVOIDED``: its
+        preferences outrank the grouping that follows). A gang placed over several ``inner`` domains
+        fills the one with the most free GPUs first, so it spans as few of them as it can."""
         gpu, others, names = shape.gpu, shape.others, shape.member_names
         free_gpu, free, reserved_start, now_free = self.free_gpu, self.free, self.reserved_start, self.now_free_gpu
         start, end = window
@@ -1136,12 +1383,16 @@ class Cluster:
                 else ()
             )
             avoided = allowed is not None and allowed[index] == AVOIDED
-            candidates.append((fresh, *grouped, avoided, room_gpu, now_free[index] if now_free else 0, index, fits))
+            candidates.append((fresh, avoided, *grouped, room_gpu, now_free[index] if now_free else 0, index, fits))
         candidates.sort()
         remaining = len(names)
         position = 0
         for *_, index, fits in candidates:
             count = min(fits, remaining)
+            if self.domain_rooms:
+                count = self._domain_left(index, count, others, taken)
+                if not count:
+                    continue
             used = taken.setdefault(index, {})
             if gpu:
                 used[GPU] = used.get(GPU, 0) + gpu * count
@@ -1169,25 +1420,37 @@ class ExactSearch:
     tried again; a state is cut when its nodes hold, in all or in slots for one shape's pods, less
     than the pods left need. Candidates go tightest first (fewest free GPUs, then other resources).
     The work is bounded by ``EXACT_SEARCH_BUDGET``: ``complete`` says whether the search finished,
-    so that a miss proves no placement exists."""
+    so that a miss proves no placement exists. ``tags`` (node index -> numbers) sets nodes apart
+    that are alike by what they have free, and ``accept`` decides whether a full placement counts:
+    a rule over groups of nodes (``Cluster._keeps_domains``) that their tags tell apart."""
 
-    def __init__(self, shapes: Sequence[Shape], rooms: Mapping[int, Mapping[str, int]]):
+    def __init__(
+        self,
+        shapes: Sequence[Shape],
+        rooms: Mapping[int, Mapping[str, int]],
+        tags: Mapping[int, tuple[int, ...]] | None = None,
+        accept: Callable[[Assignment], bool] | None = None,
+    ):
         resources = [GPU, *sorted({name for shape in shapes for name, _ in shape.others})]
+        untagged = len(next(iter(tags.values()), ())) if tags else 0  # tags are asked for nothing
         self.members: list[tuple[str, tuple[int, ...]]] = []  # (member name, demand), shape by shape
         self.shapes: list[tuple[tuple[int, ...], int, int]] = []  # (demand, first member, end)
         for shape in shapes:
             others = dict(shape.others)
             demand = tuple(shape.gpu if name == GPU else others.get(name, 0) for name in resources)
+            demand += (0,) * untagged
             self.shapes.append((demand, len(self.members), len(self.members) + len(shape.member_names)))
             self.members.extend((name, demand) for name in shape.member_names)
         # what the members from each position on need in all, per resource
-        self.need_from = [tuple(0 for _ in resources)]
+        self.need_from = [(0,) * (len(resources) + untagged)]
         for _, demand in reversed(self.members):
             self.need_from.append(tuple(a + b for a, b in zip(self.need_from[-1], demand, strict=True)))
         self.need_from.reverse()
         self.nodes: dict[tuple[int, ...], list[int]] = {}  # free vector -> node indexes
         for index, room in rooms.items():
-            self.nodes.setdefault(tuple(room.get(name, 0) for name in resources), []).append(index)
+            vector = tuple(room.get(name, 0) for name in resources) + (tags[index] if tags else ())
+            self.nodes.setdefault(vector, []).append(index)
+        self.accept = accept
         self.failed: set[tuple] = set()
         self.chosen: list[int] = []
         self.budget = EXACT_SEARCH_BUDGET
@@ -1196,11 +1459,14 @@ class ExactSearch:
     def run(self) -> Assignment | None:
         if not self._place(0):
             return None
+        return self._assignment()
+
+    def _assignment(self) -> Assignment:
         return [(name, index) for (name, _), index in zip(self.members, self.chosen, strict=True)]
 
     def _place(self, position: int) -> bool:
         if position == len(self.members):
-            return True
+            return self.accept is None or self.accept(self._assignment())
         nodes = self.nodes
         state = (position, tuple(sorted((vector, len(indexes)) for vector, indexes in nodes.items() if indexes)))
         if state in self.failed:

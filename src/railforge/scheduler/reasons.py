@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import time
 
-from railforge.scheduler.model import CPU, GPU, MEMORY, Reason, ReasonCode
+from railforge.scheduler.model import CPU, GPU, MEMORY, Reason, ReasonCode, Spread
 
 
 def duration(seconds: float) -> str:
@@ -98,11 +98,16 @@ def unfit_pods(count: int, resource: str, each: int, room: int) -> Reason:
     return Reason(text, ReasonCode.NEVER_FITS_PODS)
 
 
-def spread_short(count: int, per_node: int, source: str, room: int | None) -> Reason:
-    """Pods that must spread over nodes: ``room``, how many the nodes it may use take at that rate (None: with
-    what runs now, no placement keeps the spread)."""
+def spread_short(count: int, spread: Spread, room: int | None) -> Reason:
+    """Pods that must spread over nodes or wider domains: ``room``, how many the nodes it may use take at that
+    rate (None: with what runs now, no placement keeps the spread)."""
     pods = "pod" if count == 1 else "pods"
-    rule = f"needs {count} {pods} at most {per_node} per node ({source})"
+    per = "node" if spread.topology_key is None else f"{spread.topology_key} domain"
+    if spread.max_skew is None:
+        rule = f"needs {count} {pods} at most {spread.max_per_domain} per {per} ({spread.source})"
+    else:
+        most = f"at most {spread.max_skew} more in one {per} than in another"
+        rule = f"needs {count} {pods} spread with {most} ({spread.source})"
     if room is not None:
         return Reason(f"{UNFIT}{rule}; the nodes it may use take {room}", ReasonCode.NEVER_FITS_SPREAD)
     return Reason(f"{rule}; with what runs now, no placement keeps that", ReasonCode.CAPACITY_SPREAD)

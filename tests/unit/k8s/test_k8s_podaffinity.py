@@ -233,7 +233,6 @@ def test_schedule_anyway_on_a_wider_key_prefers_the_domains_that_keep_the_skew()
 @pytest.mark.parametrize(
     ("affinity", "code", "words"),
     [
-        (anti(term("zone", job="j", role="worker")), "input.unsupported", "within a gang only kubernetes.io/hostname"),
         (
             {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term("zone", app="none")]}},
             "gang.affinity",
@@ -259,15 +258,58 @@ def test_forms_not_honoured_keep_the_gang_waiting_naming_pod_and_field(affinity,
     assert "pod j-worker-0: spec.affinity.pod" in str(waiting) and words in str(waiting)
 
 
-def test_spreading_several_gang_pods_over_zones_is_refused_naming_the_field():
-    spread = {
-        "topologySpreadConstraints": [
-            {"maxSkew": 1, "topologyKey": "zone", "labelSelector": {"matchLabels": {"role": "worker"}}}
-        ]
-    }
-    out = run(hosts(4), mpi_job("j", 2, 1, spread), groups=[podgroup("j", 3)])
-    assert out.waiting["ml/j"].code == "input.unsupported"
-    assert "spec.topologySpreadConstraints on zone spreads several pods" in str(out.waiting["ml/j"])
+def zone_spread(when: str = "DoNotSchedule", skew: int = 1) -> dict:
+    constraint = {"maxSkew": skew, "topologyKey": "zone", "whenUnsatisfiable": when}
+    return {"topologySpreadConstraints": [{**constraint, "labelSelector": {"matchLabels": {"role": "worker"}}}]}
+
+
+def zones_of(decisions) -> list[str]:
+    return sorted(f"z{int(node[1:]) // 2}" for node in workers_on(decisions))
+
+
+def test_workers_kept_apart_on_a_wider_key_land_in_distinct_zones_or_wait_saying_so():
+    spec = {"affinity": anti(term("zone", job="j", role="worker"))}
+    out, two = placed(zones([8, 8, 8, 8]), mpi_job("j", 2, 1, spec), groups=[podgroup("j", 3)])
+    assert zones_of(two) == ["z0", "z1"]  # both would fit on n0 alone
+    assert out.pending[0].spreads[0].topology_key == "zone"
+    _, three = placed(zones([8, 8, 8, 8]), mpi_job("j", 3, 1, spec), groups=[podgroup("j", 4)])
+    assert not three.binds
+    reason = str(three.reasons["ml/j"])
+    assert "needs 3 pods at most 1 per zone domain (spec.affinity.podAntiAffinity on zone)" in reason, reason
+
+
+def test_a_node_without_the_key_takes_any_number_of_pods_kept_apart_on_it():
+    nodes = [*zones([8, 8]), node("n2", 8, {HOST: "n2"})]
+    spec = {"affinity": anti(term("zone", job="j", role="worker"))}
+    _, decisions = placed(nodes, mpi_job("j", 3, 4, spec), groups=[podgroup("j", 4)])  # n2 holds two
+    on = workers_on(decisions)
+    assert sum(node in ("n0", "n1") for node in on) == 1 and on.count("n2") == 2, on
+
+
+def test_topology_spread_over_zones_keeps_the_skew_counting_bound_pods_and_skips_unlabelled_nodes():
+    nodes = [*zones([8, 8, 8, 8]), node("n9", 8, {HOST: "n9"})]
+    _, even = placed(nodes, mpi_job("j", 4, 1, zone_spread()), groups=[podgroup("j", 5)])
+    assert zones_of(even) == ["z0", "z0", "z1", "z1"]  # several per zone, as kube-scheduler places them one by one
+    # two workers of another job already in z0: both new ones go to z1, which evens the zones
+    others = [bound(f"old-{i}", "n0", role="worker") for i in range(2)]
+    _, evened = placed(nodes, mpi_job("j", 2, 1, zone_spread()), foreign=others, groups=[podgroup("j", 3)])
+    assert zones_of(evened) == ["z1", "z1"]
+    # z1 holds one of them only: one in each zone leaves z0 two ahead, both in z0 four
+    small = [*zones([8, 8, 1, 0]), node("n9", 8, {HOST: "n9"})]
+    _, skewed = placed(small, mpi_job("j", 2, 1, zone_spread()), foreign=others, groups=[podgroup("j", 3)])
+    assert not skewed.binds
+    reason = str(skewed.reasons["ml/j"])
+    assert "at most 1 more in one zone domain than in another (spec.topologySpreadConstraints on zone)" in reason
+    _, wider = placed(small, mpi_job("j", 2, 1, zone_spread(skew=2)), foreign=others, groups=[podgroup("j", 3)])
+    assert zones_of(wider) == ["z0", "z1"]
+
+
+def test_schedule_anyway_over_zones_spreads_the_gang_when_it_can_and_packs_when_it_cannot():
+    job = mpi_job("j", 2, 1, zone_spread("ScheduleAnyway"))
+    _, spread = placed(zones([8, 8, 8, 8]), job, groups=[podgroup("j", 3)])
+    assert zones_of(spread) == ["z0", "z1"]
+    _, packed = placed(zones([8, 8, 0, 0]), job, groups=[podgroup("j", 3)])
+    assert zones_of(packed) == ["z0", "z0"]
 
 
 def test_gangs_whose_pods_avoid_each_other_are_known_kept_apart_either_way():

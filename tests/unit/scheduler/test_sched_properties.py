@@ -223,11 +223,9 @@ def check_capacity_and_whole_gangs(snap: Snapshot) -> None:
                 if taint.effect != "PreferNoSchedule"
             ), (name, node.taints)
         assert all(bind.placement.get(m.name, m.node) == m.node for m in gang.members if m.node is not None)
-        for spread in gang.spreads:
-            if spread.required:
-                on = Counter(node for member, node in bind.placement.items() if member in spread.members)
-                already = dict(spread.running)
-                assert all(count + already.get(node, 0) <= spread.max_per_node for node, count in on.items()), on
+        placed = [member for member in gang.members if member.name in bind.placement]
+        on = tuple(nodes[bind.placement[member.name]] for member in placed)
+        assert all(keeps(spread, tuple(placed), on) for spread in gang.spreads if spread.required), bind.placement
         required = {m.name for m in gang.members[: gang.required_members]}
         assert required <= set(bind.placement)
         assert set(bind.placement) <= {m.name for m in gang.members}
@@ -451,7 +449,7 @@ def one_gang_on_a_small_cluster(draw) -> Snapshot:
         Node(
             f"n{i}",
             {GPU: rng.choice((0, 4, 8)), "cpu": rng.choice((16, 32, 64, 96, 128)) * 1000, RAIL: rng.choice((0, 1, 2))},
-            labels={"pool": rng.choice("ab")},
+            labels={"pool": rng.choice("ab"), **({"zone": f"z{i % 2}"} if i < 3 else {})},  # n3: in no zone
             topology=("s0", f"l{i // 2}"),
         )
         for i in range(rng.randint(1, 4))
@@ -463,9 +461,16 @@ def one_gang_on_a_small_cluster(draw) -> Snapshot:
             requests[RAIL] = 1
         members += [Member(f"s{s}-{k}", requests) for k in range(rng.randint(1, 2))]
     spreads = ()
-    if rng.random() < 0.3:  # the pods of the first shape, or all of them, at most one or two to a node
-        spread_out = [m.name for m in members if rng.random() < 0.5 or m.name.startswith("s0-")]
-        spreads = (Spread(tuple(spread_out), rng.randint(1, 2), source="test"),)
+    if rng.random() < 0.4:  # the pods of the first shape, or all of them: at most one or two to a node or zone,
+        # or spread over nodes or zones with a skew of one or two, counting pods already in some of them
+        spread_out = tuple(m.name for m in members if rng.random() < 0.5 or m.name.startswith("s0-"))
+        key = rng.choice((None, "zone"))
+        domains = sorted({node.name if key is None else node.labels.get(key) for node in nodes} - {None})
+        if rng.random() < 0.5:
+            spreads = (Spread(spread_out, rng.randint(1, 2), source="test", topology_key=key),)
+        else:
+            running = tuple((domain, rng.choice((0, 0, 1, 2))) for domain in domains)
+            spreads = (Spread(spread_out, None, running, source="test", topology_key=key, max_skew=rng.randint(1, 2)),)
     pending = Gang(
         "g",
         "q",
@@ -487,19 +492,25 @@ def one_gang_on_a_small_cluster(draw) -> Snapshot:
     return Snapshot(100.0, nodes, (Queue("q"),), (pending,), running, {}, config)
 
 
+def keeps(spread: Spread, members: tuple[Member, ...], choice: tuple[Node, ...]) -> bool:
+    """Whether the members on the chosen nodes keep the spread, read from its definition."""
+    placed = Counter(
+        spread.domain(node) for member, node in zip(members, choice, strict=True) if member.name in spread.members
+    )
+    running = dict(spread.running)
+    if spread.max_skew is not None:
+        counts = [count + placed[domain] for domain, count in running.items()]
+        return not counts or max(counts) - min(counts) <= spread.max_skew
+    return all(count + running.get(domain, 0) <= spread.max_per_domain for domain, count in placed.items() if domain)
+
+
 def brute_force_fits(gang: Gang, nodes: tuple[Node, ...], used: dict[str, dict[str, int]]) -> bool:
     """Whether some assignment of the gang's pods to the nodes it may use fits, trying them all."""
     allowed = [n for n in nodes if all(n.labels.get(k) == v for k, v in gang.node_selector.items())]
     for choice in itertools.product(allowed, repeat=len(gang.members)):
         if gang.topology is not None and len({node.topology[:2] for node in choice}) > 1:
             continue
-        spread_over = Counter(
-            (position, node.name)
-            for position, spread in enumerate(gang.spreads)
-            for member, node in zip(gang.members, choice, strict=True)
-            if member.name in spread.members
-        )
-        if any(count > gang.spreads[position].max_per_node for (position, _), count in spread_over.items()):
+        if not all(keeps(spread, gang.members, choice) for spread in gang.spreads):
             continue
         load = {node.name: dict(used.get(node.name, {})) for node in allowed}
         for member, node in zip(gang.members, choice, strict=True):
@@ -527,7 +538,13 @@ def check_placed_whenever_a_placement_exists(snap: Snapshot) -> None:
                 assert {node.name for node in preferred} >= set(placement.values()), (placement, preferred)
         return
     reason = decisions.reasons["g"]
-    assert reason.startswith(reasons.UNFIT) == (not brute_force_fits(gang, snap.nodes, {})), reason
+    # with nothing running, the pods a spread counts are gone too: its domains are all empty
+    alone = tuple(
+        replace(spread, running=tuple((domain, 0) for domain, _ in spread.running)) for spread in gang.spreads
+    )
+    assert reason.startswith(reasons.UNFIT) == (not brute_force_fits(replace(gang, spreads=alone), snap.nodes, {})), (
+        reason
+    )
     short = re.match(r"needs (\d+) GPUs?; the cluster has (\d+) free", reason)
     if short:
         free = sum(n.allocatable[GPU] for n in snap.nodes) - sum(u.get(GPU, 0) for u in used.values())

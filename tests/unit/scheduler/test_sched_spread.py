@@ -1,6 +1,6 @@
-"""Gangs whose pods must spread over nodes (a required pod anti-affinity or topology spread on
-kubernetes.io/hostname, as an MPIJob's workers often carry): never two where one is allowed, all or
-nothing; a preference is kept where it can be and dropped where it cannot."""
+"""Gangs whose pods must spread over nodes or zones (a required pod anti-affinity or topology spread, as an
+MPIJob's workers often carry): never more in a domain than allowed, a topology spread's skew kept once the
+whole gang has landed, all or nothing; a preference is kept where it can be and dropped where it cannot."""
 
 import pytest
 from sched_helpers import gang, nodes, running
@@ -80,3 +80,59 @@ def test_a_preferred_spread_is_kept_when_it_can_be_and_dropped_when_it_cannot():
 def test_a_spread_naming_a_stranger_is_refused_when_built():
     with pytest.raises(ValueError, match="a spread names \\['x'\\]; expected members of the gang"):
         Gang("g", "a", (Member("m", {GPU: 1}),), spreads=(Spread(("x",), 1),))
+
+
+def zoned(gpus_by_zone: dict[str, list[int]]) -> list[Node]:
+    """Nodes z0-0, z0-1 ... with the GPUs given, labelled with their zone."""
+    return [
+        Node(f"{zone}-{i}", {GPU: gpus, "cpu": 64_000}, labels={"zone": zone})
+        for zone, sizes in gpus_by_zone.items()
+        for i, gpus in enumerate(sizes)
+    ]
+
+
+def zone_job(workers: int, spread: Spread) -> Gang:
+    members = (Member("j-launcher", {"cpu": 500}), *(Member(f"j-worker-{i}", {GPU: 1}) for i in range(workers)))
+    return Gang("j", "a", members, max_runtime=600.0, spreads=(spread,))
+
+
+def zones_of(decisions) -> list[str]:
+    return sorted(node.split("-")[0] for member, node in nodes_of(decisions, "j").items() if "worker" in member)
+
+
+WORKERS = tuple(f"j-worker-{i}" for i in range(4))
+
+
+def test_a_spread_over_zones_keeps_each_zones_room_all_or_nothing():
+    apart = Spread(WORKERS[:2], 1, source="anti", topology_key="zone")
+    got = decided(zoned({"z0": [8, 8], "z1": [8]}), [zone_job(2, apart)])
+    assert zones_of(got) == ["z0", "z1"]  # best fit alone would put both on one node
+    counted = Spread(WORKERS[:2], 1, (("z1", 1),), source="anti", topology_key="zone")
+    blocked = decided(zoned({"z0": [8, 8], "z1": [8]}), [zone_job(2, counted)])
+    assert not blocked.binds and blocked.reasons.code("j") == ReasonCode.CAPACITY_SPREAD
+    never = decided(zoned({"z0": [8, 8], "z1": [8]}), [zone_job(3, Spread(WORKERS[:3], 1, topology_key="zone"))])
+    assert never.reasons.code("j") == ReasonCode.NEVER_FITS_SPREAD and "per zone domain" in str(never.reasons["j"])
+
+
+def test_a_topology_spread_evens_the_zones_where_a_cap_alone_would_not():
+    # z0 already holds 2: of 4 new workers with a skew of 1, z1 takes 3 and z0 1 (3 and 3)
+    skewed = Spread(WORKERS, None, (("z0", 2), ("z1", 0)), topology_key="zone", max_skew=1)
+    got = decided(zoned({"z0": [8], "z1": [2, 2]}), [zone_job(4, skewed)])
+    assert zones_of(got) == ["z0", "z1", "z1", "z1"]
+    # z1 holds only 2: 4 and 2 would break the skew, 3 and 1 too; the gang waits
+    tight = decided(zoned({"z0": [8], "z1": [1, 1]}), [zone_job(4, skewed)])
+    assert not tight.binds and tight.reasons.code("j") == ReasonCode.CAPACITY_SPREAD
+
+
+@pytest.mark.parametrize(
+    ("spread", "words"),
+    [
+        (lambda: Spread(("m",), None), "max_per_domain is None; expected a whole number"),
+        (lambda: Spread(("m",), 1, max_skew=1), "max_skew is 1 beside max_per_domain 1"),
+        (lambda: Spread(("m",), None, max_skew=0), "max_skew is 0"),
+        (lambda: Spread(("m",), 1, topology_key=""), "topology_key is empty"),
+    ],
+)
+def test_a_spread_of_neither_or_both_rules_is_refused_naming_the_field(spread, words):
+    with pytest.raises(ValueError, match=words):
+        spread()

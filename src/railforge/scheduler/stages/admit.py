@@ -147,12 +147,14 @@ def unfit_reason(
     for _, members, spread, _ in profile.spreads:
         count = len(members & required)
         asks = [member.requests for member in profile.members if member.name in members]
-        hosts = sum(
-            any(all(node.allocatable.get(name, 0) >= each for name, each in one.items()) for one in asks)
+        hosts = [
+            node
             for node in usable
-        )  # the nodes that could hold one of its pods
-        if spread.required and count > hosts * spread.max_per_node:
-            return reasons.spread_short(count, spread.max_per_node, spread.source, hosts * spread.max_per_node)
+            if any(all(node.allocatable.get(name, 0) >= each for name, each in one.items()) for one in asks)
+        ]  # the nodes that could hold one of its pods
+        room = spread.room_on(hosts)
+        if spread.required and room is not None and count > room:
+            return reasons.spread_short(count, spread, room)
     requested: set[str] = set()
     for shape in profile.required_shapes:
         for name, each in ((GPU, shape.gpu), *shape.others):

@@ -108,7 +108,8 @@ def try_start(state: CycleState, gang: Gang, profile: GangProfile) -> bool:
             expected = reserve.earliest_start(state, gang, profile, allowed, runtime, finest, widest)
         if expected is not None:
             reserve.reserve(state, gang, profile, runtime, expected)
-        elif decisions.reasons.code(gang.name) is not ReasonCode.MAINTENANCE:  # else that says more
+        elif decisions.reasons.code(gang.name) not in (ReasonCode.MAINTENANCE, ReasonCode.CAPACITY_SPREAD):
+            # else that says more: maintenance, or the pods its spread counts, which no end frees
             decisions.reasons[gang.name] = explain.unreserved(state, profile, allowed)
     for action, why in declined:
         decisions.reasons[gang.name] = reasons.declined(decisions.reasons[gang.name], action, why)

@@ -289,6 +289,6 @@ def requests_reason(profile: GangProfile, view: FreeView, made: Callable[..., Re
                 return reasons.pods_short(count, name, amount, room, most)
     for _, members, spread, _ in profile.spreads:
         if spread.required:
-            return reasons.spread_short(len(members), spread.max_per_node, spread.source, None)
+            return reasons.spread_short(len(members), spread, None)
     largest = profile.required_shapes[0].gpu if profile.required_shapes else 0
     return made(reasons.requests_apart, profile.required_gpu, largest)
