@@ -21,7 +21,8 @@ selects ``pool=b`` and one in ten tolerates the taint.
 "Spread" cases give every gang of several pods a required spread (placed through ``Cluster.spread_view``):
 one pod per node (an MPIJob's workers with pod anti-affinity on kubernetes.io/hostname; the same binds, as
 8-GPU pods go one to a node anyway: the cost of the mechanism), one pod per zone (anti-affinity on a zone
-label, a zone being a leaf of 32 nodes), or over the zones with a skew of one (a topology spread).
+label, a zone being a leaf of 32 nodes), or over the zones with a skew of one (a topology spread); "together"
+cases keep every such gang in one zone (pod affinity among its own pods on the zone label).
 
 "Preferring" cases are the varied-shapes ones with every gang preferring nodes outside ``pool=b`` (a preferred
 pod anti-affinity towards pods bound there): those nodes are tried last; the cost of weighing a preference.
@@ -48,6 +49,7 @@ from railforge.scheduler import (
     Snapshot,
     Spread,
     Taint,
+    Together,
     Toleration,
     decide,
 )
@@ -111,7 +113,8 @@ def build_pending(
 ) -> tuple[Gang, ...]:
     """``shapes``: how many distinct (CPU, memory) pod requests the gangs draw theirs from (see the
     module docstring); 0, the CPU request follows the GPUs and no memory is asked. ``spread``: a
-    ``spread_rule`` kind for every gang of several pods, over the ``zones``; "" for none."""
+    ``spread_rule`` kind for every gang of several pods, over the ``zones``, or "together" (one zone each);
+    "" for none."""
     pool = [(1000 * rng.randint(1, 64), GIB * rng.randint(8, 512)) for _ in range(shapes)]
     pending = []
     for i in range(gangs):
@@ -124,7 +127,9 @@ def build_pending(
             rules = {"node_selector": {"pool": "b"}} if i % 10 == 3 else {}
             rules = {"tolerations": (Toleration("dedicated", value="infra"),)} if i % 10 == 7 else rules
         members = tuple(Member(f"g{i}-{j}", requests) for j in range(gpus // pod_gpus))
-        if spread and len(members) > 1:
+        if spread == "together" and len(members) > 1:
+            rules["together"] = Together("zone")
+        elif spread and len(members) > 1:
             rules["spreads"] = (spread_rule(tuple(member.name for member in members), spread, zones),)
         if preferred:
             rules["preferred_affinity"] = (NodeSelectorRequirement("pool", "NotIn", ("b",)),)
@@ -337,6 +342,7 @@ def main() -> None:
     table("Targets, gangs spread one pod per node", spread_cases, args.repeat, spread="node")
     table("Targets, gangs spread one pod per zone", spread_cases, args.repeat, spread="zone")
     table("Targets, gangs spread over zones with a skew of one", spread_cases, args.repeat, spread="skew")
+    table("Targets, gangs kept in one zone", spread_cases, args.repeat, spread="together")
     if args.quick:
         return
     table(

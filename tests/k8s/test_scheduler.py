@@ -180,8 +180,8 @@ def test_workers_that_must_spread_land_on_distinct_nodes_or_wait_saying_why(clus
     """An MPIJob's workers carry a required podAntiAffinity on kubernetes.io/hostname naming each other: never two
     on one node, though best fit would pack three 1-GPU pods onto one; four of them on three nodes wait, told why.
     On a wider key (zone; h0 and h1 in z0, h2 in z1) two such workers take one zone each, and four workers spread
-    over the zones with a skew of one land two to a zone. Two lone pods that avoid each other, pending at once, end
-    on two nodes too."""
+    over the zones with a skew of one land two to a zone; three whose podAffinity names each other on the zone share
+    one. Two lone pods that avoid each other, pending at once, end on two nodes too."""
     hostname = "kubernetes.io/hostname"
     nodes = [
         cluster.add_nodes(1, gpus=8, labels={hostname: f"{cluster.name}-h{i}", "zone": f"z{i // 2}"}, prefix=f"h{i}")[0]
@@ -204,6 +204,11 @@ def test_workers_that_must_spread_land_on_distinct_nodes_or_wait_saying_why(clus
     }
     for i in range(4):
         cluster.pod(f"even-w{i}", 1, group="even", labels={"job": "even"}, topologySpreadConstraints=[even])
+    cluster.podgroup("close", 3)
+    close = {"topologyKey": "zone", "labelSelector": {"matchLabels": {"job": "close"}}}
+    for i in range(3):
+        affinity = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [close]}}
+        cluster.pod(f"close-w{i}", 1, group="close", labels={"job": "close"}, affinity=affinity)
     # two gangs of one pod that must not share a node, pending together: one is bound first, the other beside it
     solo = {"topologyKey": hostname, "labelSelector": {"matchLabels": {"app": "solo"}}}
     for name in ("solo-a", "solo-b"):
@@ -219,6 +224,9 @@ def test_workers_that_must_spread_land_on_distinct_nodes_or_wait_saying_why(clus
         assert sorted(cluster.bound("spread").values()) == sorted(nodes)
         assert sorted(zone_of[node] for node in cluster.bound("zones").values()) == ["z0", "z1"]
         assert sorted(zone_of[node] for node in cluster.bound("even").values()) == ["z0", "z0", "z1", "z1"]
+        assert (
+            len(cluster.bound("close")) == 3 and len({zone_of[node] for node in cluster.bound("close").values()}) == 1
+        )
         annotations = cluster.group_object("wide")["metadata"].get("annotations", {})
         assert annotations["railforge.io/reason-code"] == "capacity.never-fits.spread"
         assert annotations["railforge.io/reason"] == (

@@ -8,8 +8,8 @@ stricter reading (every pod the term names kept apart). What cannot be honoured 
 an ``AffinityError`` naming the pod and the field; nothing is dropped silently. Preferred terms are weighed:
 those that spread the gang's own pods as a spread kept when it can be; those towards bound pods, and
 ``ScheduleAnyway`` for a gang's one pod on a wider key, as preferred node rules (a node that breaks one is tried
-last). Their weights are not summed. Required pod affinity among the gang's own pods (keeping them together) is
-refused with the annotation that does it.
+last). Their weights are not summed. Required pod affinity among the gang's own pods, none of the pods it names
+bound, keeps the whole gang in one domain of its key (``Together``).
 ``matchLabelKeys`` of affinity terms are folded into their selectors; a bound pod's term whose namespaces this
 scheduler cannot read counts as naming every namespace (stricter, never looser).
 """
@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from railforge.scheduler import NodeSelectorRequirement, Spread
+from railforge.scheduler import NodeSelectorRequirement, Spread, Together
 
 HOSTNAME = "kubernetes.io/hostname"
 ANTI = "spec.affinity.podAntiAffinity"
@@ -144,6 +144,7 @@ class _Gang:
         self.prefer_avoid: dict[str, set[str]] = {}  # the same, preferred
         self.prefer_join: list[tuple[str, set[str]]] = []
         self.spreads: dict[tuple, _Spread] = {}
+        self.together: Together | None = None  # the one domain of the gang's pods that bring each other together
 
     def domain(self, node: str, key: str) -> str | None:
         return (self.node_labels.get(node) or {}).get(key)
@@ -228,14 +229,18 @@ class _Gang:
         if domains:
             self.join.append((key, domains))
             return
-        if not _matches(term, namespaces, namespace, labels):
-            raise AffinityError("gang.affinity", f"{where} on {key}: no bound pod matches it yet; the gang waits")
         if self.members(term, namespaces) - {name}:
-            raise AffinityError(
-                "input.unsupported",
-                f"{where} on {key} brings pods of the same gang together, and no bound pod matches it; keep a "
-                "gang together with the annotation railforge.io/topology-required",
-            )
+            # pods of its own gang, none bound: the whole gang in one domain of the key (stricter, never looser)
+            if self.together is not None and self.together.topology_key != key:
+                raise AffinityError(
+                    "input.unsupported",
+                    f"{where} on {key} brings pods of the same gang together beside another term on "
+                    f"{self.together.topology_key}; expected one topology key",
+                )
+            self.together = Together(key, f"{AFFINITY} on {key}")
+        elif not _matches(term, namespaces, namespace, labels):
+            raise AffinityError("gang.affinity", f"{where} on {key}: no bound pod matches it yet; the gang waits")
+        # else it names only itself: as kube-scheduler lets the first such pod go anywhere
 
     def topology_spread(self, name: str, namespace: str, constraint: dict) -> None:
         where = f"pod {name}: {SPREAD}"
@@ -355,4 +360,5 @@ def gang_rules(pods: list[dict], bound: list[BoundPod], node_labels: Mapping[str
         "pod_rules": gang.node_rules(),
         "spreads": gang.spread_rules(),
         "preferred_affinity": gang.node_rules(required=False),
+        "together": gang.together,
     }

@@ -290,6 +290,19 @@ class Spread:
 
 
 @dataclass(frozen=True, slots=True)
+class Together:
+    """All of a gang's members in one domain: the nodes that carry one value of ``topology_key`` (a required
+    pod affinity among the gang's own pods); a node without the label takes none of them. ``source`` names
+    where the rule comes from (a pod's field), for reasons."""
+
+    topology_key: str
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        _require(bool(self.topology_key), f"Together {self.source}", "topology_key is empty; expected a node label key")
+
+
+@dataclass(frozen=True, slots=True)
 class Member:
     name: str
     requests: Resources
@@ -337,6 +350,8 @@ class Gang:
     owner_limit_reason: str = ""
     # how its pods spread over nodes or wider domains (pod anti-affinity and topology spread)
     spreads: tuple[Spread, ...] = ()
+    # the one domain all its members share (pod affinity among its own pods); None: no such rule
+    together: Together | None = None
     # node rules it prefers kept (preferred pod affinity towards bound pods): a node that breaks one is tried
     # after the others of its level, as one with a PreferNoSchedule taint, never ruled out
     preferred_affinity: tuple[NodeSelectorRequirement, ...] = ()

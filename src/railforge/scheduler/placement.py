@@ -25,6 +25,7 @@ from railforge.scheduler.model import (
     NodeSelectorRequirement,
     Resources,
     Spread,
+    Together,
     Toleration,
     add_resources,
     topology_from_labels,
@@ -64,6 +65,7 @@ class GangProfile(NamedTuple):
     # the gang's spreads, each as (its ``spread_key``, its members, the Spread, pods it counts per node name);
     # the shapes of its members request one of the key each (``Cluster.spread_view``)
     spreads: tuple[tuple[str, frozenset[str], Spread, dict[str, int]], ...]
+    together: Together | None  # the one domain its members share (``Cluster.together_filters``)
 
     def member_requests(self) -> dict[str, Resources]:
         """Each member's requests by name, built when asked: only a start and a pinned or
@@ -190,18 +192,20 @@ def gang_profile(gang: Gang, key_id: Callable[[tuple], int]) -> GangProfile:
             tuple(sorted(gang.preferred_affinity, key=repr)),
         )
     filter_key = key_id(rules)
+    # placements kept to one domain of a level or of a label: gangs alike in all else fail alike within each
+    topology = gang.topology if gang.together is None else (gang.topology, gang.together)
     pins: tuple[tuple[str, str], ...] = ()
     if members[0].node is not None:
         pins = tuple([(member.name, member.node) for member in members if member.node is not None])
         needs = tuple([(member.node, tuple(sorted(member.requests.items()))) for member in members])
-        failure_key = key_id((filter_key, gang.topology, required, needs))
+        failure_key = key_id((filter_key, topology, required, needs))
     elif spreads:  # the rules and the pods they count set apart gangs whose shapes (and so members) are alike
         kept = tuple((s.max_per_domain, s.max_skew, s.topology_key, s.running, s.required) for s in spreads)
-        failure_key = key_id((filter_key, gang.topology, signatures, required_gpu, kept))
+        failure_key = key_id((filter_key, topology, signatures, required_gpu, kept))
     elif signature is not None:  # failure_key_of, without the tuple of one signature
-        failure_key = key_id((filter_key, gang.topology, *signature, required_gpu))
+        failure_key = key_id((filter_key, topology, *signature, required_gpu))
     else:
-        failure_key = key_id((filter_key, gang.topology, signatures, required_gpu))
+        failure_key = key_id((filter_key, topology, signatures, required_gpu))
     fields = (
         admission,
         members,
@@ -216,6 +220,7 @@ def gang_profile(gang: Gang, key_id: Callable[[tuple], int]) -> GangProfile:
             (spread_key(position), frozenset(spread.members), spread, dict(spread.running))
             for position, spread in enumerate(spreads)
         ),
+        gang.together,
     )
     return _new_tuple(GangProfile, fields)
 
@@ -255,6 +260,7 @@ class Acceptance(list):
         super().__init__(values)
         self.avoids = AVOIDED in self
         self.rejects = REJECTS in self
+        self.together = False  # kept to one domain of a gang's Together (``Cluster.together_filters``)
         self._domain_order: dict[tuple[str, tuple], tuple[bool, bool]] = {}
 
     def avoided_in(self, level: str, domain: tuple, members: Sequence[int]) -> tuple[bool, bool]:
@@ -397,15 +403,16 @@ class Static:
         "free",
         "grouping",
         "index",
+        "labelled",
         "level_names",
         "levels",
         "maintenance",
         "node_type",
         "nodes",
         "spans",
+        "together",
         "total_gpu",
         "type_allocatable",
-        "values",
     )
 
     def __init__(self, nodes: Sequence[Node], level_names: tuple[str, ...], label_keys: tuple[str, ...]):
@@ -452,15 +459,25 @@ class Static:
         # dicts are shared by views and never changed in place (see Cluster.adjust)
         self.free: list[tuple[int | None, dict[str, int], int] | None] = [None] * len(eligible)
         self.spans: dict[tuple[int, str | None], int] = {}  # see domains_spanned
-        self.values: dict[str, tuple[frozenset[str], bool]] = {}  # see label_values
+        self.labelled: dict[str, dict[str, list[int]]] = {}  # see label_domains
+        # (filter key, label key) -> per value of the label, the filter kept to its nodes (Cluster.together_filters)
+        self.together: dict[tuple[int, str], list[tuple[str, Acceptance]]] = {}
+
+    def label_domains(self, key: str) -> dict[str, list[int]]:
+        """The nodes (indexes) of each value of a node label."""
+        domains = self.labelled.get(key)
+        if domains is None:
+            domains = self.labelled[key] = {}
+            for index, node in enumerate(self.nodes):
+                value = node.labels.get(key)
+                if value is not None:
+                    domains.setdefault(value, []).append(index)
+        return domains
 
     def label_values(self, key: str) -> tuple[frozenset[str], bool]:
         """The values of a node label on the nodes, and whether some node lacks it."""
-        held = self.values.get(key)
-        if held is None:
-            found = [node.labels.get(key) for node in self.nodes]
-            held = self.values[key] = (frozenset(value for value in found if value is not None), None in found)
-        return held
+        domains = self.label_domains(key)
+        return frozenset(domains), sum(len(nodes) for nodes in domains.values()) < len(self.nodes)
 
     def domains_spanned(self, depth: int, spread: Spread) -> int:
         """The most domains of the spread's key (nodes, or a label's values) one domain of topology level
@@ -734,6 +751,14 @@ class Cluster:
                 count = min(count, room.left_in(domain) - used)
         return max(count, 0)
 
+    def _kept(self, profile: GangProfile, assignment: Assignment) -> Assignment | None:
+        """The placement when it keeps every rule of ``domain_rooms``; else its required members' when those do
+        (the optional ones left out); else None."""
+        if self._keeps_domains(spread_loads(profile, assignment)):
+            return assignment
+        required = assignment[: sum(len(shape.member_names) for shape in profile.required_shapes)]
+        return required if self._keeps_domains(spread_loads(profile, required)) else None
+
     def _domain_tags(self, indexes: Iterable[int]) -> dict[int, tuple[int, ...]]:
         """Each node's domains under ``domain_rooms``, numbered (the same number: the same domain)."""
         numbers: dict[tuple, int] = {}
@@ -800,6 +825,39 @@ class Cluster:
             copied.now_free = level.now_free
             clone.levels.append(copied)
         return clone
+
+    def label_domains(self, key: str) -> dict[str, list[int]]:
+        """The nodes (indexes) of each value of a node label (``Static.label_domains``)."""
+        return self._static.label_domains(key)
+
+    def together_filters(self, profile: GangProfile, allowed: Acceptance | None) -> list[Acceptance]:
+        """For a gang whose members share one domain (``Together``): ``allowed`` kept to the nodes of one value
+        of its label each: those with no node it avoids first, then those with some, then those with only
+        such (as ``_avoided_last``); among them, those whose nodes it may use have the fewest free GPUs that
+        still reach its required GPUs first (best fit), in value order among equals."""
+        key = profile.together.topology_key if profile.together else ""
+        filters = self._static.together.get((profile.filter_key, key))
+        if filters is None:
+            filters = self._static.together[(profile.filter_key, key)] = []
+            for value, members in sorted(self._static.label_domains(key).items()):
+                inside = set(members)
+                accepted = Acceptance(
+                    (ACCEPTS if allowed is None else allowed[index]) if index in inside else REJECTS
+                    for index in range(len(self.nodes))
+                )
+                accepted.together = True
+                filters.append((value, accepted))
+        free = self.free_gpu
+        domains = self._static.label_domains(key)
+        ranked = []
+        for value, accepted in filters:
+            usable = [index for index in domains[value] if accepted[index]]
+            held = sum(free[index] for index in usable)
+            if held >= profile.required_gpu:
+                avoided = [accepted[index] == AVOIDED for index in usable]
+                ranked.append((all(avoided) + any(avoided), held, value, accepted))
+        ranked.sort(key=lambda entry: entry[:3])
+        return [accepted for *_, accepted in ranked]
 
     def allowed_nodes(self, gang: Gang, profile: GangProfile) -> Acceptance | None:
         """Per-node ``node_acceptance`` for the gang's filters; None when every node accepts it
@@ -900,7 +958,8 @@ class Cluster:
         if fits is None and profile.pins:
             placed = self.empty_view().place_pinned(profile, allowed, (0.0, 0.0), widest_level)
             fits = self._empty_fits[profile.failure_key] = placed is not None
-        if fits is None and widest_level < 0 and len(profile.required_shapes) == 1 and not profile.spreads:
+        alone = not (profile.spreads or profile.together)
+        if fits is None and widest_level < 0 and len(profile.required_shapes) == 1 and alone:
             fits = self._empty_fits[profile.failure_key] = self._one_shape_fits_empty(profile, allowed)
         if fits is None:
             empty = self.empty_view()
@@ -910,7 +969,8 @@ class Cluster:
                 len(profile.required_shapes) > 1 or profile.spreads
             ):  # a search out of budget proves nothing
                 searched = empty._spread(profile) or empty  # the search keeps the spreads too
-                fits = not searched._place_exactly(profile, allowed, window, widest_level)[1]
+                filters = empty.together_filters(profile, allowed) if profile.together else [allowed]
+                fits = any(not searched._place_exactly(profile, kept, window, widest_level)[1] for kept in filters)
             self._empty_fits[profile.failure_key] = fits
         return fits
 
@@ -925,7 +985,8 @@ class Cluster:
         """Whether ``place`` places the gang; for a gang whose required pods have one shape, found
         without placing it (``_one_shape_fits``)."""
         spread = self._spread(profile)
-        if spread is not None and spread.domain_rooms:  # a fill may break a domain's rule: only a placement tells
+        if profile.together is not None or (spread is not None and spread.domain_rooms):
+            # a domain at a time, or a fill that may break a domain's rule: only a placement tells
             return self.place(profile, allowed, window, finest_level, widest_level) is not None
         if spread is not None:
             return spread.fits(profile, allowed, window, finest_level, widest_level)
@@ -1033,6 +1094,13 @@ class Cluster:
         A gang that pins its members goes where they name (``place_pinned``). A gang with spreads is
         placed in its ``spread_view``, keeping its preferences where it can.
         """
+        if profile.together is not None and not profile.pins and not (allowed is not None and allowed.together):
+            # a domain at a time (pinned members: ``holds`` keeps them to one)
+            for kept in self.together_filters(profile, allowed):
+                placed = self.place(profile, kept, window, finest_level, widest_level)
+                if placed is not None:
+                    return placed
+            return None
         if profile.spreads and self.spread_for is None:
             for view in self._spread_views(profile, allowed, window):
                 placed = view.place(profile, allowed, window, finest_level, widest_level)
@@ -1066,7 +1134,9 @@ class Cluster:
                 if self.domain_rooms and not self._domains_suffice(profile, allowed, node_indexes):
                     continue  # too few of the spread's domains in this one
                 placed = self._place_in(node_indexes, profile, allowed, window, inner)
-                if placed is not None and (not self.domain_rooms or self._keeps_domains(spread_loads(profile, placed))):
+                if placed is not None and self.domain_rooms:
+                    placed = self._kept(profile, placed)
+                if placed is not None:
                     return placed
         return self._place_exactly(profile, allowed, window, widest_level)[0]
 
@@ -1271,13 +1341,17 @@ class Cluster:
             taken = spread_loads(profile, required)
             for shape in profile.optional_shapes:
                 self._fill(shape, node_indexes, allowed, window, [], taken, required, required=False)
-            return required, True
+            return (self._kept(profile, required) if self.domain_rooms else required), True
         return None, proved
 
     def holds(
         self, profile: GangProfile, assignment: Assignment, allowed: Acceptance | None, window: tuple[float, float]
     ) -> bool:
         """Whether the members fit where ``assignment`` puts them for their run ``window``."""
+        if profile.together is not None:
+            values = {self.nodes[index].labels.get(profile.together.topology_key) for _, index in assignment}
+            if len(values) != 1 or None in values:
+                return False
         spread = self._spread(profile)
         if spread is not None:
             return spread.holds(profile, assignment, allowed, window)

@@ -239,9 +239,16 @@ def test_schedule_anyway_on_a_wider_key_prefers_the_domains_that_keep_the_skew()
             "no bound pod matches it yet",
         ),
         (
-            {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term(HOST, job="j", role="worker")]}},
+            {
+                "podAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        term(HOST, job="j", role="worker"),
+                        term("zone", job="j", role="worker"),
+                    ]
+                }
+            },
             "input.unsupported",
-            "railforge.io/topology-required",
+            "beside another term on kubernetes.io/hostname; expected one topology key",
         ),
         (
             anti({**term(job="j"), "namespaceSelector": {"matchLabels": {"team": "a"}}}),
@@ -324,3 +331,24 @@ def test_gangs_whose_pods_avoid_each_other_are_known_kept_apart_either_way():
     wide = pod("d-0", 1, group="d", labels={"app": "d"})
     wide["spec"]["affinity"] = anti({**term(app="b"), "namespaceSelector": {"matchLabels": {"kind": "batch"}}})
     assert podaffinity.kept_apart([wide], [plain]) and not podaffinity.kept_apart([wide], [other])
+
+
+def together(key: str, job: str) -> dict:
+    return {"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term(key, job=job)]}}}
+
+
+def test_workers_brought_together_share_one_zone_or_node_or_wait_saying_where_none_has_room():
+    job = mpi_job("j", 4, 4, together("zone", "j"))
+    job[0]["spec"].update(together("zone", "j"))  # the launcher too: the term names every pod of the gang
+    out, decisions = placed(zones([8, 4, 8, 8]), job, groups=[podgroup("j", 5)])
+    (bind,) = decisions.binds
+    assert {f"z{int(node[1:]) // 2}" for node in bind.placement.values()} == {"z1"}  # z0 holds 12 of its 16 GPUs
+    assert out.pending[0].together.topology_key == "zone"
+    _, on_host = placed(zones([8, 16]), mpi_job("h", 3, 4, together(HOST, "h")), groups=[podgroup("h", 4)])
+    assert set(on_host.binds[0].placement.values()) == {"n1"}
+    _, never = placed(zones([8, 8, 8, 8]), mpi_job("w", 5, 4, together("zone", "w")), groups=[podgroup("w", 6)])
+    assert not never.binds
+    assert str(never.reasons["ml/w"]) == (
+        "does not fit even with nothing running: needs 20 GPUs within one zone domain; the largest zone domain has "
+        "16 in all"
+    )

@@ -27,6 +27,7 @@ from railforge.scheduler import (
     Snapshot,
     Spread,
     Taint,
+    Together,
     Toleration,
     TopologyConstraint,
     decide,
@@ -53,6 +54,7 @@ SLOW = settings(max_examples=2500, deadline=None, suppress_health_check=[HealthC
 
 
 RAIL = "rdma/rail0"
+LEAF = "railforge.io/leaf"
 TAINTS = (
     Taint("dedicated", "infra"),
     Taint("spot", "", "PreferNoSchedule"),
@@ -82,9 +84,18 @@ def random_gang(rng: random.Random, name: str, now: float, pin_to: tuple[str, ..
         choices = pin_to if rng.random() < 0.9 else (*pin_to, "gone")
         members = tuple(replace(member, node=rng.choice(choices)) for member in members)
     spreads = ()
-    if rng.random() < 0.2:  # the pods of its shape spread over nodes, counting pods already on some
-        counted = tuple((f"n{i}", rng.randint(1, 2)) for i in range(9) if rng.random() < 0.2)
-        spread = Spread(tuple(m.name for m in members if m.requests == requests), rng.randint(1, 2), counted)
+    if rng.random() < 0.2:  # the pods of its shape spread over nodes or leaves, counting pods already on some
+        names = tuple(m.name for m in members if m.requests == requests)
+        kind = rng.random()
+        if kind < 0.5:
+            counted = tuple((f"n{i}", rng.randint(1, 2)) for i in range(9) if rng.random() < 0.2)
+            spread = Spread(names, rng.randint(1, 2), counted)
+        elif kind < 0.75:
+            counted = tuple((f"l{i}", rng.randint(1, 2)) for i in range(3) if rng.random() < 0.3)
+            spread = Spread(names, rng.randint(1, 2), counted, topology_key=LEAF)
+        else:
+            counted = tuple((f"l{i}", rng.randint(0, 2)) for i in range(3))
+            spread = Spread(names, None, counted, topology_key=LEAF, max_skew=rng.randint(1, 2))
         spreads = (replace(spread, required=rng.random() < 0.8),)
     return Gang(
         name,
@@ -104,6 +115,7 @@ def random_gang(rng: random.Random, name: str, now: float, pin_to: tuple[str, ..
         ),
         min_resources={GPU: gpus * pods + 4} if rng.random() < 0.1 else None,
         spreads=spreads,
+        together=Together(rng.choice(("pool", LEAF))) if rng.random() < 0.1 else None,
         preferred_affinity=(rng.choice(AFFINITY),) if rng.random() < 0.2 else (),
     )
 
@@ -125,7 +137,7 @@ def snapshots(draw) -> Snapshot:
                 **({"pool": rng.choice("ab")} if rng.random() < 0.7 else {}),
                 # the path in labels, read through topology_label_keys when topology is empty
                 "railforge.io/spine": "s0",
-                "railforge.io/leaf": f"l{i // 3}",
+                LEAF: f"l{i // 3}",
             },
             taints=(rng.choice(TAINTS),) if rng.random() < 0.2 else (),
             schedulable=rng.random() > 0.1,
@@ -226,6 +238,9 @@ def check_capacity_and_whole_gangs(snap: Snapshot) -> None:
         placed = [member for member in gang.members if member.name in bind.placement]
         on = tuple(nodes[bind.placement[member.name]] for member in placed)
         assert all(keeps(spread, tuple(placed), on) for spread in gang.spreads if spread.required), bind.placement
+        if gang.together is not None:
+            assert len({node.labels.get(gang.together.topology_key) for node in on} - {None}) == 1, bind.placement
+            assert all(gang.together.topology_key in node.labels for node in on), bind.placement
         required = {m.name for m in gang.members[: gang.required_members]}
         assert required <= set(bind.placement)
         assert set(bind.placement) <= {m.name for m in gang.members}
@@ -479,6 +494,7 @@ def one_gang_on_a_small_cluster(draw) -> Snapshot:
         node_selector=rng.choice(({}, {}, {"pool": "a"})),
         topology=rng.choice((None, None, TopologyConstraint("leaf"))),
         spreads=spreads,
+        together=Together("zone") if rng.random() < 0.2 else None,  # every pod in one zone (n3 is in none)
         # a preference (pod affinity towards bound pods) never rules a node out, even one it cannot meet
         preferred_affinity=rng.choice(((), (), (PREFER_B,), (NodeSelectorRequirement("pool", "NotIn", ("a",)),))),
     )
@@ -512,6 +528,9 @@ def brute_force_fits(gang: Gang, nodes: tuple[Node, ...], used: dict[str, dict[s
             continue
         if not all(keeps(spread, gang.members, choice) for spread in gang.spreads):
             continue
+        zones = {node.labels.get(gang.together.topology_key) for node in choice} if gang.together else {""}
+        if len(zones) != 1 or None in zones:
+            continue  # not one zone, or a node in none
         load = {node.name: dict(used.get(node.name, {})) for node in allowed}
         for member, node in zip(gang.members, choice, strict=True):
             for name, amount in member.requests.items():

@@ -116,7 +116,8 @@ def unfit_reason(
     """What the gang lacks on the empty cluster: a node large enough for one of its pods, on any
     node (the real limit, before any rule that keeps it off nodes); GPUs on the nodes it may use
     (naming the rules that rule nodes out); for a gang that pins its members, what its pins lack
-    (``unfit_pinned_reason``); GPUs in its widest domain; room for the pods of one shape, for one
+    (``unfit_pinned_reason``); GPUs in its widest domain, or in one domain of its ``Together``; the
+    domains its spreads need; room for the pods of one shape, for one
     resource; else its pods' requests together."""
     cluster = state.cluster
     for shape in profile.required_shapes:
@@ -143,6 +144,12 @@ def unfit_reason(
         best = max((sum(capacity[index] for index in members) for members in domains), default=0)
         if need > best:
             return reasons.unfit_domain(need, state.level_names[widest], best)
+    if gang.together is not None:
+        level = f"{gang.together.topology_key} domain"
+        together = cluster.label_domains(gang.together.topology_key).values()
+        best = max((sum(capacity[index] for index in members) for members in together), default=0)
+        if need > best:
+            return reasons.unfit_domain(need, level, best)
     required = {member.name for member in profile.members[: gang.required_members]}
     for _, members, spread, _ in profile.spreads:
         count = len(members & required)

@@ -99,7 +99,7 @@ def shortfall(
     state: CycleState, gang: Gang, profile: GangProfile, allowed: Acceptance | None, finest: int, widest: int
 ) -> Reason:
     """Why the gang cannot start now, the first that holds of: too few free GPUs in its widest
-    domain, in the cluster or on the nodes it may use; a reservation holds what it would fit
+    domain, in the cluster, in one domain of its ``Together`` or on the nodes it may use; a reservation holds what it would fit
     in; a resource its pods find too little of, in all or node by node; the pods' requests
     are not free together on the same nodes."""
     cluster = state.cluster
@@ -120,6 +120,11 @@ def shortfall(
     if need > cluster.total_free_gpu:
         return state.reason(reasons.cluster_short, GPU, need, cluster.total_free_gpu)
     view = free_view(state, profile, allowed)
+    if gang.together is not None:
+        domains = cluster.label_domains(gang.together.topology_key).values()
+        best = max((sum(view.free_gpu[index] for index in members) for members in domains), default=0)
+        if need > best:
+            return state.reason(reasons.within_domain, need, f"{gang.together.topology_key} domain", best)
     if allowed is not None and need > view.total_gpu:
         # the words for the node rules follow the filter, but for the order of affinity terms
         key = (need, view.total_gpu, profile.filter_key, gang.affinity)
