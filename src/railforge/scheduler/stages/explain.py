@@ -99,9 +99,9 @@ def shortfall(
     state: CycleState, gang: Gang, profile: GangProfile, allowed: Acceptance | None, finest: int, widest: int
 ) -> Reason:
     """Why the gang cannot start now, the first that holds of: too few free GPUs in its widest
-    domain, in the cluster, in one domain of its ``Together`` or on the nodes it may use; a reservation holds what it would fit
-    in; a resource its pods find too little of, in all or node by node; the pods' requests
-    are not free together on the same nodes."""
+    domain, in the cluster, in one domain of its ``Together`` or on the nodes it may use; a
+    reservation holds what it would fit in; a resource its pods find too little of, in all or
+    node by node; the pods' requests are not free together on the same nodes."""
     cluster = state.cluster
     if profile.pins:
         short = pinned_shortfall(state, profile, allowed)
