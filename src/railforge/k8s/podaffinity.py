@@ -10,8 +10,8 @@ those that spread the gang's own pods as a spread kept when it can be; those tow
 ``ScheduleAnyway`` for a gang's one pod on a wider key, as preferred node rules (a node that breaks one is tried
 last). Their weights are not summed. Required pod affinity among the gang's own pods, none of the pods it names
 bound, keeps the whole gang in one domain of its key (``Together``).
-``matchLabelKeys`` of affinity terms are folded into their selectors; a bound pod's term whose namespaces this
-scheduler cannot read counts as naming every namespace (stricter, never looser).
+``matchLabelKeys`` of affinity terms and topology spreads are folded into their selectors; a bound pod's term
+whose namespaces this scheduler cannot read counts as naming every namespace (stricter, never looser).
 """
 
 from __future__ import annotations
@@ -179,7 +179,7 @@ class _Gang:
             term = _with_label_keys(weighted.get("podAffinityTerm") or {}, labels)
             self.preferred_affinity(name, namespace, term)
         for constraint in pod["spec"].get("topologySpreadConstraints") or []:
-            self.topology_spread(name, namespace, constraint)
+            self.topology_spread(name, namespace, _with_label_keys(constraint, labels))
         for other in self.guarded:  # a bound pod's own anti-affinity keeps pods it names out of its domain
             for term in other.anti_affinity:
                 term = _with_label_keys(term, other.labels)
@@ -244,8 +244,6 @@ class _Gang:
 
     def topology_spread(self, name: str, namespace: str, constraint: dict) -> None:
         where = f"pod {name}: {SPREAD}"
-        if constraint.get("matchLabelKeys"):
-            raise AffinityError("input.unsupported", f"{where} sets matchLabelKeys, which this scheduler does not read")
         key = constraint.get("topologyKey") or ""
         skew = int(constraint.get("maxSkew") or 1)
         required = (constraint.get("whenUnsatisfiable") or "DoNotSchedule") == "DoNotSchedule"
@@ -317,7 +315,7 @@ def _keeping_apart(pod: dict) -> list[tuple[dict, frozenset[str] | None]]:
         terms.append((term, _namespaces(term, namespace, None)))
     for constraint in spec.get("topologySpreadConstraints") or []:
         if (constraint.get("whenUnsatisfiable") or "DoNotSchedule") == "DoNotSchedule":
-            terms.append((constraint, frozenset([namespace])))
+            terms.append((_with_label_keys(constraint, pod["metadata"].get("labels") or {}), frozenset([namespace])))
     return terms
 
 

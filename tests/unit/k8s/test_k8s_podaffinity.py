@@ -352,3 +352,18 @@ def test_workers_brought_together_share_one_zone_or_node_or_wait_saying_where_no
         "does not fit even with nothing running: needs 20 GPUs within one zone domain; the largest zone domain has "
         "16 in all"
     )
+
+
+def test_a_spread_with_match_label_keys_spreads_each_jobs_pods_apart_from_its_own_only():
+    spread = zone_spread()
+    spread["topologySpreadConstraints"][0]["matchLabelKeys"] = ["job"]
+    others = [bound(f"old-{i}", "n0", role="worker", job="other") for i in range(2)]  # another job's: not counted
+    _, decisions = placed(zones([8, 8, 8, 8]), mpi_job("j", 2, 1, spread), foreign=others, groups=[podgroup("j", 3)])
+    assert zones_of(decisions) == ["z0", "z1"]
+    _, counted = placed(
+        zones([8, 8, 8, 8]),
+        mpi_job("j", 2, 1, spread),
+        foreign=[bound(f"old-{i}", "n0", role="worker", job="j") for i in range(2)],
+        groups=[podgroup("j", 3)],
+    )
+    assert zones_of(counted) == ["z1", "z1"]
