@@ -156,13 +156,11 @@ class _Gang:
             if _matches(term, namespaces, pod["metadata"]["namespace"], pod["metadata"].get("labels") or {})
         }
 
-    def spread(self, signature: tuple, members: set[str], rule: _Spread) -> None:
-        """``rule`` for ``members``; a term of several pods (``signature``: the field, and the term) is one rule."""
-        held = self.spreads.get(signature)
-        if held is None:
-            self.spreads[signature] = rule
-        held = self.spreads[signature]
-        held.members.update(members)
+    def spread(self, signature: tuple, rule: _Spread) -> None:
+        """``rule``; a term of several pods (``signature``: the field, and the term) is one rule of all they name."""
+        held = self.spreads.setdefault(signature, rule)
+        if held is not rule:
+            held.members.update(rule.members)
 
     def read(self, pod: dict) -> None:
         name, namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
@@ -196,9 +194,7 @@ class _Gang:
         members = self.members(term, namespaces) - {name}
         if members:
             signature = (ANTI, required, json.dumps(term, sort_keys=True))
-            self.spread(
-                signature, members | {name}, _Spread(set(), 1, None, Counter(), required, f"{ANTI} on {key}", key)
-            )
+            self.spread(signature, _Spread(members | {name}, 1, None, Counter(), required, f"{ANTI} on {key}", key))
         domains = self.domains_of_bound(term, namespaces, key)
         if domains:
             (self.avoid if required else self.prefer_avoid).setdefault(key, set()).update(domains)
@@ -267,8 +263,8 @@ class _Gang:
             else:
                 on = Counter({value: counts[value] for value in domains})
             cap, max_skew = (skew, None) if few else (None, skew)
-            rule = _Spread(set(), cap, max_skew, on, required, f"{SPREAD} on {key}", key)
-            self.spread((SPREAD, json.dumps(constraint, sort_keys=True)), members | {name}, rule)
+            rule = _Spread(members | {name}, cap, max_skew, on, required, f"{SPREAD} on {key}", key)
+            self.spread((SPREAD, json.dumps(constraint, sort_keys=True)), rule)
             if required and key != HOSTNAME:
                 self.join.append((key, domains))
             return
@@ -286,7 +282,7 @@ class _Gang:
         avoid, join = (self.avoid, self.join) if required else (self.prefer_avoid, self.prefer_join)
         rules = [NodeSelectorRequirement(key, "NotIn", tuple(sorted(values))) for key, values in avoid.items()]
         rules += [NodeSelectorRequirement(key, "In", tuple(sorted(values))) for key, values in join]
-        return tuple(rules)
+        return tuple(dict.fromkeys(rules))  # each pod of the gang carrying one term adds the same rule
 
     def spread_rules(self) -> tuple[Spread, ...]:
         order = [pod["metadata"]["name"] for pod in self.pods]

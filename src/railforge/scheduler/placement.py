@@ -73,9 +73,19 @@ class GangProfile(NamedTuple):
         return {member.name: member.requests for member in self.members}
 
     @property
+    def required_count(self) -> int:
+        """How many members are required (the gang's first ones)."""
+        return sum(len(shape.member_names) for shape in self.required_shapes)
+
+    @property
+    def required_names(self) -> set[str]:
+        """The names of the required members."""
+        return {name for shape in self.required_shapes for name in shape.member_names}
+
+    @property
     def required_pins(self) -> tuple[tuple[str, str], ...]:
-        """The pins of the required members (the gang's first ones)."""
-        return self.pins[: sum(len(shape.member_names) for shape in self.required_shapes)]
+        """The pins of the required members."""
+        return self.pins[: self.required_count]
 
 
 # A colon is in no Kubernetes resource name.
@@ -681,7 +691,7 @@ class Cluster:
         view.__dict__.update(self.__dict__)
         view.spread_for = profile
         unbounded = len(profile.members)
-        required = {name for shape in profile.required_shapes for name in shape.member_names}
+        required = profile.required_names
         rooms = []
         for key, members, spread, running in profile.spreads:
             counts = dict.fromkeys(running, 0) if self is self._static.empty else running
@@ -756,7 +766,7 @@ class Cluster:
         (the optional ones left out); else None."""
         if self._keeps_domains(spread_loads(profile, assignment)):
             return assignment
-        required = assignment[: sum(len(shape.member_names) for shape in profile.required_shapes)]
+        required = assignment[: profile.required_count]
         return required if self._keeps_domains(spread_loads(profile, required)) else None
 
     def _domain_tags(self, indexes: Iterable[int]) -> dict[int, tuple[int, ...]]:
@@ -965,9 +975,8 @@ class Cluster:
             empty = self.empty_view()
             window = (0.0, 0.0)
             fits = empty.fits(profile, allowed, window, finest_level, widest_level)
-            if not fits and (
-                len(profile.required_shapes) > 1 or profile.spreads
-            ):  # a search out of budget proves nothing
+            searchable = len(profile.required_shapes) > 1 or profile.spreads
+            if not fits and searchable:  # a search out of its budget proves nothing
                 searched = empty._spread(profile) or empty  # the search keeps the spreads too
                 filters = empty.together_filters(profile, allowed) if profile.together else [allowed]
                 fits = any(not searched._place_exactly(profile, kept, window, widest_level)[1] for kept in filters)
@@ -992,7 +1001,7 @@ class Cluster:
             return spread.fits(profile, allowed, window, finest_level, widest_level)
         if profile.pins:
             return self.place_pinned(profile, allowed, window, widest_level) is not None
-        if len(profile.required_shapes) == 1 and not self.domain_rooms:
+        if len(profile.required_shapes) == 1:
             return self._one_shape_fits(profile, allowed, window, widest_level)
         return self.place(profile, allowed, window, finest_level, widest_level) is not None
 
@@ -1117,8 +1126,8 @@ class Cluster:
         # a plan: it holds the nodes busiest now instead, so idle ones stay open to backfill.
         grouping = self._grouping if self.now_free_gpu is None else ()
         needed = self._domains_needed(profile) if self.domain_rooms else 1
+        spans = self._static.domains_spanned
         for depth in range(finest_level, widest_level - 1, -1):
-            spans = self._static.domains_spanned
             if needed > 1 and depth >= 0 and needed > min(spans(depth, room.spread) for room in self.domain_rooms):
                 continue  # a domain of this level spans too few of the spread's domains
             inner = [self.levels[finer] for finer in grouping if finer > depth]
@@ -1212,7 +1221,7 @@ class Cluster:
         """The fewest domains of its spreads over wider domains the gang's required members land in: for one
         rule, its required members over the most a domain has left; 1 where some node is in no domain it
         counts (such a node takes any number)."""
-        required = {name for shape in profile.required_shapes for name in shape.member_names}
+        required = profile.required_names
         needed = 1
         for room in self.domain_rooms:
             count = len(required.intersection(room.spread.members))
@@ -1232,7 +1241,7 @@ class Cluster:
         one of them is a domain it does not count, which takes any number)."""
         if not self.domain_rooms:
             return True
-        required = {name for shape in profile.required_shapes for name in shape.member_names}
+        required = profile.required_names
         indexes = range(len(self.nodes)) if node_indexes is None else node_indexes
         usable = [self.nodes[index] for index in indexes if allowed is None or allowed[index]]
         everywhere = node_indexes is None and allowed is None
