@@ -99,6 +99,14 @@ def _with_label_keys(term: dict, labels: Mapping[str, str]) -> dict:
     return {**term, "labelSelector": {**selector, "matchExpressions": expressions}}
 
 
+def _topology_key(term: dict, where: str) -> str:
+    """The term's topologyKey; an AffinityError naming ``where`` when it has none (the API server requires one)."""
+    key = term.get("topologyKey")
+    if not key:
+        raise AffinityError("input.invalid", f"{where} has no topologyKey; expected a node label key")
+    return key
+
+
 def _namespaces(term: dict, own: str, where: str | None) -> frozenset[str] | None:
     """The namespaces a term's selector looks in (None: all). A non-empty namespaceSelector (namespaces by their
     labels) is not read: refused for the gang's own terms (``where`` names them), taken as every namespace for
@@ -190,7 +198,7 @@ class _Gang:
     def anti_affinity(self, name: str, namespace: str, term: dict, required: bool) -> None:
         where = f"pod {name}: {ANTI}.{REQUIRED if required else PREFERRED}"
         namespaces = _namespaces(term, namespace, where)
-        key = term.get("topologyKey") or ""
+        key = _topology_key(term, where)
         members = self.members(term, namespaces) - {name}
         if members:
             signature = (ANTI, required, json.dumps(term, sort_keys=True))
@@ -211,8 +219,9 @@ class _Gang:
     def preferred_affinity(self, name: str, namespace: str, term: dict) -> None:
         """Towards bound pods: their domains preferred (none bound, nothing to prefer); among the gang's own pods
         not weighed (a gang is packed by its topology)."""
-        namespaces = _namespaces(term, namespace, f"pod {name}: {AFFINITY}.{PREFERRED}")
-        key = term.get("topologyKey") or ""
+        where = f"pod {name}: {AFFINITY}.{PREFERRED}"
+        namespaces = _namespaces(term, namespace, where)
+        key = _topology_key(term, where)
         domains = self.domains_of_bound(term, namespaces, key)
         if domains:
             self.prefer_join.append((key, domains))
@@ -220,7 +229,7 @@ class _Gang:
     def affinity(self, name: str, namespace: str, labels: Mapping[str, str], term: dict) -> None:
         where = f"pod {name}: {AFFINITY}.{REQUIRED}"
         namespaces = _namespaces(term, namespace, where)
-        key = term.get("topologyKey") or ""
+        key = _topology_key(term, where)
         domains = self.domains_of_bound(term, namespaces, key)
         if domains:
             self.join.append((key, domains))
@@ -240,7 +249,7 @@ class _Gang:
 
     def topology_spread(self, name: str, namespace: str, constraint: dict) -> None:
         where = f"pod {name}: {SPREAD}"
-        key = constraint.get("topologyKey") or ""
+        key = _topology_key(constraint, where)
         skew = int(constraint.get("maxSkew") or 1)
         required = (constraint.get("whenUnsatisfiable") or "DoNotSchedule") == "DoNotSchedule"
         only = frozenset([namespace])

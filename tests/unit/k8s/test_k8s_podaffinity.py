@@ -255,6 +255,7 @@ def test_schedule_anyway_on_a_wider_key_prefers_the_domains_that_keep_the_skew()
             "input.unsupported",
             "non-empty namespaceSelector",
         ),
+        (anti({**term(job="j"), "topologyKey": ""}), "input.invalid", "has no topologyKey"),
     ],
 )
 def test_forms_not_honoured_keep_the_gang_waiting_naming_pod_and_field(affinity, code, words):
