@@ -18,7 +18,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import railforge.scheduler as core
-from railforge.k8s import reporting
+from railforge.k8s import dra, reporting
 from railforge.k8s.events import Reporter
 from railforge.k8s.gangapis import served
 from railforge.k8s.informer import Informer, Resource
@@ -53,6 +53,8 @@ def _trim_pod(pod: dict) -> dict:
                 if (ended := (container.get("state") or {}).get("terminated")) is not None
             ]
         kept["conditions"] = [{key: c.get(key) for key in ("type", "status")} for c in status.get("conditions") or []]
+    if status.get("resourceClaimStatuses"):  # the ResourceClaims made from its templates
+        kept["resourceClaimStatuses"] = status["resourceClaimStatuses"]
     pod["status"] = kept
     return pod
 
@@ -111,6 +113,9 @@ class Adapter:
             # a Job's change is read on the next pass, it starts none: its status changes with every pod it has
             "jobs": Resource("Job", "/apis/batch/v1/jobs", trim=_trim_job, wakes=False),
         }
+        if dra.served(api):  # DRA: the devices drivers publish, their classes, and the claims pods use
+            for kind in ("ResourceClaim", "ResourceSlice", "DeviceClass"):
+                self.informers[kind] = Resource(kind, f"{dra.API}/{kind.lower()}s", trim=_trim_meta)
         self.caches = {
             key: Informer(api, resource, self.wake.set if resource.wakes else lambda: None)
             for key, resource in self.informers.items()
@@ -213,6 +218,13 @@ class Adapter:
             self.settings,
             now,
             self.caches["jobs"].items(),
+            dra.Devices(
+                self.caches["ResourceSlice"].items(),
+                self.writes.overlay_claims(self.caches["ResourceClaim"].items()),
+                self.caches["DeviceClass"].items(),
+            )
+            if "ResourceClaim" in self.caches
+            else None,
         )
 
     def cycle(self) -> core.Decisions | None:

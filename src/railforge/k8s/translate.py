@@ -7,6 +7,7 @@ names the object, the field and what was expected, so one bad object never stops
 from __future__ import annotations
 
 import calendar
+import dataclasses
 import math
 import re
 import time
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from railforge.k8s import podaffinity
+from railforge.k8s import dra, podaffinity
 from railforge.k8s.annotations import FAILED, Avoid, Backoff, Quarantine, Start, decode_placement
 from railforge.k8s.gangapis import NATIVE, SCHEDULE_TIMEOUT, SCHEDULER_PLUGINS, GangApi, joined
 from railforge.k8s.quantity import resource_map
@@ -154,6 +155,10 @@ class Translation:
     problems: list[Problem] = field(default_factory=list)
     avoiding: dict[str, Avoid] = field(default_factory=dict)  # waiting gang -> the failed nodes it keeps off
     quarantined: dict[str, Quarantine] = field(default_factory=dict)  # node -> what quarantined it
+    devices: dra.Devices | None = None  # DRA: the published devices and the claims holding them
+    claims: dict[str, dra.GangClaims] = field(default_factory=dict)  # pending gang -> its pods' ResourceClaims
+    # node -> room for pods' own claims (dra.GangClaims.slot_name -> how many such pods), added to its allocatable
+    claim_slots: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 def timestamp(text: str | None, default: float) -> float:
@@ -524,11 +529,13 @@ def build_gang(
     settings: Settings,
     hostnames: Mapping[str, str],
     pod_rules: tuple[NodeSelectorRequirement, ...] = (),
+    claim_slots: Mapping[str, str] | None = None,
     **extra,
 ) -> Gang:
     """The core's Gang for ``pods`` of ``objects`` (all of them, or the bound ones of a running gang). Pods
     pinned by nodeSelector kubernetes.io/hostname become members pinned to their nodes; the rest of the
-    first pod's nodeSelector is the gang's, its node affinity too, with ``pod_rules`` (from pod affinity)."""
+    first pod's nodeSelector is the gang's, its node affinity too, with ``pod_rules`` (from pod affinity and DRA).
+    ``claim_slots``: pod name -> the resource that is room for its own ResourceClaims (one each)."""
     first = min(pods, key=lambda pod: pod["metadata"]["name"])
     spec = first["spec"]
     pins = _pins(pods, hostnames)
@@ -558,11 +565,16 @@ def build_gang(
     owner_meta = objects.owner["metadata"]
     backoff = Backoff.decode(objects.annotations())
     owner_max_restarts, owner_limit_reason = objects.owner_limit(backoff.restarts)
+    slots = claim_slots or {}
     return Gang(
         name=objects.name,
         queue=queue,
         members=tuple(
-            Member(pod["metadata"]["name"], pod_requests(pod), pins.get(pod["metadata"]["name"]))
+            Member(
+                pod["metadata"]["name"],
+                {**pod_requests(pod), **({slot: 1} if (slot := slots.get(pod["metadata"]["name"])) else {})},
+                pins.get(pod["metadata"]["name"]),
+            )
             for pod in sorted(pods, key=_member_order)
         ),
         priority=max(int(pod["spec"].get("priority") or 0) for pod in pods),
@@ -584,14 +596,11 @@ def build_gang(
 
 def _not_bindable(pod: dict) -> tuple[str, str] | None:
     """Why the scheduler must not bind ``pod`` (a reason code and the words), or None: a pod still gated, or one
-    needing what this scheduler does not do yet (allocating DRA claims, Kubernetes' own gang API)."""
+    needing what this scheduler does not read (1.35's gang API)."""
     spec = pod["spec"]
     gates = [gate.get("name", "") for gate in spec.get("schedulingGates") or []]
     if gates:
         return "gang.gated", f"has spec.schedulingGates {', '.join(gates)}; it waits until they are removed"
-    if spec.get("resourceClaims"):
-        claims = ", ".join(claim.get("name", "") for claim in spec["resourceClaims"])
-        return "input.unsupported", f"has spec.resourceClaims ({claims}), which this scheduler does not allocate"
     if spec.get("workloadRef"):  # Kubernetes 1.35's field, replaced by spec.schedulingGroup in 1.36
         return (
             "input.unsupported",
@@ -616,12 +625,14 @@ def translate(
     settings: Settings,
     now: float,
     jobs: Iterable[dict] = (),
+    devices: dra.Devices | None = None,
 ) -> Translation:
     """Everything the core needs from the cluster's objects, with the problems found on the way.
 
     ``pods``: the live pods whose schedulerName is ours; ``foreign_pods``: other bound pods, whose requests are
-    taken off their nodes' allocatable; ``jobs``: the Jobs, whose limits bound the restarts of gangs they own."""
-    out = Translation()
+    taken off their nodes' allocatable; ``jobs``: the Jobs, whose limits bound the restarts of gangs they own;
+    ``devices``: DRA's devices and claims (None: the API is not served)."""
+    out = Translation(devices=devices)
     used: dict[str, dict[str, int]] = {}
     for pod in foreign_pods:
         node = pod["spec"].get("nodeName")
@@ -678,6 +689,13 @@ def translate(
     neighbours = Neighbours(bound, {node.name: node.labels for node in out.nodes})
     for name in sorted(grouped):
         _add_gang(out, grouped[name], queue_names, ready_nodes, namespaces, settings, now, hostnames, neighbours)
+    if out.claim_slots:
+        out.nodes = [
+            dataclasses.replace(node, allocatable={**node.allocatable, **out.claim_slots[node.name]})
+            if node.name in out.claim_slots
+            else node
+            for node in out.nodes
+        ]
     return out
 
 
@@ -813,6 +831,16 @@ def _add_gang(
         else:
             refuse(error.code, str(error))
         return
+    if any(pod["spec"].get("resourceClaims") for pod in unbound):
+        try:
+            claim_rules = _claim_rules(out, objects, unbound)
+        except dra.ClaimError as error:
+            if error.code.startswith("input.") or error.code in ("dra.selector-error", "dra.class-missing"):
+                refuse(error.code, str(error))
+            else:
+                out.waiting[objects.name] = Waiting(error.code, str(error))
+            return
+        rules = {**rules, "pod_rules": (*rules.get("pod_rules", ()), *claim_rules.pop("pod_rules")), **claim_rules}
     avoided = _avoided(objects, unbound, out.nodes, now, rules.get("spreads", ()))
     if avoided is not None:
         out.avoiding[objects.name], keep_off_hosts = avoided
@@ -824,6 +852,85 @@ def _add_gang(
         refuse("input.invalid", str(error))
         return
     out.pending.append(gang)
+
+
+def _claim_rules(out: Translation, objects: GangObjects, pods: list[dict]) -> dict:
+    """``build_gang`` arguments for the ResourceClaims of a pending gang's ``pods``: the nodes where each pod's claims
+    can be allocated (a hostname rule) and the room for its own claims on each (``claim_slots``, one resource per
+    kind of pod, its amount per node in ``out.claim_slots``). Raises ClaimError: a claim not covered or not made
+    yet (code ``dra.claim-pending``), or no node that can allocate one (``dra.unallocatable``)."""
+    devices = out.devices
+    if devices is None:
+        raise dra.ClaimError(
+            "dra.claim-pending",
+            f"its pods use spec.resourceClaims; the API server does not serve {dra.GROUP}/{dra.VERSION}",
+        )
+    claims = dra.GangClaims()
+    users: dict[tuple[str, str], list[str]] = {}
+    found: dict[tuple[str, str], dra.Claim] = {}
+    for pod in pods:
+        name = pod["metadata"]["name"]
+        for entry, claim_name in dra.claim_names(pod):
+            claim = devices.claim(objects.namespace, claim_name) if claim_name else None
+            if claim is None:
+                what = f"ResourceClaim {objects.namespace}/{claim_name}" if claim_name else "the ResourceClaim"
+                raise dra.ClaimError(
+                    "dra.claim-pending", f"pod {name} waits for {what} of its spec.resourceClaims entry {entry}"
+                )
+            claims.by_pod.setdefault(name, []).append(claim)
+            users.setdefault((claim.namespace, claim.name), []).append(name)
+            found[(claim.namespace, claim.name)] = claim
+    uids = {pod["metadata"]["uid"] for pod in pods}
+    for key, claim in found.items():
+        if claim.allocation is not None and claim.reserved_for and claim.reserved_for <= uids:
+            claims.stale.add(key)
+        if (claim.allocation is not None and key not in claims.stale) or len(users[key]) > 1:
+            claims.shared.add(key)
+    taken = devices.taken(claims.stale)
+    slot_of = {name: slot for name in claims.by_pod if (slot := claims.slot_name(name)) is not None}
+    wanted = {slot: sum(1 for s in slot_of.values() if s == slot) for slot in set(slot_of.values())}
+    allowed: set[str] | None = None
+    why = ""
+    for node in out.nodes:
+        if not (node.ready and node.schedulable):
+            continue
+        reachable = devices.reachable(node.name)
+        fits = True
+        for name in claims.by_pod:
+            for claim in claims.by_pod[name]:
+                key = (claim.namespace, claim.name)
+                if key in claims.shared and key not in claims.stale and claim.allocation is not None:
+                    ok, short = dra.on_node(claim, node.name), "allocated on other nodes"
+                elif key in claims.shared:
+                    ok = dra.allocate(claim, reachable, taken) is not None
+                    short = "" if ok else dra.shortfall(claim, reachable, taken)
+                else:
+                    continue
+                if not ok:
+                    fits, why = False, why or f"pod {name}: {claim.label} on node {node.name}: {short}"
+        for slot, count in wanted.items():
+            name = next(n for n, s in slot_of.items() if s == slot)
+            room = dra.node_slots(claims.own(name), reachable, taken, count)
+            if room:
+                room_of = out.claim_slots.setdefault(node.name, {})
+                room_of[slot] = max(room, room_of.get(slot, 0))
+            else:
+                fits = False
+                why = why or f"pod {name} on node {node.name}: {_own_shortfall(claims.own(name), reachable, taken)}"
+        if fits and HOSTNAME in node.labels:
+            allowed = (allowed or set()) | {node.labels[HOSTNAME]}
+    if not allowed:
+        raise dra.ClaimError("dra.unallocatable", f"no node can allocate its ResourceClaims ({why or 'no ready node'})")
+    out.claims[objects.name] = claims
+    return {"pod_rules": (NodeSelectorRequirement(HOSTNAME, "In", tuple(sorted(allowed))),), "claim_slots": slot_of}
+
+
+def _own_shortfall(claims: list[dra.Claim], reachable: list[dra.Device], taken: set) -> str:
+    """Why a pod's own ``claims`` do not fit a node: the first that cannot be allocated alone, with its shortfall."""
+    for claim in claims:
+        if dra.allocate(claim, reachable, taken) is None:
+            return f"{claim.label}: {dra.shortfall(claim, reachable, taken)}"
+    return "its ResourceClaims cannot all be allocated together"
 
 
 def _avoided(

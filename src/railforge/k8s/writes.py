@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from kubernetes.client import ApiException
 
 import railforge.scheduler as core
-from railforge.k8s import evidence, podaffinity, rest
+from railforge.k8s import dra, evidence, podaffinity, rest
 from railforge.k8s.annotations import (
     AVOID,
     FAILED,
@@ -148,6 +148,8 @@ class WriteSide:
         self.deleted: set[str] = set()  # pod uids this process deleted or evicted
         self.patched: dict[str, dict[str, str | None]] = {}  # owner uid -> annotations written, not yet seen
         self.refused: dict[str, tuple[float, Waiting]] = {}  # gang -> (monotonic time to look again, why)
+        # ResourceClaim (namespace, name) -> (its resourceVersions before this process wrote it, as written)
+        self.claimed: dict[tuple[str, str], tuple[set[str], dict]] = {}
 
     # -- the assume cache ----------------------------------------------------------------------------------------
     def overlay_pods(self, cached: list[dict]) -> list[dict]:
@@ -173,6 +175,20 @@ class WriteSide:
         for uid in [uid for uid in self.assumed if uid not in live_uids]:
             del self.assumed[uid]
         return pods
+
+    def overlay_claims(self, cached: list[dict]) -> list[dict]:
+        """The informer's ResourceClaims with the allocations and reservations this process wrote that it does
+        not show yet."""
+        claims = []
+        for obj in cached:
+            key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
+            written = self.claimed.get(key)
+            if written is not None and obj["metadata"].get("resourceVersion") in written[0]:
+                obj = written[1]
+            else:
+                self.claimed.pop(key, None)
+            claims.append(obj)
+        return claims
 
     def overlay_owner(self, obj: dict) -> dict:
         """A gang's owner (PodGroup or lone pod) with the annotations this process wrote on it; forgotten once the
@@ -252,6 +268,45 @@ class WriteSide:
             return False
         self.assumed[meta["uid"]] = (node, annotations)
         self.reporter.pod_scheduled(pod)  # after any PodScheduled=False still queued for it
+        return True
+
+    def allocate_claims(self, bind: core.Bind, view: Translation, taken: set) -> Waiting | None:
+        """Allocate and reserve the ResourceClaims of a gang the core placed, on the nodes it placed each pod (the
+        devices go into ``taken``), before any pod is bound; why the gang is not bound when they cannot be."""
+        claims = view.claims.get(bind.gang_name)
+        if claims is None or view.devices is None:
+            return None
+        pods = {pod["metadata"]["name"]: pod for pod in view.gangs[bind.gang_name].pods}
+        statuses, why = dra.allocate_gang(view.devices, claims, pods, bind.placement, taken)
+        if why is not None:
+            return Waiting("dra.unallocatable", f"its ResourceClaims cannot be allocated where it fits: {why}")
+        written = list(self.pool.map(lambda job: self._write_claim(*job), statuses))
+        if not all(written):
+            return Waiting("dra.write-failed", "a ResourceClaim's allocation could not be written; placed again")
+        return None
+
+    def _write_claim(self, claim: dra.Claim, status: dict) -> bool:
+        """The claim with kube-scheduler's delete protection, then ``status``; each write names the resourceVersion
+        it was made on, so a claim changed since it was read is refused, not overwritten."""
+        meta = claim.obj["metadata"]
+        path = f"{dra.API}/namespaces/{claim.namespace}/resourceclaims/{claim.name}"
+        seen = {meta.get("resourceVersion", "")}
+        try:
+            obj = claim.obj
+            if dra.DELETE_PROTECTION not in (meta.get("finalizers") or []):
+                finalizers = [*(meta.get("finalizers") or []), dra.DELETE_PROTECTION]
+                body = {"metadata": {"finalizers": finalizers, "resourceVersion": meta.get("resourceVersion")}}
+                obj = self._call("PATCH", path, body=body, content_type=rest.MERGE_PATCH)
+                seen.add(obj["metadata"]["resourceVersion"])
+            obj = self._call("PUT", path + "/status", body={**obj, "status": status})
+        except ApiException as error:
+            log.warning("allocate %s: %s", claim.label, rest.api_error(error))
+            self.state.count("claim_errors")
+            return False
+        except NotLeading:
+            return False
+        obj["metadata"].pop("managedFields", None)
+        self.claimed[(claim.namespace, claim.name)] = (seen, obj)
         return True
 
     def remove(self, objects: GangObjects, reason: str, kind: str, cause: str = "") -> set[str]:
@@ -377,6 +432,8 @@ class WriteSide:
             return held
         binds: list[core.Bind] = []
         keeping: list[str] = []  # gangs bound in this pass whose pods keep others apart
+        stale = {key for claims in view.claims.values() for key in claims.stale}
+        taken = view.devices.taken(stale) if view.devices is not None else set()  # devices allocated in this pass too
         for bind in decisions.binds:
             nodes = set(bind.placement.values())
             blocked = next((staying[node] for node in sorted(nodes & set(staying))), None)
@@ -394,6 +451,8 @@ class WriteSide:
                     "bind.deferred", f"must be kept apart from gang {apart}, bound first; placed again beside it"
                 )
                 self.wake()
+            elif (unallocated := self.allocate_claims(bind, view, taken)) is not None:
+                held[bind.gang_name] = unallocated
             else:
                 binds.append(bind)
                 if keeps:

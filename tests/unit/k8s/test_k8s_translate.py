@@ -292,7 +292,6 @@ def unbindable(name: str, **spec) -> dict:
     ("spec", "code", "words"),
     [
         ({"schedulingGates": [{"name": "example.com/quota"}]}, "gang.gated", "spec.schedulingGates example.com/quota"),
-        ({"resourceClaims": [{"name": "gpu", "resourceClaimName": "c"}]}, "input.unsupported", "does not allocate"),
         ({"workloadRef": {"name": "w", "podGroup": "g"}}, "input.unsupported", "spec.workloadRef"),
     ],
 )

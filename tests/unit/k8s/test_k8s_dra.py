@@ -1,0 +1,255 @@
+"""DRA claims: devices read from ResourceSlices, selectors in CEL, constraints, a gang's claims allocated on the
+nodes it is placed on, and what is refused or waited for. The slices are the test bed's DGX-shaped stand-in."""
+
+import pytest
+from test_k8s_translate import SETTINGS, node, podgroup
+
+from railforge.k8s import dra
+from railforge.k8s.gangapis import SCHEDULER_PLUGINS
+from railforge.k8s.translate import translate
+from railforge.scheduler import Scheduler, Snapshot
+from railforge.testbed import draslices
+
+SLICES = [s for name in ("n1", "n2") for s in draslices.node_slice(name)]
+CLASSES = draslices.device_classes()
+
+
+def claim(name: str, requests: list[dict], constraints=(), namespace: str = "ml", status: dict | None = None) -> dict:
+    return {
+        "metadata": {"name": name, "namespace": namespace, "uid": f"uid-claim-{name}", "resourceVersion": "1"},
+        "spec": {"devices": {"requests": requests, "constraints": list(constraints)}},
+        "status": status or {},
+    }
+
+
+def exactly(name: str, device_class: str, count: int = 1, *expressions: str) -> dict:
+    selectors = [{"cel": {"expression": e}} for e in expressions]
+    return {"name": name, "exactly": {"deviceClassName": device_class, "count": count, "selectors": selectors}}
+
+
+PAIR = [exactly("gpu", draslices.GPU_DRIVER, 2), exactly("nic", draslices.RAIL_DRIVER)]
+SAME_ROOT = [{"requests": ["gpu", "nic"], "matchAttribute": draslices.PCIE_ROOT}]
+
+
+def devices(*claims: dict) -> dra.Devices:
+    return dra.Devices(SLICES, claims, CLASSES)
+
+
+def read(obj: dict) -> dra.Claim:
+    result = devices(obj).claim(obj["metadata"]["namespace"], obj["metadata"]["name"])
+    assert result is not None
+    return result
+
+
+def test_a_gpu_and_the_nic_on_its_pcie_root_are_allocated_together():
+    found = devices()
+    pair = read(claim("pair", PAIR, SAME_ROOT))
+    on_node = found.reachable("n1")
+    taken: set = set()
+    roots = []
+    for _ in range(4):  # four roots of two GPUs and one NIC each
+        chosen = dra.allocate(pair, on_node, taken)
+        assert chosen is not None
+        picked = [d for ds in chosen.values() for d in ds]
+        assert len({d.attributes[draslices.PCIE_ROOT] for d in picked}) == 1
+        roots.append(picked[0].attributes[draslices.PCIE_ROOT])
+        taken |= {d.key for d in picked}
+    assert len(set(roots)) == 4
+    assert dra.allocate(pair, on_node, taken) is None
+    assert "request gpu needs 2 device(s) of class gpu.nvidia.com matching its selectors, 0 free" in dra.shortfall(
+        pair, on_node, taken
+    )
+    # without the constraint, a fifth pair is still short: every NIC is taken
+    assert dra.node_slots([read(claim("loose", PAIR))], on_node, set(), 8) == 4
+
+
+def test_selectors_of_the_class_and_the_request_both_apply():
+    model = f'device.attributes["{draslices.GPU_DRIVER}"].productName.startsWith("NVIDIA H100")'
+    numa = f'device.attributes["{draslices.GPU_DRIVER}"].numaNode == 1'
+    found = devices()
+    chosen = dra.allocate(
+        read(claim("h100", [exactly("gpu", draslices.GPU_DRIVER, 4, model, numa)])), found.reachable("n2"), set()
+    )
+    assert chosen is not None
+    assert sorted(d.name for d in chosen["gpu"]) == ["gpu-4", "gpu-5", "gpu-6", "gpu-7"]
+    assert {d.node for d in chosen["gpu"]} == {"n2"}
+    only = 'device.attributes["gpu.nvidia.com"].productName == "B200"'
+    b200 = read(claim("b200", [exactly("gpu", draslices.GPU_DRIVER, 1, only)]))
+    assert dra.allocate(b200, found.reachable("n1"), set()) is None
+
+
+@pytest.mark.parametrize(
+    ("request_", "code", "words"),
+    [
+        ({"name": "r", "firstAvailable": []}, "input.unsupported", "requests[0].firstAvailable is set"),
+        (
+            {"name": "r", "exactly": {"deviceClassName": draslices.GPU_DRIVER, "allocationMode": "All"}},
+            "input.unsupported",
+            "allocationMode is All; expected ExactCount",
+        ),
+        (
+            {"name": "r", "exactly": {"deviceClassName": draslices.GPU_DRIVER, "adminAccess": True}},
+            "input.unsupported",
+            "exactly.adminAccess is set",
+        ),
+        (exactly("r", "nope"), "dra.class-missing", "names DeviceClass 'nope', which does not exist"),
+        (exactly("r", draslices.GPU_DRIVER, 1, "device.driver =="), "input.invalid", "is not CEL"),
+        (
+            exactly(
+                "r", draslices.GPU_DRIVER, 1, 'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("1Gi")) > 0'
+            ),
+            "input.unsupported",
+            "uses quantity(), which this scheduler's CEL does not provide",
+        ),
+    ],
+)
+def test_what_the_covered_subset_lacks_is_refused_naming_the_field(request_, code, words):
+    with pytest.raises(dra.ClaimError) as raised:
+        read(claim("c", [request_]))
+    assert raised.value.code == code
+    assert "ResourceClaim ml/c" in str(raised.value) or "DeviceClass" in str(raised.value)
+    assert words in str(raised.value)
+
+
+def test_a_selector_that_fails_on_a_device_fails_the_claim_with_the_error():
+    found = devices()
+    missing = read(
+        claim("m", [exactly("r", draslices.GPU_DRIVER, 1, 'device.attributes["gpu.nvidia.com"].memory > 1')])
+    )
+    with pytest.raises(dra.ClaimError) as raised:
+        dra.allocate(missing, found.reachable("n1"), set())
+    assert raised.value.code == "dra.selector-error" and "fails on device gpu-0" in str(raised.value)
+
+
+def claimed_pod(name: str, claims: dict[str, str], group: str = "job", **status) -> dict:
+    """A pod of gang ``group`` whose spec.resourceClaims name claims (entry -> claim, or None: from a template)."""
+    member = {
+        "metadata": {
+            "name": name,
+            "namespace": "ml",
+            "uid": f"uid-{name}",
+            "creationTimestamp": "2026-11-23T20:00:00Z",
+            "labels": {"scheduling.x-k8s.io/pod-group": group},
+        },
+        "spec": {"schedulerName": "railforge", "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+        "status": {"phase": "Pending", **status},
+    }
+    member["spec"]["resourceClaims"] = [
+        {"name": entry, **({"resourceClaimName": value} if value else {"resourceClaimTemplateName": "t"})}
+        for entry, value in claims.items()
+    ]
+    return member
+
+
+def translated(pods, claims, groups=None):
+    groups = groups or (podgroup("job", 2),)
+    by_key = {(SCHEDULER_PLUGINS, "ml", g["metadata"]["name"]): g for g in groups}
+    found = dra.Devices(SLICES, claims, CLASSES)
+    nodes = [node(name, labels={"kubernetes.io/hostname": name}) for name in ("n1", "n2")]
+    return translate(nodes, pods, [], by_key, [], {}, SETTINGS, now=1e9, devices=found)
+
+
+def test_a_gang_of_claimed_pods_is_placed_where_every_pod_claims_fit_and_allocated_there():
+    # five pods each claiming 2 GPUs + the NIC on their root: four fit a node, so the gang spans both
+    claims = [claim(f"c{i}", PAIR, SAME_ROOT) for i in range(5)]
+    pods = [claimed_pod(f"job-{i}", {"pair": f"c{i}"}) for i in range(5)]
+    out = translated(pods, claims, (podgroup("job", 5),))
+    assert out.waiting == {}
+    slots = out.claim_slots
+    assert set(slots) == {"n1", "n2"} and all(list(room.values()) == [4] for room in slots.values())
+    decisions = Scheduler().decide(
+        Snapshot(now=1e9, nodes=tuple(out.nodes), queues=tuple(out.queues), pending=tuple(out.pending), running=())
+    )
+    (bind,) = decisions.binds
+    assert sorted(bind.placement.values()).count("n1") in (1, 4)
+    taken: set = set()
+    statuses, why = dra.allocate_gang(
+        out.devices, out.claims["ml/job"], {p["metadata"]["name"]: p for p in pods}, bind.placement, taken
+    )
+    assert why is None and len(statuses) == 5 and len(taken) == 15
+    for written, status in statuses:
+        pod_name = next(p for p, cs in out.claims["ml/job"].by_pod.items() if cs[0].name == written.name)
+        node_name = bind.placement[pod_name]
+        selector = status["allocation"]["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]
+        assert selector == {"key": "metadata.name", "operator": "In", "values": [node_name]}
+        assert status["reservedFor"] == [{"resource": "pods", "name": pod_name, "uid": f"uid-{pod_name}"}]
+        results = status["allocation"]["devices"]["results"]
+        assert sorted(r["request"] for r in results) == ["gpu", "gpu", "nic"]
+    # the same placement again finds those devices taken
+    assert (
+        dra.allocate_gang(
+            out.devices, out.claims["ml/job"], {p["metadata"]["name"]: p for p in pods}, bind.placement, taken
+        )[1]
+        is not None
+    )
+
+
+def test_a_claim_several_pods_share_is_allocated_once_and_reserved_for_each():
+    shared = claim("channel", [exactly("gpu", draslices.GPU_DRIVER, 1)])
+    pods = [claimed_pod(f"job-{i}", {"ch": "channel"}) for i in range(2)]
+    out = translated(pods, [shared])
+    assert out.claim_slots == {}  # a shared claim is no pod's own room
+    gang_claims = out.claims["ml/job"]
+    assert gang_claims.shared == {("ml", "channel")}
+    statuses, why = dra.allocate_gang(
+        out.devices, gang_claims, {p["metadata"]["name"]: p for p in pods}, {"job-0": "n1", "job-1": "n1"}, set()
+    )
+    assert why is None
+    ((_, status),) = statuses
+    assert [ref["name"] for ref in status["reservedFor"]] == ["job-0", "job-1"]
+    assert len(status["allocation"]["devices"]["results"]) == 1
+    # node-local devices: a pod on another node cannot use it
+    _, why = dra.allocate_gang(
+        out.devices, gang_claims, {p["metadata"]["name"]: p for p in pods}, {"job-0": "n1", "job-1": "n2"}, set()
+    )
+    assert "is allocated on other nodes than n2" in why
+
+
+def test_claims_not_made_yet_or_unallocatable_keep_the_gang_waiting_with_the_claim_and_shortfall():
+    waiting = translated([claimed_pod("job-0", {"gpus": None}), claimed_pod("job-1", {"gpus": None})], [])
+    assert waiting.waiting["ml/job"].code == "dra.claim-pending"
+    assert "waits for the ResourceClaim of its spec.resourceClaims entry gpus" in waiting.waiting["ml/job"]
+    assert waiting.pending == [] and not waiting.problems
+    nine = claim("nine", [exactly("gpu", draslices.GPU_DRIVER, 9)])
+    pods = [claimed_pod("job-0", {"gpus": "nine"}), claimed_pod("job-1", {"gpus": "x"}, status={})]
+    out = translated(pods[:1], [nine], groups=(podgroup("job", 1),))
+    why = out.waiting["ml/job"]
+    assert why.code == "dra.unallocatable" and out.pending == []
+    assert "ResourceClaim ml/nine" in why and "request gpu needs 9 device(s) of class gpu.nvidia.com" in why
+    assert "8 free" in why
+
+
+def test_devices_other_claims_hold_are_not_given_and_a_stale_own_allocation_is_redone():
+    held = claim(
+        "theirs",
+        [exactly("gpu", draslices.GPU_DRIVER, 8)],
+        status={
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {"request": "gpu", "driver": draslices.GPU_DRIVER, "pool": "n1", "device": f"gpu-{i}"}
+                        for i in range(8)
+                    ]
+                }
+            },
+            "reservedFor": [{"resource": "pods", "name": "other", "uid": "uid-other"}],
+        },
+    )
+    mine = claim(
+        "mine",
+        [exactly("gpu", draslices.GPU_DRIVER, 8)],
+        status={
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {"request": "gpu", "driver": draslices.GPU_DRIVER, "pool": "n2", "device": f"gpu-{i}"}
+                        for i in range(8)
+                    ]
+                }
+            },
+            "reservedFor": [{"resource": "pods", "name": "job-0", "uid": "uid-job-0"}],
+        },
+    )
+    out = translated([claimed_pod("job-0", {"gpus": "mine"})], [held, mine], groups=(podgroup("job", 1),))
+    assert out.claims["ml/job"].stale == {("ml", "mine")}
+    assert {n: room for n, room in out.claim_slots.items()} == {"n2": {next(iter(out.claim_slots["n2"])): 1}}
