@@ -114,8 +114,9 @@ class Adapter:
             "jobs": Resource("Job", "/apis/batch/v1/jobs", trim=_trim_job, wakes=False),
         }
         if dra.served(api):  # DRA: the devices drivers publish, their classes, and the claims pods use
-            for kind in ("ResourceClaim", "ResourceSlice", "DeviceClass"):
-                self.informers[kind] = Resource(kind, f"{dra.API}/{kind.lower()}s", trim=_trim_meta)
+            for kind, plural in (("ResourceClaim", "resourceclaims"), ("ResourceSlice", "resourceslices")):
+                self.informers[kind] = Resource(kind, f"{dra.API}/{plural}", trim=_trim_meta)
+            self.informers["DeviceClass"] = Resource("DeviceClass", f"{dra.API}/deviceclasses", trim=_trim_meta)
         self.caches = {
             key: Informer(api, resource, self.wake.set if resource.wakes else lambda: None)
             for key, resource in self.informers.items()
