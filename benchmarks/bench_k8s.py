@@ -9,9 +9,13 @@ One control plane for the whole run (so the ratios are measured on the same API 
    settings, (d) kube-scheduler with client QPS and burst raised to 5,000. The pods exist before each scheduler
    starts; a watch notes when each pod is seen bound, and the rate is taken between the first and the last
    bind, so start-up and cache sync are left out for every contender alike.
+   Then (e) railforge again with a DRA claim on every pod: one GPU of the DGX-shaped stand-in's ResourceSlices
+   (railforge.testbed.draslices) in a ResourceClaim of its own, made before the pods; each is allocated and
+   reserved (two writes) before its pod is bound.
 2. one 512-pod gang (64 nodes x 8 GPUs, one GPU per pod): PodGroup creation -> every pod bound, railforge
    running; pod creation (16 threads) is inside that time. Once with a scheduler-plugins PodGroup, once with a
-   Kubernetes one (scheduling.k8s.io, which the test bed's API server serves), on nodes of its own.
+   Kubernetes one (scheduling.k8s.io, which the test bed's API server serves), once with a scheduler-plugins
+   PodGroup and a claim on every pod (the claims made before the PodGroup, outside the time), on nodes of their own.
 
 Prints Markdown tables and the load average at the start and the end: timings taken while other work runs on the
 machine are noisy.
@@ -20,6 +24,7 @@ machine are noisy.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -31,21 +36,24 @@ from concurrent.futures import ThreadPoolExecutor
 from kubernetes import client
 from urllib3.exceptions import ProtocolError
 
-from railforge.k8s import CRD_DIR, rest
+from railforge.k8s import CRD_DIR, dra, rest
 from railforge.k8s.adapter import Adapter
 from railforge.k8s.gangapis import NATIVE, SCHEDULER_PLUGINS, GangApi
 from railforge.k8s.settings import settings_from_mapping
+from railforge.testbed import draslices
 from railforge.testbed.build import TEST_IMAGE, component
 from railforge.testbed.controlplane import ControlPlane, add_api_node, create_namespace
 from railforge.testbed.procs import wait_for
 
 GPU = "nvidia.com/gpu"
+CLAIMED = "railforge, a DRA claim on every pod"
 POOL = "railforge.bench/pool"
 THREADS = 16
 
 
-def pod_body(name: str, scheduler: str, gpus: int = 1, labels: dict | None = None) -> dict:
-    return {
+def pod_body(name: str, scheduler: str, gpus: int = 1, labels: dict | None = None, claim: bool = False) -> dict:
+    """A pod of ``gpus`` GPUs; with ``claim``, also the ResourceClaim of its own name (``claim_body``)."""
+    body = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "labels": labels or {}},
@@ -61,6 +69,30 @@ def pod_body(name: str, scheduler: str, gpus: int = 1, labels: dict | None = Non
             ],
         },
     }
+    if claim:
+        body["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": name}]
+    return body
+
+
+def claim_body(name: str) -> dict:
+    request = {"name": "gpu", "exactly": {"deviceClassName": draslices.GPU_DRIVER}}
+    return {"metadata": {"name": name}, "spec": {"devices": {"requests": [request]}}}
+
+
+def create_claims(api, namespace: str, names: list[str]) -> None:
+    path = f"{dra.API}/namespaces/{namespace}/resourceclaims"
+    with ThreadPoolExecutor(THREADS) as pool:
+        list(pool.map(lambda name: rest.call(api, "POST", path, body=claim_body(name)), names))
+
+
+def publish_devices(plane: ControlPlane, nodes: list[str]) -> None:
+    """The stand-in's DeviceClasses (once) and each node's ResourceSlices."""
+    bodies = [body for node in nodes for body in draslices.node_slice(node)]
+    with contextlib.suppress(client.ApiException):
+        for body in draslices.device_classes():
+            rest.call(plane.api, "POST", f"{dra.API}/deviceclasses", body=body)
+    with ThreadPoolExecutor(THREADS) as pool:
+        list(pool.map(lambda body: rest.call(plane.api, "POST", f"{dra.API}/resourceslices", body=body), bodies))
 
 
 def create_pods(api, namespace: str, bodies: list[dict]) -> None:
@@ -153,8 +185,11 @@ def bare_loop(plane: ControlPlane, namespace: str, nodes: list[str], pods: int) 
     return watch.wait(pods, 120)
 
 
-def railforge_run(plane: ControlPlane, namespace: str, pods: int, pool: str) -> list[float]:
-    create_pods(plane.api, namespace, [pod_body(f"p{i:04d}", namespace) for i in range(pods)])
+def railforge_run(plane: ControlPlane, namespace: str, pods: int, pool: str, claims: bool = False) -> list[float]:
+    names = [f"p{i:04d}" for i in range(pods)]
+    if claims:
+        create_claims(plane.api, namespace, names)
+    create_pods(plane.api, namespace, [pod_body(name, namespace, claim=claims) for name in names])
     watch = BindWatch(plane, namespace)
     api = plane.client()
     adapter = Adapter(api, settings_for(namespace, pool)).start()
@@ -193,9 +228,13 @@ def kube_scheduler_run(plane: ControlPlane, namespace: str, pods: int, qps: int 
         plane.stop_component(process)
 
 
-def gang_run(plane: ControlPlane, namespace: str, pods: int, gangs: GangApi) -> tuple[float, float]:
+def gang_run(
+    plane: ControlPlane, namespace: str, pods: int, gangs: GangApi, claims: bool = False
+) -> tuple[float, float]:
     """(pods created, all bound) seconds after the PodGroup's (of the ``gangs`` API) creation, railforge running and
-    synced."""
+    synced; with ``claims``, a ResourceClaim a pod made before."""
+    if claims:
+        create_claims(plane.api, namespace, [f"g{i:03d}" for i in range(pods)])
     api = plane.client()
     adapter = Adapter(api, settings_for(namespace, namespace)).start()
     try:
@@ -206,7 +245,7 @@ def gang_run(plane: ControlPlane, namespace: str, pods: int, gangs: GangApi) -> 
             gangs.group, gangs.version, namespace, "podgroups", gangs.podgroup("gang512", pods)
         )
         labels, fields = gangs.joining("gang512")
-        bodies = [pod_body(f"g{i:03d}", namespace, labels=labels) for i in range(pods)]
+        bodies = [pod_body(f"g{i:03d}", namespace, labels=labels, claim=claims) for i in range(pods)]
         for body in bodies:
             body["spec"].update(fields)
         create_pods(plane.api, namespace, bodies)
@@ -254,11 +293,13 @@ def main() -> int:
         apply_crds(plane)
         node_count = args.pods // 8
         nodes = add_nodes(plane, "flat", node_count, "flat")
+        publish_devices(plane, nodes)
         contenders = {
             "bare loop of binding calls (16 threads)": lambda ns: bare_loop(plane, ns, nodes, args.pods),
             "railforge": lambda ns: railforge_run(plane, ns, args.pods, "flat"),
             "kube-scheduler, default settings": lambda ns: kube_scheduler_run(plane, ns, args.pods, None),
             "kube-scheduler, client QPS/burst 5000": lambda ns: kube_scheduler_run(plane, ns, args.pods, 5000),
+            CLAIMED: lambda ns: railforge_run(plane, ns, args.pods, "flat", claims=True),
         }
         for index, (name, run) in enumerate(contenders.items()):
             namespace = f"bench-{index}"
@@ -271,11 +312,16 @@ def main() -> int:
             delete_pods(plane, namespace)
         gang_nodes = args.gang // 8
         gangs = {}
-        for gang_api in (SCHEDULER_PLUGINS, NATIVE):
-            namespace = "gang" if gang_api is SCHEDULER_PLUGINS else "gang-native"
+        for label, namespace, gang_api, claims in (
+            (SCHEDULER_PLUGINS.kind, "gang", SCHEDULER_PLUGINS, False),
+            (NATIVE.kind, "gang-native", NATIVE, False),
+            (f"{SCHEDULER_PLUGINS.kind}, a DRA claim on every pod", "gang-claims", SCHEDULER_PLUGINS, True),
+        ):
             create_namespace(plane, namespace)
-            add_nodes(plane, namespace, gang_nodes, namespace)
-            gangs[gang_api.kind] = gang_run(plane, namespace, args.gang, gang_api)
+            gang_node_names = add_nodes(plane, namespace, gang_nodes, namespace)
+            if claims:
+                publish_devices(plane, gang_node_names)
+            gangs[label] = gang_run(plane, namespace, args.gang, gang_api, claims)
     load_after = os.getloadavg()
     ceiling = results["bare loop of binding calls (16 threads)"]
     default = results["kube-scheduler, default settings"]
@@ -284,6 +330,7 @@ def main() -> int:
     print("| --- | --- | --- | --- |")
     for name, value in results.items():
         print(f"| {name} | {value:.0f} | {value / ceiling:.2f}x | {value / default:.2f}x |")
+    print(f"\nDRA claims: railforge's binds/s {results[CLAIMED] / results['railforge']:.2f}x without them")
     print(f"\n| one {args.gang}-pod gang on {gang_nodes} nodes x 8 GPUs, from the PodGroup's creation | pods created "
           "(16 threads), s | every pod bound by railforge, s |")  # fmt: skip
     print("| --- | --- | --- |")

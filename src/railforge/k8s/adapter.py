@@ -140,6 +140,7 @@ class Adapter:
             self.reporter,
             self.wake.set,
         )
+        self.cel_programs: dict[str, dra.Program] = {}  # DRA selectors, compiled once, with their verdicts
         self.reservations: tuple[core.Reservation, ...] = ()
         self.expected: dict[str, float] = {}  # waiting gang -> expected start, as last planned
         self.expected_at = -math.inf
@@ -223,6 +224,7 @@ class Adapter:
                 self.caches["ResourceSlice"].items(),
                 self.writes.overlay_claims(self.caches["ResourceClaim"].items()),
                 self.caches["DeviceClass"].items(),
+                self.cel_programs,
             )
             if "ResourceClaim" in self.caches
             else None,

@@ -71,6 +71,7 @@ class Device:
     name: str
     node: str | None  # None: every node reaches it (a slice with allNodes)
     attributes: Mapping[str, Any]  # fully qualified name (domain/name) -> value
+    version: str = ""  # its slice's resourceVersion: what a selector said of it holds until the slice changes
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -115,7 +116,10 @@ def devices_of(slices: Iterable[dict]) -> list[Device]:
                 name if "/" in name else f"{driver}/{name}": _attribute(value)
                 for name, value in (device.get("attributes") or {}).items()
             }
-            devices.append(Device(driver, pool.get("name", ""), device["name"], spec.get("nodeName"), attributes))
+            version = (obj.get("metadata") or {}).get("resourceVersion", "")
+            devices.append(
+                Device(driver, pool.get("name", ""), device["name"], spec.get("nodeName"), attributes, version)
+            )
     return devices
 
 
@@ -125,7 +129,8 @@ class Program:
     def __init__(self, expression: str):
         self.expression = expression
         self.error: ClaimError | None = None
-        self.results: dict[tuple[str, str, str], bool | str] = {}
+        # device -> (its slice's resourceVersion, the verdict then): one entry a device, replaced when it changes
+        self.results: dict[tuple[str, str, str], tuple[str, bool | str]] = {}
         used = [name for name in EXTENSIONS if f"{name}(" in expression]
         if "device.capacity" in expression or used:
             what = "device.capacity" if not used else f"{used[0]}()"
@@ -139,13 +144,17 @@ class Program:
 
     def result(self, device: Device) -> bool | str:
         """True or False, or the error the expression met on ``device``."""
-        if device.key not in self.results:
-            try:
-                value = self.program.evaluate(device.activation)
-                self.results[device.key] = bool(value) if isinstance(value, celtypes.BoolType) else "not a boolean"
-            except celpy.CELEvalError as error:
-                self.results[device.key] = str(error.args[0])
-        return self.results[device.key]
+        known = self.results.get(device.key)
+        if known is not None and known[0] == device.version:
+            return known[1]
+        verdict: bool | str
+        try:
+            value = self.program.evaluate(device.activation)
+            verdict = bool(value) if isinstance(value, celtypes.BoolType) else "not a boolean"
+        except celpy.CELEvalError as error:
+            verdict = str(error.args[0])
+        self.results[device.key] = (device.version, verdict)
+        return verdict
 
 
 class Selector:
@@ -277,7 +286,13 @@ def _program(programs: dict[str, Program], expression: str) -> Program:
 class Devices:
     """Every published device and which claims hold them: what a node can still give."""
 
-    def __init__(self, slices: Iterable[dict], claims: Iterable[dict], classes: Iterable[dict]):
+    def __init__(
+        self,
+        slices: Iterable[dict],
+        claims: Iterable[dict],
+        classes: Iterable[dict],
+        programs: dict[str, Program] | None = None,
+    ):
         self.by_node: dict[str | None, list[Device]] = {}
         for device in devices_of(list(slices)):
             self.by_node.setdefault(device.node, []).append(device)
@@ -287,12 +302,27 @@ class Devices:
         for key, obj in self.claims.items():
             for held in allocated_devices(obj):
                 self.held[held] = key
-        self.programs: dict[str, Program] = {}  # the pass's compiled CEL, by text
+        # compiled CEL by text, with what each said of each device: kept from pass to pass by the caller
+        self.programs: dict[str, Program] = {} if programs is None else programs
+        self.rooms: dict[tuple[str, str], int] = {}  # (slot, node) -> pods of that kind its free devices hold
 
     def taken(self, stale: Iterable[tuple[str, str]] = ()) -> set[tuple[str, str, str]]:
         """The devices allocated to claims, but those of ``stale`` claims (namespace, name)."""
         mine = set(stale)
         return {device for device, claim in self.held.items() if claim not in mine}
+
+    @cached_property
+    def allocated(self) -> set[tuple[str, str, str]]:
+        """The devices claims hold (``taken`` with no stale claims), once a pass."""
+        return self.taken()
+
+    def room(self, slot: str, claims: list[Claim], node: str) -> int:
+        """How many pods whose own claims are ``claims`` (their ``slot``) the free devices of ``node`` hold; once
+        a pass for each slot and node."""
+        if (slot, node) not in self.rooms:
+            reachable = self.reachable(node)
+            self.rooms[(slot, node)] = node_slots(claims, reachable, self.allocated, len(reachable))
+        return self.rooms[(slot, node)]
 
     def claim(self, namespace: str, name: str) -> Claim | None:
         """The claim, read (ClaimError when it asks what is not covered), or None when it does not exist."""
@@ -300,7 +330,11 @@ class Devices:
         return None if obj is None else read_claim(obj, self.classes, self.programs)
 
     def reachable(self, node: str) -> list[Device]:
-        return self.by_node.get(node, []) + self.by_node.get(None, [])
+        return self.by_node.get(node, []) + self.everywhere()
+
+    def everywhere(self) -> list[Device]:
+        """The devices every node reaches (slices with allNodes)."""
+        return self.by_node.get(None, [])
 
 
 def allocate(claim: Claim, devices: list[Device], taken: set[tuple[str, str, str]]) -> dict[str, list[Device]] | None:

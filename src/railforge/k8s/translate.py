@@ -30,6 +30,7 @@ from railforge.scheduler import (
     RunningGang,
     Spread,
     Taint,
+    Together,
     Toleration,
     TopologyConstraint,
     host,
@@ -855,15 +856,16 @@ def _add_gang(
 
 
 def _claim_rules(out: Translation, objects: GangObjects, pods: list[dict]) -> dict:
-    """``build_gang`` arguments for the ResourceClaims of a pending gang's ``pods``: the nodes where each pod's claims
-    can be allocated (a hostname rule) and the room for its own claims on each (``claim_slots``, one resource per
-    kind of pod, its amount per node in ``out.claim_slots``). Raises ClaimError: a claim not covered or not made
-    yet (code ``dra.claim-pending``), or no node that can allocate one (``dra.unallocatable``)."""
+    """``build_gang`` arguments for the ResourceClaims of a pending gang's ``pods``: the room for each pod's own
+    claims on each node (``claim_slots``: one resource per kind of pod, its amount per node in ``out.claim_slots``)
+    and, for claims its pods share or that were allocated before, the nodes that can use them (a hostname rule).
+    Raises ClaimError: a claim not covered, not made yet (code ``dra.claim-pending``), or that no node can allocate
+    (``dra.unallocatable``, naming the claim and the shortfall)."""
     devices = out.devices
     if devices is None:
+        served = f"{dra.GROUP}/{dra.VERSION}"
         raise dra.ClaimError(
-            "dra.claim-pending",
-            f"its pods use spec.resourceClaims; the API server does not serve {dra.GROUP}/{dra.VERSION}",
+            "dra.claim-pending", f"its pods use spec.resourceClaims; the API server does not serve {served}"
         )
     claims = dra.GangClaims()
     users: dict[tuple[str, str], list[str]] = {}
@@ -886,43 +888,56 @@ def _claim_rules(out: Translation, objects: GangObjects, pods: list[dict]) -> di
             claims.stale.add(key)
         if (claim.allocation is not None and key not in claims.stale) or len(users[key]) > 1:
             claims.shared.add(key)
-    taken = devices.taken(claims.stale)
+    taken = devices.taken(claims.stale) if claims.stale else devices.allocated
+    ready = [node.name for node in out.nodes if node.ready and node.schedulable]
     slot_of = {name: slot for name in claims.by_pod if (slot := claims.slot_name(name)) is not None}
-    wanted = {slot: sum(1 for s in slot_of.values() if s == slot) for slot in set(slot_of.values())}
-    allowed: set[str] | None = None
-    why = ""
-    for node in out.nodes:
-        if not (node.ready and node.schedulable):
-            continue
-        reachable = devices.reachable(node.name)
-        fits = True
-        for name in claims.by_pod:
-            for claim in claims.by_pod[name]:
-                key = (claim.namespace, claim.name)
-                if key in claims.shared and key not in claims.stale and claim.allocation is not None:
-                    ok, short = dra.on_node(claim, node.name), "allocated on other nodes"
-                elif key in claims.shared:
-                    ok = dra.allocate(claim, reachable, taken) is not None
-                    short = "" if ok else dra.shortfall(claim, reachable, taken)
-                else:
-                    continue
-                if not ok:
-                    fits, why = False, why or f"pod {name}: {claim.label} on node {node.name}: {short}"
-        for slot, count in wanted.items():
-            name = next(n for n, s in slot_of.items() if s == slot)
-            room = dra.node_slots(claims.own(name), reachable, taken, count)
-            if room:
-                room_of = out.claim_slots.setdefault(node.name, {})
-                room_of[slot] = max(room, room_of.get(slot, 0))
+    for slot in sorted(set(slot_of.values())):
+        first = next(name for name in sorted(slot_of) if slot_of[name] == slot)
+        own = claims.own(first)
+        holding = 0
+        for node in ready:
+            if claims.stale:
+                room = dra.node_slots(own, devices.reachable(node), taken, len(slot_of))
             else:
-                fits = False
-                why = why or f"pod {name} on node {node.name}: {_own_shortfall(claims.own(name), reachable, taken)}"
-        if fits and HOSTNAME in node.labels:
-            allowed = (allowed or set()) | {node.labels[HOSTNAME]}
-    if not allowed:
-        raise dra.ClaimError("dra.unallocatable", f"no node can allocate its ResourceClaims ({why or 'no ready node'})")
+                room = devices.room(slot, own, node)
+            if room:
+                room_of = out.claim_slots.setdefault(node, {})
+                room_of[slot] = max(room, room_of.get(slot, 0))
+                holding += 1
+        if not holding:
+            where = ready[0] if ready else None
+            short = _own_shortfall(own, devices.reachable(where), taken) if where else "no ready node"
+            raise dra.ClaimError("dra.unallocatable", f"no node can allocate pod {first}'s ResourceClaims ({short})")
+    allowed = set(ready)
+    for key in sorted(claims.shared):
+        claim = found[key]
+        if key in claims.stale or claim.allocation is None:
+            fit = {node for node in allowed if dra.allocate(claim, devices.reachable(node), taken) is not None}
+        else:
+            fit = {node for node in allowed if dra.on_node(claim, node)}
+        if not fit:
+            where = sorted(allowed)[0] if allowed else None
+            short = dra.shortfall(claim, devices.reachable(where), taken) if where else "no ready node"
+            if claim.allocation is not None and key not in claims.stale:
+                short = "allocated on nodes the gang cannot use"
+            raise dra.ClaimError("dra.unallocatable", f"no node can allocate {claim.label} ({short})")
+        allowed = fit
     out.claims[objects.name] = claims
-    return {"pod_rules": (NodeSelectorRequirement(HOSTNAME, "In", tuple(sorted(allowed))),), "claim_slots": slot_of}
+    rules: dict = {"claim_slots": slot_of, "pod_rules": ()}
+    for key in sorted(claims.shared):
+        claim = found[key]
+        if (claim.allocation is None or key in claims.stale) and dra.allocate(
+            claim, devices.everywhere(), taken
+        ) is None:
+            # a claim of node-local devices several pods share: they are on its node, and so the gang (Together's)
+            rules["together"] = Together(HOSTNAME, f"{claim.label}, shared by several pods, of node-local devices")
+            break
+    if claims.shared and allowed != set(ready):
+        hostnames = {node.name: node.labels.get(HOSTNAME) for node in out.nodes}
+        rules["pod_rules"] = (
+            NodeSelectorRequirement(HOSTNAME, "In", tuple(sorted(filter(None, (hostnames[n] for n in allowed))))),
+        )
+    return rules
 
 
 def _own_shortfall(claims: list[dra.Claim], reachable: list[dra.Device], taken: set) -> str:

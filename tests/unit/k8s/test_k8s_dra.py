@@ -189,6 +189,10 @@ def test_a_claim_several_pods_share_is_allocated_once_and_reserved_for_each():
     pods = [claimed_pod(f"job-{i}", {"ch": "channel"}) for i in range(2)]
     out = translated(pods, [shared])
     assert out.claim_slots == {}  # a shared claim is no pod's own room
+    # of node-local devices: the pods sharing it go to one node
+    ((gang,),) = [out.pending]
+    assert gang.together is not None and gang.together.topology_key == "kubernetes.io/hostname"
+    assert "ResourceClaim ml/channel, shared by several pods" in gang.together.source
     gang_claims = out.claims["ml/job"]
     assert gang_claims.shared == {("ml", "channel")}
     statuses, why = dra.allocate_gang(
