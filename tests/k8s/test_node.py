@@ -4,15 +4,26 @@ import pytest
 from kubernetes import client
 
 from railforge.lab import rdma_env
+from railforge.testbed import draslices
 from railforge.testbed.controlplane import create_namespace
 from railforge.testbed.deviceplugin import DEVICE_MOUNT, FakeDevicePlugin
+from railforge.testbed.draplugin import FakeDraDriver, device_env
 from railforge.testbed.node import one_shot_pod
 from railforge.testbed.procs import wait_for
 
 
-def run_to_end(plane, node, namespace: str, name: str, script: str, limits: dict | None = None) -> client.V1Pod:
+def run_to_end(
+    plane, node, namespace: str, name: str, script: str, limits: dict | None = None, claims=(), **spec
+) -> client.V1Pod:
+    """Run ``script`` in a one-shot pod on ``node`` (bound straight to it, unless ``spec`` says otherwise) to its
+    end; ``claims``: ResourceClaims its container uses."""
     core = client.CoreV1Api(plane.api)
-    core.create_namespaced_pod(namespace, one_shot_pod(name, node.name, ["/bin/sh", "-c", script], limits=limits))
+    body = one_shot_pod(name, node.name, ["/bin/sh", "-c", script], limits=limits)
+    body["spec"].update(spec)
+    if claims:
+        body["spec"]["resourceClaims"] = [{"name": claim, "resourceClaimName": claim} for claim in claims]
+        body["spec"]["containers"][0]["resources"]["claims"] = [{"name": claim} for claim in claims]
+    core.create_namespaced_pod(namespace, body)
 
     def finished() -> bool:
         return core.read_namespaced_pod(name, namespace).status.phase in ("Succeeded", "Failed")
@@ -221,3 +232,66 @@ def test_a_member_that_exits_non_zero_leaves_its_exit_code_and_log_on_its_gang(
 
     wait_for("the restart's Event", told, 30)
     assert told() == [restart.detail], told()
+
+
+def test_a_pod_the_scheduler_bound_with_a_dra_claim_runs_with_the_devices_allocated(
+    control_plane, node, namespace, run_scheduler
+):
+    """The DRA path end to end on the real node: the stand-in's slices published, a claim of two GPUs allocated by
+    railforge with the pod's gang and the pod bound; the kubelet prepares the claim through the stand-in's kubelet
+    plugin and containerd injects its CDI devices, which the container sees."""
+    custom = client.CustomObjectsApi(control_plane.api)
+    for body in draslices.device_classes():
+        if not custom.list_cluster_custom_object(
+            "resource.k8s.io", "v1", "deviceclasses", field_selector=f"metadata.name={body['metadata']['name']}"
+        )["items"]:
+            custom.create_cluster_custom_object("resource.k8s.io", "v1", "deviceclasses", body)
+    for body in draslices.node_slice(node.name, gpus=4):
+        custom.create_cluster_custom_object("resource.k8s.io", "v1", "resourceslices", body)
+    driver = FakeDraDriver(
+        draslices.GPU_DRIVER, control_plane.client(), node.kubelet_dir, node.cdi_dir, node.directory
+    ).start()
+    try:
+        wait_for("the kubelet to register the DRA driver stand-in", driver.registered.is_set, 60)
+        request = {"name": "gpus", "exactly": {"deviceClassName": draslices.GPU_DRIVER, "count": 2}}
+        claim = {"metadata": {"name": "two-gpus"}, "spec": {"devices": {"requests": [request]}}}
+        custom.create_namespaced_custom_object("resource.k8s.io", "v1", namespace, "resourceclaims", claim)
+        run_scheduler(
+            {
+                "scheduler_name": "dra-node",
+                "node_selector": f"kubernetes.io/hostname={node.name}",
+                "leader_election": {"enabled": False},
+                "min_period_seconds": 0.05,
+            }
+        )
+        env = device_env(draslices.GPU_DRIVER)
+        script = f"env | grep ^{env}_ | sort; cat {DEVICE_MOUNT}/*"
+        pod = run_to_end(
+            control_plane,
+            node,
+            namespace,
+            "claimed",
+            script,
+            claims=["two-gpus"],
+            nodeName=None,
+            schedulerName="dra-node",
+        )
+        assert pod.status.phase == "Succeeded", pod.status
+        claim_uid = custom.get_namespaced_custom_object(
+            "resource.k8s.io", "v1", namespace, "resourceclaims", "two-gpus"
+        )["metadata"]["uid"]
+        ((prepared_uid, devices),) = driver.prepared
+        assert prepared_uid == claim_uid and len(devices) == 2
+        log = client.CoreV1Api(control_plane.api).read_namespaced_pod_log("claimed", namespace).splitlines()
+        assert log[:2] == [f"{env}_{d.upper().replace('-', '_')}={d}" for d in sorted(devices)]
+        assert sorted(log[2:]) == [
+            f"{draslices.GPU_DRIVER} {node.name}/{d} (railforge stand-in, no hardware)" for d in sorted(devices)
+        ]
+
+        def released() -> bool:  # the pod ended: the kubelet unprepared the claim, Kubernetes deallocated it
+            obj = custom.get_namespaced_custom_object("resource.k8s.io", "v1", namespace, "resourceclaims", "two-gpus")
+            return driver.unprepared == [claim_uid] and not (obj.get("status") or {}).get("allocation")
+
+        wait_for("the claim released", released, 60)
+    finally:
+        driver.stop()

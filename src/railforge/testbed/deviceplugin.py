@@ -28,20 +28,21 @@ DEVICE_MOUNT = "/var/run/railforge/devices"
 PROTO = Path(__file__).with_name("deviceplugin.proto")
 
 
-def api():
-    """The generated message and service modules (protoc runs once per .proto content, into the user's cache)."""
-    digest = hashlib.sha256(PROTO.read_bytes()).hexdigest()[:12]
-    out = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "railforge" / f"deviceplugin-{digest}"
-    if not (out / "deviceplugin_pb2_grpc.py").exists():
+def compiled(proto: Path):
+    """The generated message and service modules of ``proto`` (protoc runs once per .proto content, into the user's
+    cache)."""
+    digest = hashlib.sha256(proto.read_bytes()).hexdigest()[:12]
+    out = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "railforge" / f"{proto.stem}-{digest}"
+    if not (out / f"{proto.stem}_pb2_grpc.py").exists():
         from grpc_tools import protoc
 
         out.mkdir(parents=True, exist_ok=True)
-        args = ["protoc", f"-I{PROTO.parent}", f"--python_out={out}", f"--grpc_python_out={out}", PROTO.name]
+        args = ["protoc", f"-I{proto.parent}", f"--python_out={out}", f"--grpc_python_out={out}", proto.name]
         if protoc.main(args) != 0:
-            raise RuntimeError(f"protoc failed on {PROTO}")
+            raise RuntimeError(f"protoc failed on {proto}")
     if str(out) not in sys.path:
         sys.path.insert(0, str(out))
-    return importlib.import_module("deviceplugin_pb2"), importlib.import_module("deviceplugin_pb2_grpc")
+    return importlib.import_module(f"{proto.stem}_pb2"), importlib.import_module(f"{proto.stem}_pb2_grpc")
 
 
 class FakeDevicePlugin:
@@ -63,7 +64,7 @@ class FakeDevicePlugin:
         plugin_dir: Path = DEVICE_PLUGIN_DIR,
     ):
         self.resource, self.env, self.plugin_dir = resource, env, plugin_dir
-        self.pb, self.rpc = api()
+        self.pb, self.rpc = compiled(PROTO)
         prefix = resource.split("/")[-1]
         self.healthy = {f"{prefix}-{index}": True for index in range(count)}
         self.numa_node = numa_node

@@ -132,6 +132,16 @@ class KubeletNode:
     def containerd_socket(self) -> Path:
         return self.directory / "containerd.sock"
 
+    @property
+    def kubelet_dir(self) -> Path:
+        """The kubelet's root directory (its plugins_registry, where DRA drivers' kubelet plugins register)."""
+        return self.directory / "kubelet"
+
+    @property
+    def cdi_dir(self) -> Path:
+        """Where containerd reads CDI specs (what DRA drivers' kubelet plugins write)."""
+        return self.directory / "cdi"
+
     @classmethod
     def start(cls, plane: ControlPlane, name: str = "rf-node-0") -> KubeletNode:
         directory = Path(tempfile.mkdtemp(prefix="rf-node-"))
@@ -216,6 +226,7 @@ state = "{d}/containerd/state"
 
 [plugins.'io.containerd.cri.v1.runtime']
   restrict_oom_score_adj = true  # no CAP_SYS_RESOURCE on these hosts
+  cdi_spec_dirs = ["{self.cdi_dir}"]  # the DRA driver stand-in's devices, in the node's directory
   [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
     runtime_type = "io.containerd.runc.v2"
     [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
@@ -285,7 +296,7 @@ state = "{d}/containerd/state"
                     binary("kubelet"),
                     f"--config={d / 'kubelet.yaml'}",
                     f"--kubeconfig={kubeconfig}",
-                    f"--root-dir={d / 'kubelet'}",
+                    f"--root-dir={self.kubelet_dir}",
                     f"--cert-dir={d / 'kubelet-pki'}",
                     f"--hostname-override={self.name}",
                     f"--node-ip={ip}",
