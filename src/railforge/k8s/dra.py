@@ -10,12 +10,14 @@ share is allocated once. Releasing is Kubernetes' own: once a claim's pods are g
 drops their reservations and the allocation.
 
 The covered subset (anything else keeps the gang waiting with a reason naming the field):
-- requests: ``exactly`` with ``allocationMode: ExactCount`` (``count``, 1 by default); not ``firstAvailable``,
-  ``allocationMode: All``, ``adminAccess``, capacity requests;
-- constraints: ``matchAttribute``; not ``distinctAttribute``;
+- requests: ``exactly`` and ``firstAvailable`` (the first alternative that can be allocated, its results named
+  request/subrequest), ``allocationMode`` ``ExactCount`` (``count``, 1 by default) or ``All`` (every matching device
+  of the node, none held by another claim); not ``adminAccess``, capacity requests, device taints' tolerations;
+- constraints: ``matchAttribute`` and ``distinctAttribute``, naming requests or subrequests;
+- configuration: the classes' and the claim's own ``config``, copied into the allocation for the drivers;
 - devices: in slices with ``nodeName`` (on that node) or ``allNodes`` (on every node); the newest generation of
-  each pool;
-- CEL, through cel-python (the version requirements.txt pins): the standard language (operators, ``in``,
+  each pool; a device tainted NoSchedule or NoExecute is never given;
+- CEL, through cel-python (the version requirements-dev.txt pins): the standard language (operators, ``in``,
   ``size``, ``startsWith``, ``endsWith``, ``contains``, ``matches``, ``has``, the macros) over ``device.driver`` and
   ``device.attributes[domain][name]`` (int, bool and string attributes; a version as its string). Not read:
   ``device.capacity`` and Kubernetes' CEL extensions (``quantity``, ``semver``, ``compareTo``...): an expression
@@ -112,6 +114,8 @@ def devices_of(slices: Iterable[dict]) -> list[Device]:
         if not spec.get("nodeName") and not spec.get("allNodes"):
             continue
         for device in spec.get("devices") or []:
+            if any(taint.get("effect") in ("NoSchedule", "NoExecute") for taint in device.get("taints") or []):
+                continue  # tainted: only a claim tolerating it may have it, and tolerations are not read
             attributes = {
                 name if "/" in name else f"{driver}/{name}": _attribute(value)
                 for name, value in (device.get("attributes") or {}).items()
@@ -181,16 +185,24 @@ class Selector:
 
 @dataclass(frozen=True)
 class Request:
-    name: str
+    name: str  # as the allocation's results name it: the request's, or request/subrequest of a firstAvailable
     device_class: str
-    count: int
+    count: int  # with every_one: 0 (as many as match)
     selectors: tuple[Selector, ...]
+    every_one: bool = False  # allocationMode All: every matching device of the node, none of them held
+    class_config: tuple[dict, ...] = ()  # its DeviceClass's spec.config
+
+    @property
+    def parent(self) -> str:
+        """The claim's request it is (or is an alternative of): what constraints name."""
+        return self.name.split("/")[0]
 
 
 @dataclass(frozen=True)
 class Constraint:
     requests: tuple[str, ...]  # empty: every request of the claim
     attribute: str
+    distinct: bool = False  # distinctAttribute: no two devices share a value; else matchAttribute: all share one
 
 
 @dataclass
@@ -200,9 +212,14 @@ class Claim:
     namespace: str
     name: str
     obj: dict
-    requests: tuple[Request, ...]
+    requests: tuple[tuple[Request, ...], ...]  # each request's alternatives, in order (one but for firstAvailable)
     constraints: tuple[Constraint, ...]
     signature: str  # what two claims asking the same of a node share
+    config: tuple[dict, ...] = ()  # its own spec.devices.config
+
+    @property
+    def classes(self) -> set[str]:
+        return {alternative.device_class for alternatives in self.requests for alternative in alternatives}
 
     @property
     def label(self) -> str:
@@ -230,51 +247,68 @@ def read_claim(obj: dict, classes: Mapping[str, dict], programs: dict[str, Progr
     meta = obj["metadata"]
     label = f"ResourceClaim {meta['namespace']}/{meta['name']}"
     devices = (obj.get("spec") or {}).get("devices") or {}
-    requests = []
+    requests: list[tuple[Request, ...]] = []
     for index, request in enumerate(devices.get("requests") or []):
         where = f"{label} spec.devices.requests[{index}]"
-        if "exactly" not in request:
-            field_name = next((key for key in request if key != "name"), "exactly")
-            raise ClaimError("input.unsupported", f"{where}.{field_name} is set; this scheduler reads only exactly")
-        exactly = request["exactly"]
-        mode = exactly.get("allocationMode", "ExactCount")
-        for unsupported in ("adminAccess", "capacity", "tolerations"):
-            if exactly.get(unsupported):
-                raise ClaimError(
-                    "input.unsupported", f"{where}.exactly.{unsupported} is set, which it does not allocate"
+        if "exactly" in request:
+            requests.append((_request(request["name"], request["exactly"], f"{where}.exactly", classes, programs),))
+        elif request.get("firstAvailable"):
+            requests.append(
+                tuple(
+                    _request(f"{request['name']}/{sub['name']}", sub, f"{where}.firstAvailable[{i}]", classes, programs)
+                    for i, sub in enumerate(request["firstAvailable"])
                 )
-        if mode != "ExactCount":
-            raise ClaimError("input.unsupported", f"{where}.exactly.allocationMode is {mode}; expected ExactCount")
-        class_name = exactly.get("deviceClassName", "")
-        if class_name not in classes:
-            raise ClaimError("dra.class-missing", f"{where} names DeviceClass {class_name!r}, which does not exist")
-        class_selectors = ((classes[class_name].get("spec") or {}).get("selectors")) or []
-        selectors = tuple(
-            Selector(_program(programs, selector["cel"]["expression"]), f"{what}.selectors[{i}].cel.expression")
-            for what, chosen in (
-                (f"DeviceClass {class_name} spec", class_selectors),
-                (f"{where}.exactly", exactly.get("selectors") or []),
             )
-            for i, selector in enumerate(chosen)
-            if "cel" in selector
-        )
-        requests.append(Request(request["name"], class_name, int(exactly.get("count") or 1), selectors))
+        else:
+            raise ClaimError("input.invalid", f"{where} has neither exactly nor firstAvailable")
     constraints = []
     for index, constraint in enumerate(devices.get("constraints") or []):
-        if "matchAttribute" not in constraint:
+        attribute = constraint.get("matchAttribute") or constraint.get("distinctAttribute")
+        if not attribute:
             raise ClaimError(
-                "input.unsupported",
-                f"{label} spec.devices.constraints[{index}] has no matchAttribute; only matchAttribute is read",
+                "input.invalid", f"{label} spec.devices.constraints[{index}] has no matchAttribute or distinctAttribute"
             )
-        constraints.append(Constraint(tuple(constraint.get("requests") or ()), constraint["matchAttribute"]))
+        distinct = "matchAttribute" not in constraint
+        constraints.append(Constraint(tuple(constraint.get("requests") or ()), attribute, distinct))
+    config = tuple({"source": "FromClaim", **entry} for entry in devices.get("config") or [])
     text = repr(
         (
-            [(r.name, r.device_class, r.count, [s.expression for s in r.selectors]) for r in requests],
-            [(c.requests, c.attribute) for c in constraints],
+            [
+                [(r.name, r.device_class, r.count, r.every_one, [s.expression for s in r.selectors]) for r in request]
+                for request in requests
+            ],
+            [(c.requests, c.attribute, c.distinct) for c in constraints],
         )
     )
     signature = hashlib.sha256(text.encode()).hexdigest()[:8]
-    return Claim(meta["namespace"], meta["name"], obj, tuple(requests), tuple(constraints), signature)
+    return Claim(meta["namespace"], meta["name"], obj, tuple(requests), tuple(constraints), signature, config)
+
+
+def _request(name: str, spec: dict, where: str, classes: Mapping[str, dict], programs: dict[str, Program]) -> Request:
+    """One request (an ``exactly``, or one alternative of a ``firstAvailable``) with its class's selectors."""
+    mode = spec.get("allocationMode", "ExactCount")
+    for unsupported in ("adminAccess", "capacity", "tolerations"):
+        if spec.get(unsupported):
+            raise ClaimError("input.unsupported", f"{where}.{unsupported} is set, which it does not allocate")
+    if mode not in ("ExactCount", "All"):
+        raise ClaimError("input.invalid", f"{where}.allocationMode is {mode}; expected ExactCount or All")
+    class_name = spec.get("deviceClassName", "")
+    if class_name not in classes:
+        raise ClaimError("dra.class-missing", f"{where} names DeviceClass {class_name!r}, which does not exist")
+    class_spec = classes[class_name].get("spec") or {}
+    sources = (
+        (f"DeviceClass {class_name} spec", class_spec.get("selectors") or []),
+        (where, spec.get("selectors") or []),
+    )
+    selectors = tuple(
+        Selector(_program(programs, selector["cel"]["expression"]), f"{what}.selectors[{i}].cel.expression")
+        for what, chosen in sources
+        for i, selector in enumerate(chosen)
+        if "cel" in selector
+    )
+    every_one = mode == "All"
+    count = 0 if every_one else int(spec.get("count") or 1)
+    return Request(name, class_name, count, selectors, every_one, tuple(class_spec.get("config") or ()))
 
 
 def _program(programs: dict[str, Program], expression: str) -> Program:
@@ -341,40 +375,51 @@ def allocate(claim: Claim, devices: list[Device], taken: set[tuple[str, str, str
     """Request name -> the devices ``claim`` gets from ``devices`` not in ``taken``, keeping its constraints; None
     when they cannot. Each request's matching devices are tried in order, a constraint's value fixed by the first
     device it covers."""
-    matching = {
-        request.name: [d for d in devices if d.key not in taken and all(s.matches(d) for s in request.selectors)]
-        for request in claim.requests
-    }
+    alternatives = [alternative for request in claim.requests for alternative in request]
+    every = {r.name: [d for d in devices if all(s.matches(d) for s in r.selectors)] for r in alternatives}
+    matching = {name: [d for d in found if d.key not in taken] for name, found in every.items()}
 
-    def constrained(request: str) -> list[Constraint]:
-        return [c for c in claim.constraints if not c.requests or request in c.requests]
+    def constrained(request: Request) -> list[tuple[int, Constraint]]:
+        return [
+            (i, c)
+            for i, c in enumerate(claim.constraints)
+            if not c.requests or request.parent in c.requests or request.name in c.requests
+        ]
 
-    def search(index: int, used: set, values: dict[str, Any]) -> dict[str, list[Device]] | None:
+    def search(index: int, used: set, values: dict[int, Any]) -> dict[str, list[Device]] | None:
         if index == len(claim.requests):
             return {}
-        request = claim.requests[index]
-        rules = constrained(request.name)
-        free = [d for d in matching[request.name] if d.key not in used]
-        for chosen in itertools.combinations(free, request.count):
-            fixed = dict(values)
-            if any(not _agrees(rule.attribute, chosen, fixed) for rule in rules):
-                continue
-            rest = search(index + 1, used | {d.key for d in chosen}, fixed)
-            if rest is not None:
-                return {request.name: list(chosen), **rest}
+        for request in claim.requests[index]:  # the first alternative that can be allocated
+            free = [d for d in matching[request.name] if d.key not in used]
+            if request.every_one and (not every[request.name] or len(free) < len(every[request.name])):
+                continue  # All: at least one device, and none of them held
+            rules = constrained(request)
+            for chosen in itertools.combinations(free, len(free) if request.every_one else request.count):
+                state = dict(values)
+                if any(not _keeps(rule, chosen, state, key) for key, rule in rules):
+                    continue
+                rest = search(index + 1, used | {d.key for d in chosen}, state)
+                if rest is not None:
+                    return {request.name: list(chosen), **rest}
         return None
 
     return search(0, set(), {})
 
 
-def _agrees(attribute: str, chosen: Iterable[Device], fixed: dict[str, Any]) -> bool:
-    """Whether every device of ``chosen`` has ``attribute`` equal to the value ``fixed`` holds for it (set by the
-    first device when unset)."""
+def _keeps(rule: Constraint, chosen: Iterable[Device], state: dict[int, Any], key: int) -> bool:
+    """Whether ``chosen`` keeps ``rule`` beside the devices already chosen, whose part of it ``state[key]`` holds (a
+    matchAttribute's value, set by the first device; a distinctAttribute's values so far). Every device it covers
+    must have the attribute."""
     for device in chosen:
-        if attribute not in device.attributes:
+        if rule.attribute not in device.attributes:
             return False
-        value = device.attributes[attribute]
-        if fixed.setdefault(attribute, value) != value:
+        value = device.attributes[rule.attribute]
+        if rule.distinct:
+            seen = state.get(key, frozenset())
+            if value in seen:
+                return False
+            state[key] = seen | {value}
+        elif state.setdefault(key, value) != value:
             return False
     return True
 
@@ -382,8 +427,15 @@ def _agrees(attribute: str, chosen: Iterable[Device], fixed: dict[str, Any]) -> 
 def shortfall(claim: Claim, devices: list[Device], taken: set[tuple[str, str, str]]) -> str:
     """Why ``claim`` cannot be allocated from ``devices``: the first request short of matching free devices, or
     its constraints."""
-    for request in claim.requests:
-        free = sum(1 for d in devices if d.key not in taken and all(s.matches(d) for s in request.selectors))
+    for alternatives in claim.requests:
+        request = alternatives[0]  # what it asks first
+        found = [d for d in devices if all(s.matches(d) for s in request.selectors)]
+        free = sum(1 for d in found if d.key not in taken)
+        if request.every_one and (not found or free < len(found)):
+            return (
+                f"request {request.name} needs every device of class {request.device_class} matching its "
+                f"selectors ({len(found)}), {free} free"
+            )
         if free < request.count:
             return (
                 f"request {request.name} needs {request.count} device(s) of class {request.device_class} matching "
@@ -401,7 +453,12 @@ def allocation_status(claim: Claim, chosen: dict[str, list[Device]], node: str |
         for request, devices in chosen.items()
         for d in devices
     ]
-    allocation: dict = {"devices": {"results": results}}
+    by_name = {alternative.name: alternative for alternatives in claim.requests for alternative in alternatives}
+    config = [
+        {"source": "FromClass", "requests": [name], **entry} for name in chosen for entry in by_name[name].class_config
+    ]
+    config += claim.config
+    allocation: dict = {"devices": {"results": results, **({"config": config} if config else {})}}
     if node is not None:
         allocation["nodeSelector"] = {
             "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]
@@ -452,7 +509,7 @@ class GangClaims:
         own = self.own(pod)
         if not own:
             return None
-        classes = "+".join(sorted({r.device_class for c in own for r in c.requests}))
+        classes = "+".join(sorted({name for claim in own for name in claim.classes}))
         digest = hashlib.sha256("".join(sorted(c.signature for c in own)).encode()).hexdigest()[:6]
         return f"claims/{classes}#{digest}"
 

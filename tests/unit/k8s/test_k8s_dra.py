@@ -81,11 +81,11 @@ def test_selectors_of_the_class_and_the_request_both_apply():
 @pytest.mark.parametrize(
     ("request_", "code", "words"),
     [
-        ({"name": "r", "firstAvailable": []}, "input.unsupported", "requests[0].firstAvailable is set"),
+        ({"name": "r", "firstAvailable": []}, "input.invalid", "requests[0] has neither exactly nor firstAvailable"),
         (
-            {"name": "r", "exactly": {"deviceClassName": draslices.GPU_DRIVER, "allocationMode": "All"}},
-            "input.unsupported",
-            "allocationMode is All; expected ExactCount",
+            {"name": "r", "exactly": {"deviceClassName": draslices.GPU_DRIVER, "allocationMode": "Most"}},
+            "input.invalid",
+            "allocationMode is Most; expected ExactCount or All",
         ),
         (
             {"name": "r", "exactly": {"deviceClassName": draslices.GPU_DRIVER, "adminAccess": True}},
@@ -109,6 +109,81 @@ def test_what_the_covered_subset_lacks_is_refused_naming_the_field(request_, cod
     assert raised.value.code == code
     assert "ResourceClaim ml/c" in str(raised.value) or "DeviceClass" in str(raised.value)
     assert words in str(raised.value)
+
+
+def test_all_takes_every_matching_device_of_the_node_and_distinct_keeps_values_apart():
+    found = devices()
+    every = {"name": "gpus", "exactly": {"deviceClassName": draslices.GPU_DRIVER, "allocationMode": "All"}}
+    whole = read(claim("whole", [every]))
+    chosen = dra.allocate(whole, found.reachable("n1"), set())
+    assert chosen is not None and len(chosen["gpus"]) == 8
+    one_held = {(draslices.GPU_DRIVER, "n1", "gpu-3")}
+    assert dra.allocate(whole, found.reachable("n1"), one_held) is None
+    assert "needs every device of class gpu.nvidia.com matching its selectors (8), 7 free" in dra.shortfall(
+        whole, found.reachable("n1"), one_held
+    )
+    # four GPUs on four different PCIe roots: one of each pair
+    spread = read(
+        claim("spread", [exactly("gpu", draslices.GPU_DRIVER, 4)], [{"distinctAttribute": draslices.PCIE_ROOT}])
+    )
+    chosen = dra.allocate(spread, found.reachable("n1"), set())
+    assert chosen is not None
+    assert len({d.attributes[draslices.PCIE_ROOT] for d in chosen["gpu"]}) == 4
+    assert (
+        dra.allocate(
+            read(
+                claim("five", [exactly("gpu", draslices.GPU_DRIVER, 5)], [{"distinctAttribute": draslices.PCIE_ROOT}])
+            ),
+            found.reachable("n1"),
+            set(),
+        )
+        is None
+    )
+
+
+def test_first_available_takes_the_first_alternative_that_fits_and_constraints_name_its_request():
+    b200 = 'device.attributes["gpu.nvidia.com"].productName == "B200"'
+    alternatives = [
+        {
+            "name": "b200",
+            "deviceClassName": draslices.GPU_DRIVER,
+            "count": 2,
+            "selectors": [{"cel": {"expression": b200}}],
+        },
+        {"name": "any", "deviceClassName": draslices.GPU_DRIVER, "count": 2},
+    ]
+    requests = [{"name": "gpu", "firstAvailable": alternatives}, exactly("nic", draslices.RAIL_DRIVER)]
+    found = devices()
+    prioritized = read(claim("prio", requests, SAME_ROOT))
+    chosen = dra.allocate(prioritized, found.reachable("n1"), set())
+    assert chosen is not None and set(chosen) == {"gpu/any", "nic"}
+    assert len({d.attributes[draslices.PCIE_ROOT] for ds in chosen.values() for d in ds}) == 1
+    results = dra.allocation_status(prioritized, chosen, "n1", [])["allocation"]["devices"]["results"]
+    assert sorted(r["request"] for r in results) == ["gpu/any", "gpu/any", "nic"]
+
+
+def test_the_allocation_carries_the_class_and_claim_configuration_for_the_driver():
+    opaque = {
+        "driver": draslices.GPU_DRIVER,
+        "parameters": {"kind": "GpuConfig", "sharing": {"strategy": "TimeSlicing"}},
+    }
+    classes = [
+        dict(c, spec={**c["spec"], "config": [{"opaque": {"driver": "x", "parameters": {"a": 1}}}]})
+        if c["metadata"]["name"] == draslices.GPU_DRIVER
+        else c
+        for c in CLASSES
+    ]
+    obj = claim("shared-gpu", [exactly("gpu", draslices.GPU_DRIVER)])
+    obj["spec"]["devices"]["config"] = [{"requests": ["gpu"], "opaque": opaque}]
+    found = dra.Devices(SLICES, [obj], classes)
+    read_back = found.claim("ml", "shared-gpu")
+    assert read_back is not None
+    chosen = dra.allocate(read_back, found.reachable("n1"), set())
+    status = dra.allocation_status(read_back, chosen, "n1", [])
+    assert status["allocation"]["devices"]["config"] == [
+        {"source": "FromClass", "requests": ["gpu"], "opaque": {"driver": "x", "parameters": {"a": 1}}},
+        {"source": "FromClaim", "requests": ["gpu"], "opaque": opaque},
+    ]
 
 
 def test_a_selector_that_fails_on_a_device_fails_the_claim_with_the_error():
