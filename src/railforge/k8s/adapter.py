@@ -237,6 +237,9 @@ class Adapter:
             self.writes.settle(view)
             self.wake.set()  # decide on what the settling left
             return None
+        if view.releasing:  # their gangs wait in this pass, allocated anew in the next
+            self.writes.release_claims(view.releasing)
+            self.wake.set()
         self._accrue_usage(now, view)
         snapshot = core.Snapshot(
             now=now,

@@ -45,6 +45,10 @@ VERSION = "v1"
 API = f"/apis/{GROUP}/{VERSION}"
 # kube-scheduler's finalizer on a claim it allocated: the claim is not deleted while its devices are allocated
 DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
+UNCOUNTED = 1 << 20  # a node's room for what is not counted per node
+MAX_RESULTS = 32  # devices one claim's allocation may hold (the API's limit)
+MAX_RESERVED = 256  # pods one claim may be reserved for (the API's limit)
+SEARCH_STEPS = 20_000  # device combinations one allocation search tries before it gives up
 EXTENSIONS = ("quantity", "semver", "compareTo", "isGreaterThan", "isLessThan", "isSemver", "isQuantity")
 
 
@@ -85,7 +89,18 @@ class Device:
         for qualified, value in self.attributes.items():
             domain, name = qualified.rsplit("/", 1)
             domains.setdefault(domain, {})[name] = value
-        return {"device": celpy.json_to_cel({"driver": self.driver, "attributes": domains})}
+        attributes = _Domains({celtypes.StringType(d): celpy.json_to_cel(names) for d, names in domains.items()})
+        device = celtypes.MapType({celtypes.StringType("driver"): celtypes.StringType(self.driver)})
+        device[celtypes.StringType("attributes")] = attributes
+        return {"device": device}
+
+
+class _Domains(celtypes.MapType):
+    """``device.attributes``: a domain the device has no attribute of is an empty map, as Kubernetes has it (so
+    ``"name" in device.attributes[domain]`` holds on any device)."""
+
+    def __getitem__(self, key):
+        return super().__getitem__(key) if key in self else celtypes.MapType()
 
 
 def _attribute(value: Mapping[str, Any]) -> Any:
@@ -144,7 +159,9 @@ class Program:
         try:
             self.program = environment.program(environment.compile(expression))
         except celpy.CELParseError as error:
-            self.error = ClaimError("input.invalid", f"is not CEL: {str(error).splitlines()[0]}")
+            self.error = ClaimError("input.invalid", f"is not CEL: {_first_line(error)}")
+        except Exception as error:  # a nesting too deep for the parser, for one: refused, never a failed pass
+            self.error = ClaimError("input.unsupported", f"cannot be compiled here: {_first_line(error)}")
 
     def result(self, device: Device) -> bool | str:
         """True or False, or the error the expression met on ``device``."""
@@ -156,9 +173,16 @@ class Program:
             value = self.program.evaluate(device.activation)
             verdict = bool(value) if isinstance(value, celtypes.BoolType) else "not a boolean"
         except celpy.CELEvalError as error:
-            verdict = str(error.args[0])
+            verdict = _first_line(error.args[0])
+        except Exception as error:  # RecursionError on a deep expression: the claim fails, the pass goes on
+            verdict = _first_line(error)
         self.results[device.key] = (device.version, verdict)
         return verdict
+
+
+def _first_line(error: object) -> str:
+    """An error's first line, cut to 200 characters (celpy's can carry its whole activation)."""
+    return str(error).splitlines()[0][:200] if str(error) else type(error).__name__
 
 
 class Selector:
@@ -338,17 +362,13 @@ class Devices:
                 self.held[held] = key
         # compiled CEL by text, with what each said of each device: kept from pass to pass by the caller
         self.programs: dict[str, Program] = {} if programs is None else programs
-        self.rooms: dict[tuple[str, str], int] = {}  # (slot, node) -> pods of that kind its free devices hold
-
-    def taken(self, stale: Iterable[tuple[str, str]] = ()) -> set[tuple[str, str, str]]:
-        """The devices allocated to claims, but those of ``stale`` claims (namespace, name)."""
-        mine = set(stale)
-        return {device for device, claim in self.held.items() if claim not in mine}
+        # (slot, node) -> pods of that kind its free devices hold; (class, node) -> its free devices of that class
+        self.rooms: dict[tuple[str, str], int] = {}
 
     @cached_property
     def allocated(self) -> set[tuple[str, str, str]]:
-        """The devices claims hold (``taken`` with no stale claims), once a pass."""
-        return self.taken()
+        """The devices claims hold."""
+        return set(self.held)
 
     def room(self, slot: str, claims: list[Claim], node: str) -> int:
         """How many pods whose own claims are ``claims`` (their ``slot``) the free devices of ``node`` hold; once
@@ -357,6 +377,25 @@ class Devices:
             reachable = self.reachable(node)
             self.rooms[(slot, node)] = node_slots(claims, reachable, self.allocated, len(reachable))
         return self.rooms[(slot, node)]
+
+    def class_room(self, name: str, node: str) -> int:
+        """The free devices of DeviceClass ``name`` on ``node``; a large number for a class some device every node
+        reaches belongs to (a per-node count would not hold it)."""
+        if (name, node) not in self.rooms:
+            spec = (self.classes.get(name) or {}).get("spec") or {}
+            programs = [
+                _program(self.programs, s["cel"]["expression"]) for s in spec.get("selectors") or [] if "cel" in s
+            ]
+
+            def member(device: Device) -> bool:
+                return all(p.error is None and p.result(device) is True for p in programs)
+
+            if any(member(device) for device in self.everywhere()):
+                self.rooms[(name, node)] = UNCOUNTED
+            else:
+                free = [d for d in self.by_node.get(node, []) if d.key not in self.allocated]
+                self.rooms[(name, node)] = sum(1 for device in free if member(device))
+        return self.rooms[(name, node)]
 
     def claim(self, namespace: str, name: str) -> Claim | None:
         """The claim, read (ClaimError when it asks what is not covered), or None when it does not exist."""
@@ -386,6 +425,8 @@ def allocate(claim: Claim, devices: list[Device], taken: set[tuple[str, str, str
             if not c.requests or request.parent in c.requests or request.name in c.requests
         ]
 
+    steps = itertools.count()
+
     def search(index: int, used: set, values: dict[int, Any]) -> dict[str, list[Device]] | None:
         if index == len(claim.requests):
             return {}
@@ -395,6 +436,8 @@ def allocate(claim: Claim, devices: list[Device], taken: set[tuple[str, str, str
                 continue  # All: at least one device, and none of them held
             rules = constrained(request)
             for chosen in itertools.combinations(free, len(free) if request.every_one else request.count):
+                if next(steps) > SEARCH_STEPS:
+                    return None  # constraints no combination keeps, among many devices: given up, not a proof
                 state = dict(values)
                 if any(not _keeps(rule, chosen, state, key) for key, rule in rules):
                     continue
@@ -411,9 +454,9 @@ def _keeps(rule: Constraint, chosen: Iterable[Device], state: dict[int, Any], ke
     matchAttribute's value, set by the first device; a distinctAttribute's values so far). Every device it covers
     must have the attribute."""
     for device in chosen:
-        if rule.attribute not in device.attributes:
+        value = device.attributes.get(rule.attribute)
+        if value is None:  # lacking it, or of a type not read (a list)
             return False
-        value = device.attributes[rule.attribute]
         if rule.distinct:
             seen = state.get(key, frozenset())
             if value in seen:
@@ -478,15 +521,18 @@ def reservations(claim: Claim, pods: Iterable[dict]) -> list[dict]:
 
 def claim_names(pod: dict) -> list[tuple[str, str | None]]:
     """Each of the pod's ``spec.resourceClaims``: its entry name and the ResourceClaim it uses (a template's claim
-    as the pod's status names it; None until the resource-claim controller made it)."""
+    as the pod's status names it; None until the resource-claim controller made it). A template entry the status
+    lists without a claim needs none, and is left out."""
     generated = {
         entry.get("name"): entry.get("resourceClaimName")
         for entry in (pod.get("status") or {}).get("resourceClaimStatuses") or []
     }
     out = []
     for entry in pod["spec"].get("resourceClaims") or []:
-        name = entry.get("resourceClaimName") or generated.get(entry.get("name"))
-        out.append((entry.get("name", ""), name))
+        if entry.get("resourceClaimName"):
+            out.append((entry.get("name", ""), entry["resourceClaimName"]))
+        elif entry.get("name") not in generated or generated[entry.get("name")]:
+            out.append((entry.get("name", ""), generated.get(entry.get("name"))))
     return out
 
 
@@ -497,8 +543,7 @@ class GangClaims:
 
     by_pod: dict[str, list[Claim]] = field(default_factory=dict)
     shared: set[tuple[str, str]] = field(default_factory=set)  # (namespace, name)
-    # allocated and reserved only for pods of this gang, none bound: a write an interrupted pass left, allocated anew
-    stale: set[tuple[str, str]] = field(default_factory=set)
+    extra: dict[str, dict[str, int]] = field(default_factory=dict)  # pod -> what it asks of nodes for its own claims
 
     def own(self, pod: str) -> list[Claim]:
         """The pod's claims that are its own: allocated with it, on its node."""
@@ -512,6 +557,17 @@ class GangClaims:
         classes = "+".join(sorted({name for claim in own for name in claim.classes}))
         digest = hashlib.sha256("".join(sorted(c.signature for c in own)).encode()).hexdigest()[:6]
         return f"claims/{classes}#{digest}"
+
+
+def class_counts(claims: list[Claim]) -> dict[str, int]:
+    """The devices of each class ``claims`` ask for by count (firstAvailable and All left out: their count varies)."""
+    counts: dict[str, int] = {}
+    for claim in claims:
+        for alternatives in claim.requests:
+            if len(alternatives) == 1 and not alternatives[0].every_one:
+                request = alternatives[0]
+                counts[request.device_class] = counts.get(request.device_class, 0) + request.count
+    return counts
 
 
 def node_slots(claims: list[Claim], devices: list[Device], taken: set, limit: int) -> int:
@@ -532,10 +588,26 @@ def on_node(claim: Claim, node: str) -> bool:
     if not selector:
         return True
     return any(
-        field_.get("key") == "metadata.name" and field_.get("operator") == "In" and node in (field_.get("values") or [])
+        not term.get("matchExpressions")  # node labels are not read here: such an allocation serves no pod of ours
+        and all(
+            rule.get("key") == "metadata.name" and rule.get("operator") == "In" and node in (rule.get("values") or [])
+            for rule in term.get("matchFields") or []
+        )
         for term in selector.get("nodeSelectorTerms") or []
-        for field_ in term.get("matchFields") or []
     )
+
+
+def ready_on(pod: dict, node: str, devices: Devices | None) -> bool:
+    """Whether every ResourceClaim ``pod`` uses is allocated for it (reserved for its uid) where ``node`` can use
+    it: what binding it needs (trivially so without claims)."""
+    for _, name in claim_names(pod):
+        obj = devices.claims.get((pod["metadata"]["namespace"], name)) if devices is not None and name else None
+        if obj is None:
+            return False
+        claim = Claim(obj["metadata"]["namespace"], obj["metadata"]["name"], obj, (), (), "")
+        if claim.allocation is None or pod["metadata"]["uid"] not in claim.reserved_for or not on_node(claim, node):
+            return False
+    return True
 
 
 def allocate_gang(
@@ -551,6 +623,10 @@ def allocate_gang(
     status, and the first claim that could not be allocated with its shortfall."""
     statuses: dict[tuple[str, str], tuple[Claim, dict]] = {}
     used = set(taken)
+    spans: dict[tuple[str, str], set[str]] = {}  # claim -> the nodes of the pods using it
+    for member, node in placement.items():
+        for claim in claims.by_pod.get(member, []):
+            spans.setdefault((claim.namespace, claim.name), set()).add(node)
     for member in sorted(placement):
         node = placement[member]
         for claim in claims.by_pod.get(member, []):
@@ -559,14 +635,18 @@ def allocate_gang(
             if key in statuses:
                 claim_now, status = statuses[key]
                 claim_now = Claim(claim.namespace, claim.name, {**claim.obj, "status": status}, (), (), "")
-            elif claim.allocation is not None and key not in claims.stale:
+            elif claim.allocation is not None:
                 claim_now, status = claim, dict(claim.obj.get("status") or {})
             else:
-                reachable = devices.reachable(node)
+                # a claim pods on several nodes share can only be of devices every node reaches
+                reachable = devices.reachable(node) if len(spans[key]) == 1 else devices.everywhere()
                 chosen = allocate(claim, reachable, used)
                 if chosen is None:
-                    return [], f"pod {member}: {claim.label} on node {node}: {shortfall(claim, reachable, used)}"
+                    where = f"on node {node}" if len(spans[key]) == 1 else "shared across nodes, of devices all reach"
+                    return [], f"pod {member}: {claim.label} {where}: {shortfall(claim, reachable, used)}"
                 picked = [d for ds in chosen.values() for d in ds]
+                if len(picked) > MAX_RESULTS:
+                    return [], f"{claim.label} would take {len(picked)} devices; the API allows {MAX_RESULTS} a claim"
                 used |= {d.key for d in picked}
                 local = any(d.node is not None for d in picked)
                 statuses[key] = (claim, allocation_status(claim, chosen, node if local else None, [pod]))

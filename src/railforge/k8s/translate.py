@@ -158,8 +158,10 @@ class Translation:
     quarantined: dict[str, Quarantine] = field(default_factory=dict)  # node -> what quarantined it
     devices: dra.Devices | None = None  # DRA: the published devices and the claims holding them
     claims: dict[str, dra.GangClaims] = field(default_factory=dict)  # pending gang -> its pods' ResourceClaims
-    # node -> room for pods' own claims (dra.GangClaims.slot_name -> how many such pods), added to its allocatable
+    # node -> room for pods' own claims (dra.GangClaims.slot_name -> how many such pods; devices/<class> -> its free
+    # devices), added to its allocatable
     claim_slots: dict[str, dict[str, int]] = field(default_factory=dict)
+    releasing: list[dra.Claim] = field(default_factory=list)  # claims an interrupted pass allocated, to release
 
 
 def timestamp(text: str | None, default: float) -> float:
@@ -530,13 +532,13 @@ def build_gang(
     settings: Settings,
     hostnames: Mapping[str, str],
     pod_rules: tuple[NodeSelectorRequirement, ...] = (),
-    claim_slots: Mapping[str, str] | None = None,
+    claim_requests: Mapping[str, Mapping[str, int]] | None = None,
     **extra,
 ) -> Gang:
     """The core's Gang for ``pods`` of ``objects`` (all of them, or the bound ones of a running gang). Pods
     pinned by nodeSelector kubernetes.io/hostname become members pinned to their nodes; the rest of the
     first pod's nodeSelector is the gang's, its node affinity too, with ``pod_rules`` (from pod affinity and DRA).
-    ``claim_slots``: pod name -> the resource that is room for its own ResourceClaims (one each)."""
+    ``claim_requests``: pod name -> what it asks of a node for its own ResourceClaims (``_claim_rules``)."""
     first = min(pods, key=lambda pod: pod["metadata"]["name"])
     spec = first["spec"]
     pins = _pins(pods, hostnames)
@@ -566,14 +568,14 @@ def build_gang(
     owner_meta = objects.owner["metadata"]
     backoff = Backoff.decode(objects.annotations())
     owner_max_restarts, owner_limit_reason = objects.owner_limit(backoff.restarts)
-    slots = claim_slots or {}
+    claimed = claim_requests or {}
     return Gang(
         name=objects.name,
         queue=queue,
         members=tuple(
             Member(
                 pod["metadata"]["name"],
-                {**pod_requests(pod), **({slot: 1} if (slot := slots.get(pod["metadata"]["name"])) else {})},
+                {**pod_requests(pod), **claimed.get(pod["metadata"]["name"], {})},
                 pins.get(pod["metadata"]["name"]),
             )
             for pod in sorted(pods, key=_member_order)
@@ -883,52 +885,63 @@ def _claim_rules(out: Translation, objects: GangObjects, pods: list[dict]) -> di
             users.setdefault((claim.namespace, claim.name), []).append(name)
             found[(claim.namespace, claim.name)] = claim
     uids = {pod["metadata"]["uid"] for pod in pods}
+    stale = [c for c in found.values() if c.allocation is not None and c.reserved_for and c.reserved_for <= uids]
+    if stale:  # allocated for these pods by a pass that did not bind them: released first (an allocation is fixed)
+        out.releasing.extend(stale)
+        raise dra.ClaimError("dra.releasing", f"{stale[0].label} was allocated by an interrupted pass; released first")
     for key, claim in found.items():
-        if claim.allocation is not None and claim.reserved_for and claim.reserved_for <= uids:
-            claims.stale.add(key)
-        if (claim.allocation is not None and key not in claims.stale) or len(users[key]) > 1:
+        if len(users[key]) + len(claim.reserved_for) > dra.MAX_RESERVED:
+            raise dra.ClaimError(
+                "input.unsupported", f"{claim.label} is used by more pods than the API lets one claim serve (256)"
+            )
+        if claim.allocation is not None or len(users[key]) > 1:
             claims.shared.add(key)
-    taken = devices.taken(claims.stale) if claims.stale else devices.allocated
+    taken = devices.allocated
     ready = [node.name for node in out.nodes if node.ready and node.schedulable]
-    slot_of = {name: slot for name in claims.by_pod if (slot := claims.slot_name(name)) is not None}
-    for slot in sorted(set(slot_of.values())):
-        first = next(name for name in sorted(slot_of) if slot_of[name] == slot)
-        own = claims.own(first)
+    for name in claims.by_pod:
+        own = claims.own(name)
+        slot = claims.slot_name(name)
+        if slot is None:
+            continue
+        # room for its own claims as a whole, and for their devices class by class: pods asking differently of one
+        # class share its count
+        claims.extra[name] = {slot: 1, **{f"devices/{cls}": n for cls, n in dra.class_counts(own).items()}}
         holding = 0
         for node in ready:
-            if claims.stale:
-                room = dra.node_slots(own, devices.reachable(node), taken, len(slot_of))
-            else:
-                room = devices.room(slot, own, node)
-            if room:
-                room_of = out.claim_slots.setdefault(node, {})
-                room_of[slot] = max(room, room_of.get(slot, 0))
+            room = {slot: devices.room(slot, own, node)}
+            room.update(
+                {
+                    need: devices.class_room(need.removeprefix("devices/"), node)
+                    for need in claims.extra[name]
+                    if need != slot
+                }
+            )
+            if all(room[need] >= amount for need, amount in claims.extra[name].items()):
                 holding += 1
+            out.claim_slots.setdefault(node, {}).update(room)
         if not holding:
             where = ready[0] if ready else None
             short = _own_shortfall(own, devices.reachable(where), taken) if where else "no ready node"
-            raise dra.ClaimError("dra.unallocatable", f"no node can allocate pod {first}'s ResourceClaims ({short})")
+            raise dra.ClaimError("dra.unallocatable", f"no node can allocate pod {name}'s ResourceClaims ({short})")
     allowed = set(ready)
     for key in sorted(claims.shared):
         claim = found[key]
-        if key in claims.stale or claim.allocation is None:
+        if claim.allocation is None:
             fit = {node for node in allowed if dra.allocate(claim, devices.reachable(node), taken) is not None}
         else:
             fit = {node for node in allowed if dra.on_node(claim, node)}
         if not fit:
             where = sorted(allowed)[0] if allowed else None
             short = dra.shortfall(claim, devices.reachable(where), taken) if where else "no ready node"
-            if claim.allocation is not None and key not in claims.stale:
+            if claim.allocation is not None:
                 short = "allocated on nodes the gang cannot use"
             raise dra.ClaimError("dra.unallocatable", f"no node can allocate {claim.label} ({short})")
         allowed = fit
     out.claims[objects.name] = claims
-    rules: dict = {"claim_slots": slot_of, "pod_rules": ()}
+    rules: dict = {"claim_requests": claims.extra, "pod_rules": ()}
     for key in sorted(claims.shared):
         claim = found[key]
-        if (claim.allocation is None or key in claims.stale) and dra.allocate(
-            claim, devices.everywhere(), taken
-        ) is None:
+        if claim.allocation is None and dra.allocate(claim, devices.everywhere(), taken) is None:
             # a claim of node-local devices several pods share: they are on its node, and so the gang (Together's)
             rules["together"] = Together(HOSTNAME, f"{claim.label}, shared by several pods, of node-local devices")
             break

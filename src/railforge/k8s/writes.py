@@ -290,7 +290,8 @@ class WriteSide:
         it was made on, so a claim changed since it was read is refused, not overwritten."""
         meta = claim.obj["metadata"]
         path = f"{dra.API}/namespaces/{claim.namespace}/resourceclaims/{claim.name}"
-        seen = {meta.get("resourceVersion", "")}
+        # every version before this process's writes: the informer may still show any of them
+        seen = {meta.get("resourceVersion", ""), *self.claimed.get((claim.namespace, claim.name), (set(), {}))[0]}
         try:
             obj = claim.obj
             if dra.DELETE_PROTECTION not in (meta.get("finalizers") or []):
@@ -308,6 +309,24 @@ class WriteSide:
         obj["metadata"].pop("managedFields", None)
         self.claimed[(claim.namespace, claim.name)] = (seen, obj)
         return True
+
+    def release_claims(self, claims: list[dra.Claim]) -> None:
+        """Clear the allocation and reservations an interrupted pass wrote on claims whose pods it did not bind (an
+        allocation cannot be changed, only cleared), so their gangs are allocated anew."""
+        for claim in claims:
+            path = f"{dra.API}/namespaces/{claim.namespace}/resourceclaims/{claim.name}/status"
+            body = {**claim.obj, "status": {**(claim.obj.get("status") or {}), "allocation": None, "reservedFor": []}}
+            try:
+                obj = self._call("PUT", path, body=body)
+            except ApiException as error:
+                log.warning("release %s: %s", claim.label, rest.api_error(error))
+                continue
+            except NotLeading:
+                return
+            obj["metadata"].pop("managedFields", None)
+            seen = {claim.obj["metadata"].get("resourceVersion", "")}
+            self.claimed[(claim.namespace, claim.name)] = (seen, obj)
+            self.state.record("release-claim", claim.label, "allocated by an interrupted pass; released", "", ())
 
     def remove(self, objects: GangObjects, reason: str, kind: str, cause: str = "") -> set[str]:
         """Evict (reclaim, preemption) or delete (restart, failure, release) every bound pod of a gang that is not
@@ -432,8 +451,7 @@ class WriteSide:
             return held
         binds: list[core.Bind] = []
         keeping: list[str] = []  # gangs bound in this pass whose pods keep others apart
-        stale = {key for claims in view.claims.values() for key in claims.stale}
-        taken = view.devices.taken(stale) if view.devices is not None else set()  # devices allocated in this pass too
+        taken = set(view.devices.allocated) if view.devices is not None else set()  # and those allocated in this pass
         for bind in decisions.binds:
             nodes = set(bind.placement.values())
             blocked = next((staying[node] for node in sorted(nodes & set(staying))), None)
@@ -545,7 +563,7 @@ class WriteSide:
         free = self._free_beside_bound(view)
         try:
             for objects in view.partial:
-                self._settle_partial(objects, free)
+                self._settle_partial(objects, free, view.devices)
         except NotLeading:
             return
 
@@ -581,7 +599,9 @@ class WriteSide:
                     add_amounts(free.setdefault(pod["spec"]["nodeName"], {}), pod_requests(pod), -1)
         return free
 
-    def _settle_partial(self, objects: GangObjects, free: dict[str, dict[str, int]]) -> None:
+    def _settle_partial(
+        self, objects: GangObjects, free: dict[str, dict[str, int]], devices: dra.Devices | None
+    ) -> None:
         """Complete a gang a previous run left partly bound, on its written placement, if the pods the plan names
         still make the gang (its minMember) and every unbound one still fits its planned node; otherwise, or when a
         bind of it is refused, release it (delete its bound pods: the owner recreates them). A pod the plan does not
@@ -603,6 +623,8 @@ class WriteSide:
             add_amounts(left[node], pod_requests(pod), -1)
             if any(amount < 0 for amount in left[node].values()):
                 why = "placement no longer fits"
+            elif not dra.ready_on(pod, node, devices):
+                why = f"pod {pod['metadata']['name']}'s ResourceClaims are not allocated for it on {node}"
         if why is None:
             annotations = Start.carried(bound[0]["metadata"].get("annotations") or {})
             free.update(left)

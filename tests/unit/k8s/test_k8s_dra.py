@@ -231,7 +231,9 @@ def test_a_gang_of_claimed_pods_is_placed_where_every_pod_claims_fit_and_allocat
     out = translated(pods, claims, (podgroup("job", 5),))
     assert out.waiting == {}
     slots = out.claim_slots
-    assert set(slots) == {"n1", "n2"} and all(list(room.values()) == [4] for room in slots.values())
+    (slot,) = {need for need in out.pending[0].members[0].requests if need.startswith("claims/")}
+    assert {node: room[slot] for node, room in slots.items()} == {"n1": 4, "n2": 4}
+    assert {node: room["devices/gpu.nvidia.com"] for node, room in slots.items()} == {"n1": 8, "n2": 8}
     decisions = Scheduler().decide(
         Snapshot(now=1e9, nodes=tuple(out.nodes), queues=tuple(out.queues), pending=tuple(out.pending), running=())
     )
@@ -281,7 +283,7 @@ def test_a_claim_several_pods_share_is_allocated_once_and_reserved_for_each():
     _, why = dra.allocate_gang(
         out.devices, gang_claims, {p["metadata"]["name"]: p for p in pods}, {"job-0": "n1", "job-1": "n2"}, set()
     )
-    assert "is allocated on other nodes than n2" in why
+    assert "ResourceClaim ml/channel shared across nodes, of devices all reach: request gpu needs 1" in why
 
 
 def test_claims_not_made_yet_or_unallocatable_keep_the_gang_waiting_with_the_claim_and_shortfall():
@@ -298,37 +300,101 @@ def test_claims_not_made_yet_or_unallocatable_keep_the_gang_waiting_with_the_cla
     assert "8 free" in why
 
 
-def test_devices_other_claims_hold_are_not_given_and_a_stale_own_allocation_is_redone():
+def allocated_on(node: str, count: int) -> dict:
+    results = [
+        {"request": "gpu", "driver": draslices.GPU_DRIVER, "pool": node, "device": f"gpu-{i}"} for i in range(count)
+    ]
+    return {"devices": {"results": results}}
+
+
+def test_devices_other_claims_hold_are_not_given_and_a_stale_own_allocation_is_released_first():
+    theirs = [{"resource": "pods", "name": "other", "uid": "uid-other"}]
     held = claim(
         "theirs",
         [exactly("gpu", draslices.GPU_DRIVER, 8)],
-        status={
-            "allocation": {
-                "devices": {
-                    "results": [
-                        {"request": "gpu", "driver": draslices.GPU_DRIVER, "pool": "n1", "device": f"gpu-{i}"}
-                        for i in range(8)
-                    ]
-                }
-            },
-            "reservedFor": [{"resource": "pods", "name": "other", "uid": "uid-other"}],
-        },
+        status={"allocation": allocated_on("n1", 8), "reservedFor": theirs},
     )
-    mine = claim(
-        "mine",
-        [exactly("gpu", draslices.GPU_DRIVER, 8)],
+    pods = [claimed_pod("job-0", {"gpus": "mine"})]
+    fresh = claim("mine", [exactly("gpu", draslices.GPU_DRIVER, 8)])
+    out = translated(pods, [held, fresh], groups=(podgroup("job", 1),))
+    (gang,) = out.pending
+    (slot,) = [need for need in gang.members[0].requests if need.startswith("claims/")]
+    assert {node: room[slot] for node, room in out.claim_slots.items()} == {"n1": 0, "n2": 1}
+    assert gang.members[0].requests["devices/gpu.nvidia.com"] == 8
+    assert out.claim_slots["n1"]["devices/gpu.nvidia.com"] == 0
+    # allocated for job-0 by a pass that never bound it: an allocation cannot be changed, so it is released first
+    mine = dict(
+        fresh,
         status={
-            "allocation": {
-                "devices": {
-                    "results": [
-                        {"request": "gpu", "driver": draslices.GPU_DRIVER, "pool": "n2", "device": f"gpu-{i}"}
-                        for i in range(8)
-                    ]
-                }
-            },
+            "allocation": allocated_on("n2", 8),
             "reservedFor": [{"resource": "pods", "name": "job-0", "uid": "uid-job-0"}],
         },
     )
-    out = translated([claimed_pod("job-0", {"gpus": "mine"})], [held, mine], groups=(podgroup("job", 1),))
-    assert out.claims["ml/job"].stale == {("ml", "mine")}
-    assert {n: room for n, room in out.claim_slots.items()} == {"n2": {next(iter(out.claim_slots["n2"])): 1}}
+    out = translated(pods, [held, mine], groups=(podgroup("job", 1),))
+    assert out.waiting["ml/job"].code == "dra.releasing" and [c.name for c in out.releasing] == ["mine"]
+    assert out.pending == []
+
+
+def test_pods_asking_different_counts_of_a_class_are_not_both_given_the_same_devices():
+    # n1 has 8 free GPUs, n2 only 2: the 8-GPU pod must take n1, the 2-GPU pod n2
+    held = claim(
+        "theirs",
+        [exactly("gpu", draslices.GPU_DRIVER, 6)],
+        status={
+            "allocation": allocated_on("n2", 6),
+            "reservedFor": [{"resource": "pods", "name": "o", "uid": "uid-o"}],
+        },
+    )
+    claims = [
+        held,
+        claim("two", [exactly("gpu", draslices.GPU_DRIVER, 2)]),
+        claim("eight", [exactly("gpu", draslices.GPU_DRIVER, 8)]),
+    ]
+    pods = [claimed_pod("job-a", {"gpus": "two"}), claimed_pod("job-b", {"gpus": "eight"})]
+    out = translated(pods, claims)
+    decisions = Scheduler().decide(
+        Snapshot(now=1e9, nodes=tuple(out.nodes), queues=tuple(out.queues), pending=tuple(out.pending), running=())
+    )
+    (bind,) = decisions.binds
+    assert bind.placement == {"job-a": "n2", "job-b": "n1"}
+    statuses, why = dra.allocate_gang(
+        out.devices,
+        out.claims["ml/job"],
+        {p["metadata"]["name"]: p for p in pods},
+        bind.placement,
+        set(out.devices.allocated),
+    )
+    assert why is None and len(statuses) == 2
+
+
+def test_a_claim_pods_on_several_nodes_share_is_allocated_from_devices_every_node_reaches():
+    channel_slice = {
+        "metadata": {"name": "channels", "resourceVersion": "7"},
+        "spec": {
+            "driver": "compute-domain.nvidia.com",
+            "allNodes": True,
+            "pool": {"name": "domain", "generation": 1},
+            "devices": [{"name": f"channel-{i}", "attributes": {"id": {"int": i}}} for i in range(2)],
+        },
+    }
+    channel_class = {
+        "metadata": {"name": "channels"},
+        "spec": {"selectors": [{"cel": {"expression": 'device.driver == "compute-domain.nvidia.com"'}}]},
+    }
+    # node-local GPUs match the shared claim's class too: the allocation must still take a channel
+    everything = {"metadata": {"name": "anything"}, "spec": {}}
+    shared = claim("channel", [exactly("ch", "anything")])
+    pods = [claimed_pod(f"job-{i}", {"ch": "channel"}) for i in range(2)]
+    found = dra.Devices([*SLICES, channel_slice], [shared], [*CLASSES, channel_class, everything])
+    by_key = {(SCHEDULER_PLUGINS, "ml", "job"): podgroup("job", 2)}
+    nodes = [node(name, labels={"kubernetes.io/hostname": name}) for name in ("n1", "n2")]
+    out = translate(nodes, pods, [], by_key, [], {}, SETTINGS, now=1e9, devices=found)
+    (gang,) = out.pending
+    assert gang.together is None  # devices every node reaches can serve it: the pods may go apart
+    statuses, why = dra.allocate_gang(
+        found, out.claims["ml/job"], {p["metadata"]["name"]: p for p in pods}, {"job-0": "n1", "job-1": "n2"}, set()
+    )
+    assert why is None
+    ((_, status),) = statuses
+    assert [r["device"] for r in status["allocation"]["devices"]["results"]] == ["channel-0"]
+    assert "nodeSelector" not in status["allocation"] and len(status["reservedFor"]) == 2
