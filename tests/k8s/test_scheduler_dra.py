@@ -121,3 +121,30 @@ def test_claims_are_allocated_with_the_gang_and_come_back_when_it_ends(cluster, 
     cluster.wait("the gang of whole nodes bound", lambda: len(cluster.bound("full")) == 2, timeout=60)
     assert len(set(cluster.bound("full").values())) == 2
     assert "claim_errors" not in adapter.state.view().counters
+
+
+def test_a_claim_an_interrupted_pass_allocated_is_released_then_allocated_where_the_gang_goes(cluster, run_scheduler):
+    """A claim left allocated and reserved for an unbound pod, as a scheduler stopped between its writes and its
+    binds leaves it: cleared first (an allocation cannot be changed), then allocated anew where the pod is bound."""
+    nodes = cluster.add_nodes(2, gpus=8)
+    publish(cluster, nodes)
+    pod = cluster.pod("job-0", 0, resourceClaims=[{"name": "gpus", "resourceClaimName": "four"}])
+    four = {"apiVersion": "/".join(RESOURCE), "kind": "ResourceClaim", "metadata": {"name": "four"}}
+    four["spec"] = {"devices": {"requests": [gpus(4)]}}
+    created = cluster.custom.create_namespaced_custom_object(*RESOURCE, cluster.name, "resourceclaims", four)
+    results = [
+        {"request": "gpu", "driver": draslices.GPU_DRIVER, "pool": nodes[0], "device": f"gpu-{i}"} for i in range(4)
+    ]
+    terms = [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [nodes[0]]}]}]
+    created["status"] = {
+        "allocation": {"devices": {"results": results}, "nodeSelector": {"nodeSelectorTerms": terms}},
+        "reservedFor": [{"resource": "pods", "name": "job-0", "uid": pod["metadata"]["uid"]}],
+    }
+    cluster.custom.replace_namespaced_custom_object_status(*RESOURCE, cluster.name, "resourceclaims", "four", created)
+    adapter = run_scheduler(cluster.settings())
+    cluster.wait("the pod bound", lambda: "job-0" in cluster.bound(), timeout=60)
+    status = cluster.custom.get_namespaced_custom_object(*RESOURCE, cluster.name, "resourceclaims", "four")["status"]
+    node = cluster.bound()["job-0"]
+    assert status["allocation"]["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"] == [node]
+    assert [ref["uid"] for ref in status["reservedFor"]] == [pod["metadata"]["uid"]]
+    assert any(d.kind == "release-claim" for d in adapter.state.view().recent), adapter.state.view().recent
