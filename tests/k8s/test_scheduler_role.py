@@ -106,6 +106,9 @@ def test_the_role_applies_the_scheduler_idempotently_with_least_privilege(contro
         ("watch", "podgroups.scheduling.k8s.io"),
         ("patch", "podgroups.scheduling.k8s.io:status"),
         ("patch", "queues.railforge.io:status"),
+        ("watch", "resourceslices.resource.k8s.io"),
+        ("patch", "resourceclaims.resource.k8s.io"),
+        ("update", "resourceclaims.resource.k8s.io:status"),
     ):
         assert can(control_plane, verb, resource), (verb, resource)
     assert can(control_plane, "create", "leases.coordination.k8s.io", NAMESPACE)
@@ -118,6 +121,8 @@ def test_the_role_applies_the_scheduler_idempotently_with_least_privilege(contro
         ("patch", "nodes", "default"),
         ("create", "pods:exec", "default"),
         ("update", "queues.railforge.io", "default"),
+        ("delete", "resourceclaims.resource.k8s.io", "default"),
+        ("create", "resourceslices.resource.k8s.io", "default"),
         ("create", "leases.coordination.k8s.io", "default"),
         ("update", "leases.coordination.k8s.io/other", NAMESPACE),
     ):
