@@ -364,6 +364,7 @@ class Devices:
         self.programs: dict[str, Program] = {} if programs is None else programs
         # (slot, node) -> pods of that kind its free devices hold; (class, node) -> its free devices of that class
         self.rooms: dict[tuple[str, str], int] = {}
+        self.tables: dict[str, list[str]] = {}  # slot -> the nodes that hold a pod of that kind (rooms_of)
 
     @cached_property
     def allocated(self) -> set[tuple[str, str, str]]:
@@ -396,6 +397,17 @@ class Devices:
                 free = [d for d in self.by_node.get(node, []) if d.key not in self.allocated]
                 self.rooms[(name, node)] = sum(1 for device in free if member(device))
         return self.rooms[(name, node)]
+
+    def rooms_of(self, slot: str, claims: list[Claim], needs: Mapping[str, int], nodes: list[str]) -> dict[str, dict]:
+        """Each of ``nodes``' room for pods whose own claims are ``claims`` (``slot``; ``needs``: what such a pod asks,
+        its slot and its devices by class); ``tables[slot]`` keeps the nodes that hold one such pod."""
+        rooms = {}
+        for node in nodes:
+            room = {slot: self.room(slot, claims, node)}
+            room.update({need: self.class_room(need.removeprefix("devices/"), node) for need in needs if need != slot})
+            rooms[node] = room
+        self.tables[slot] = [node for node, room in rooms.items() if all(room[n] >= a for n, a in needs.items())]
+        return rooms
 
     def claim(self, namespace: str, name: str) -> Claim | None:
         """The claim, read (ClaimError when it asks what is not covered), or None when it does not exist."""

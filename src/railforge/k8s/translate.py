@@ -906,20 +906,11 @@ def _claim_rules(out: Translation, objects: GangObjects, pods: list[dict]) -> di
         # room for its own claims as a whole, and for their devices class by class: pods asking differently of one
         # class share its count
         claims.extra[name] = {slot: 1, **{f"devices/{cls}": n for cls, n in dra.class_counts(own).items()}}
-        holding = 0
-        for node in ready:
-            room = {slot: devices.room(slot, own, node)}
-            room.update(
-                {
-                    need: devices.class_room(need.removeprefix("devices/"), node)
-                    for need in claims.extra[name]
-                    if need != slot
-                }
-            )
-            if all(room[need] >= amount for need, amount in claims.extra[name].items()):
-                holding += 1
-            out.claim_slots.setdefault(node, {}).update(room)
-        if not holding:
+        if slot not in devices.tables:  # once a pass for each kind of pod, whichever gangs have it
+            rooms = devices.rooms_of(slot, own, claims.extra[name], ready)
+            for node, room in rooms.items():
+                out.claim_slots.setdefault(node, {}).update(room)
+        if not devices.tables[slot]:
             where = ready[0] if ready else None
             short = _own_shortfall(own, devices.reachable(where), taken) if where else "no ready node"
             raise dra.ClaimError("dra.unallocatable", f"no node can allocate pod {name}'s ResourceClaims ({short})")
