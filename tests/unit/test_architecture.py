@@ -13,16 +13,27 @@ ALLOWED = {
     "railforge.sim": {"railforge.scheduler", "railforge.sim", "railforge.cliargs"},
     "railforge.k8s.annotations": {"railforge.k8s.settings"},
     "railforge.k8s.gangapis": {"railforge.k8s.rest", "railforge.k8s.settings"},
+    "railforge.k8s.dra": {"railforge.k8s.rest"},
     "railforge.k8s.translate": {
         "railforge.scheduler",
-        *(f"railforge.k8s.{m}" for m in ("annotations", "gangapis", "podaffinity", "quantity", "settings")),
+        *(f"railforge.k8s.{m}" for m in ("annotations", "dra", "gangapis", "podaffinity", "quantity", "settings")),
     },
     "railforge.k8s.podaffinity": {"railforge.scheduler"},
     "railforge.k8s.writes": {
         "railforge.scheduler",
         *(
             f"railforge.k8s.{m}"
-            for m in ("annotations", "rest", "events", "evidence", "metrics", "podaffinity", "translate", "views")
+            for m in (
+                "annotations",
+                "dra",
+                "rest",
+                "events",
+                "evidence",
+                "metrics",
+                "podaffinity",
+                "translate",
+                "views",
+            )
         ),
     },
     "railforge.k8s.evidence": {"railforge.k8s.rest"},
