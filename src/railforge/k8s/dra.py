@@ -62,8 +62,8 @@ def served(api_client) -> bool:
 
 
 class ClaimError(ValueError):
-    """A claim the scheduler cannot allocate as written: ``code`` is the reason code (input.unsupported or
-    input.invalid), the text names the claim and the field."""
+    """Why a gang's claims cannot be allocated now: ``code`` is the reason code (``input.*`` for a claim written
+    outside the covered subset, ``dra.*`` for one that waits), the text names the claim and the field or shortfall."""
 
     def __init__(self, code: str, text: str):
         super().__init__(text)
