@@ -106,6 +106,10 @@ def test_claims_are_allocated_with_the_gang_and_come_back_when_it_ends(cluster, 
 
     eventually(says_why)
     assert "big-0" not in cluster.bound()
+    # while it waits its claim has the delete protection already, so its bind will write only the allocation
+    nine = claims(cluster)["nine"]
+    assert nine["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
+    assert not (nine.get("status") or {}).get("allocation")
     # the first gang ends: Kubernetes' resource-claim controller releases its claims, and a gang of a whole node's
     # GPUs on each node fits in their place
     for i in range(5):

@@ -180,6 +180,8 @@ class Adapter:
 
     def run(self) -> None:
         """The loop: a pass on every change (at most one per min period), and every resync period."""
+        if "ResourceClaim" in self.caches:
+            dra.cel_environment()  # built while the informers sync, not in the first pass that meets a claim
         last = 0.0
         while not self.stopping.is_set():
             self.wake.wait(self.settings.resync_seconds)
@@ -262,6 +264,8 @@ class Adapter:
             self.expected = expected_starts(snapshot, decisions, self.settings.expected_start_depth)
             self.expected_at = time.monotonic()
         held = self.writes.act(decisions, view, now) if self.leading() else {}  # else another replica acts
+        if view.protecting and self.leading():
+            self.writes.protect_claims(view.protecting)
         told = reporting.outcome(decisions, view, held, self.expected)
         log.debug(
             "pass: %d nodes, %d gangs waiting, %d running; %d bound, %d evicted, %d restarted, %d failed, "

@@ -162,6 +162,7 @@ class Translation:
     # devices), added to its allocatable
     claim_slots: dict[str, dict[str, int]] = field(default_factory=dict)
     releasing: list[dra.Claim] = field(default_factory=list)  # claims an interrupted pass allocated, to release
+    protecting: list[dict] = field(default_factory=list)  # waiting pods' claims to give the delete protection
 
 
 def timestamp(text: str | None, default: float) -> float:
@@ -794,6 +795,8 @@ def _add_gang(
     if objects.annotations().get(FAILED):
         out.waiting[objects.name] = Waiting("gang.failed", f"the gang failed: {objects.annotations()[FAILED]}")
         return
+    if out.devices is not None:
+        out.protecting.extend(dra.unprotected(out.devices, objects.namespace, unbound))
     if objects.api is not None and objects.group is None:
         refuse(
             "input.podgroup-missing",
@@ -881,6 +884,8 @@ def _claim_rules(out: Translation, objects: GangObjects, pods: list[dict]) -> di
                 raise dra.ClaimError(
                     "dra.claim-pending", f"pod {name} waits for {what} of its spec.resourceClaims entry {entry}"
                 )
+            if claim.obj["metadata"].get("deletionTimestamp"):
+                raise dra.ClaimError("dra.claim-pending", f"pod {name} uses {claim.label}, which is being deleted")
             claims.by_pod.setdefault(name, []).append(claim)
             users.setdefault((claim.namespace, claim.name), []).append(name)
             found[(claim.namespace, claim.name)] = claim

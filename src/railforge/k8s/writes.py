@@ -67,6 +67,7 @@ PDBS = "/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"
 REFUSAL_SECONDS = 30.0  # how long a reclaim that a budget refused waits before the budgets are read again
 # what a pod this process deleted carries until the informer shows the API server's own deletionTimestamp
 DELETING = "deleted-by-this-scheduler"
+PROTECT_PER_PASS = 128  # claims given the delete protection ahead of their allocation in one pass, at most
 
 
 class Budgets:
@@ -103,6 +104,10 @@ class Budgets:
         for name, count in taken.items():
             self.left[namespace][name] -= count
         return None
+
+
+def _claim_key(obj: dict) -> tuple[str, str]:
+    return obj["metadata"]["namespace"], obj["metadata"]["name"]
 
 
 def _selects(selector: dict | None, labels: dict[str, str]) -> bool:
@@ -150,6 +155,7 @@ class WriteSide:
         self.refused: dict[str, tuple[float, Waiting]] = {}  # gang -> (monotonic time to look again, why)
         # ResourceClaim (namespace, name) -> (its resourceVersions before this process wrote it, as written)
         self.claimed: dict[tuple[str, str], tuple[set[str], dict]] = {}
+        self.unprotectable: dict[tuple[str, str], str] = {}  # claim -> the resourceVersion its protection failed on
 
     # -- the assume cache ----------------------------------------------------------------------------------------
     def overlay_pods(self, cached: list[dict]) -> list[dict]:
@@ -181,14 +187,16 @@ class WriteSide:
         not show yet."""
         claims = []
         for obj in cached:
-            key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
-            written = self.claimed.get(key)
-            if written is not None and obj["metadata"].get("resourceVersion") in written[0]:
-                obj = written[1]
-            else:
-                self.claimed.pop(key, None)
-            claims.append(obj)
+            latest = self._latest_claim(obj)
+            if latest is obj:
+                self.claimed.pop(_claim_key(obj), None)
+            claims.append(latest)
         return claims
+
+    def _latest_claim(self, obj: dict) -> dict:
+        """The claim as this process last wrote it, when ``obj`` is a version from before that write."""
+        written = self.claimed.get(_claim_key(obj))
+        return written[1] if written is not None and obj["metadata"].get("resourceVersion") in written[0] else obj
 
     def overlay_owner(self, obj: dict) -> dict:
         """A gang's owner (PodGroup or lone pod) with the annotations this process wrote on it; forgotten once the
@@ -288,27 +296,64 @@ class WriteSide:
     def _write_claim(self, claim: dra.Claim, status: dict) -> bool:
         """The claim with kube-scheduler's delete protection, then ``status``; each write names the resourceVersion
         it was made on, so a claim changed since it was read is refused, not overwritten."""
-        meta = claim.obj["metadata"]
-        path = f"{dra.API}/namespaces/{claim.namespace}/resourceclaims/{claim.name}"
-        # every version before this process's writes: the informer may still show any of them
-        seen = {meta.get("resourceVersion", ""), *self.claimed.get((claim.namespace, claim.name), (set(), {}))[0]}
+        path = f"{dra.API}/namespaces/{claim.namespace}/resourceclaims/{claim.name}/status"
         try:
-            obj = claim.obj
-            if dra.DELETE_PROTECTION not in (meta.get("finalizers") or []):
-                finalizers = [*(meta.get("finalizers") or []), dra.DELETE_PROTECTION]
-                body = {"metadata": {"finalizers": finalizers, "resourceVersion": meta.get("resourceVersion")}}
-                obj = self._call("PATCH", path, body=body, content_type=rest.MERGE_PATCH)
-                seen.add(obj["metadata"]["resourceVersion"])
-            obj = self._call("PUT", path + "/status", body={**obj, "status": status})
+            obj = self._protect(claim.obj)
+            written = self._call("PUT", path, body={**obj, "status": status})
         except ApiException as error:
             log.warning("allocate %s: %s", claim.label, rest.api_error(error))
             self.state.count("claim_errors")
             return False
         except NotLeading:
             return False
-        obj["metadata"].pop("managedFields", None)
-        self.claimed[(claim.namespace, claim.name)] = (seen, obj)
+        self._wrote_claim(obj, written)
         return True
+
+    def protect_claims(self, claims: list[dict]) -> None:
+        """Give waiting pods' ``claims`` the delete protection ahead of their allocation (``dra.unprotected``), at
+        most ``PROTECT_PER_PASS`` a pass; a claim whose write failed is tried again once it changes (its allocation
+        writes the protection in any case)."""
+        claims = [self._latest_claim(obj) for obj in claims]  # as this pass's allocations left them
+        versions = {_claim_key(obj): obj["metadata"].get("resourceVersion") for obj in claims}
+        self.unprotectable = {k: v for k, v in self.unprotectable.items() if versions.get(k) == v}
+        todo = [obj for obj in claims if _claim_key(obj) not in self.unprotectable][:PROTECT_PER_PASS]
+
+        def protect(obj: dict) -> None:
+            try:
+                self._protect(obj)
+            except ApiException as error:
+                log.info("protect ResourceClaim %s/%s: %s", *_claim_key(obj), rest.api_error(error))
+                self.unprotectable[_claim_key(obj)] = obj["metadata"].get("resourceVersion")
+            except NotLeading:
+                return
+
+        list(self.pool.map(protect, todo))
+
+    def _protect(self, obj: dict) -> dict:
+        """``obj`` with the delete-protection finalizer, added by a merge patch naming its resourceVersion when it
+        lacks it (raises ApiException, NotLeading)."""
+        meta = obj["metadata"]
+        finalizers = meta.get("finalizers") or []
+        if dra.DELETE_PROTECTION in finalizers:
+            return obj
+        path = f"{dra.API}/namespaces/{meta['namespace']}/resourceclaims/{meta['name']}"
+        body = {
+            "metadata": {
+                "finalizers": [*finalizers, dra.DELETE_PROTECTION],
+                "resourceVersion": meta.get("resourceVersion"),
+            }
+        }
+        written = self._call("PATCH", path, body=body, content_type=rest.MERGE_PATCH)
+        self._wrote_claim(obj, written)
+        return written
+
+    def _wrote_claim(self, before: dict, written: dict) -> None:
+        """Keep ``written`` in the assume cache while the informer shows ``before`` or an earlier version this
+        process wrote over."""
+        key = _claim_key(before)
+        seen = {before["metadata"].get("resourceVersion", ""), *self.claimed.get(key, (set(), {}))[0]}
+        written["metadata"].pop("managedFields", None)
+        self.claimed[key] = (seen, written)
 
     def release_claims(self, claims: list[dra.Claim]) -> None:
         """Clear the allocation and reservations an interrupted pass wrote on claims whose pods it did not bind (an
@@ -317,15 +362,13 @@ class WriteSide:
             path = f"{dra.API}/namespaces/{claim.namespace}/resourceclaims/{claim.name}/status"
             body = {**claim.obj, "status": {**(claim.obj.get("status") or {}), "allocation": None, "reservedFor": []}}
             try:
-                obj = self._call("PUT", path, body=body)
+                written = self._call("PUT", path, body=body)
             except ApiException as error:
                 log.warning("release %s: %s", claim.label, rest.api_error(error))
                 continue
             except NotLeading:
                 return
-            obj["metadata"].pop("managedFields", None)
-            seen = {claim.obj["metadata"].get("resourceVersion", "")}
-            self.claimed[(claim.namespace, claim.name)] = (seen, obj)
+            self._wrote_claim(claim.obj, written)
             self.state.record("release-claim", claim.label, "allocated by an interrupted pass; released", "", ())
 
     def remove(self, objects: GangObjects, reason: str, kind: str, cause: str = "") -> set[str]:

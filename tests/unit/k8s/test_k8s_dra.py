@@ -398,3 +398,23 @@ def test_a_claim_pods_on_several_nodes_share_is_allocated_from_devices_every_nod
     ((_, status),) = statuses
     assert [r["device"] for r in status["allocation"]["devices"]["results"]] == ["channel-0"]
     assert "nodeSelector" not in status["allocation"] and len(status["reservedFor"]) == 2
+
+
+def test_a_waiting_gangs_claims_get_the_delete_protection_ahead_and_one_being_deleted_keeps_it_waiting():
+    one = [exactly("gpu", draslices.GPU_DRIVER)]
+    protected = claim("kept", one)
+    protected["metadata"]["finalizers"] = [dra.DELETE_PROTECTION]
+    deleting = claim("gone", one)
+    deleting["metadata"]["deletionTimestamp"] = "2026-11-23T20:00:00Z"
+    held = claim("held", one, status={"allocation": allocated_on("n1", 1)})
+    claims = [claim("a", one), claim("b", one), protected, deleting, held]
+    # two of three pods so far: the gang waits for the third, and its claims without the protection get it meanwhile
+    pods = [claimed_pod("job-0", {"x": "a", "y": "kept"}), claimed_pod("job-1", {"x": "b", "y": "a", "z": "held"})]
+    out = translated(pods, claims, (podgroup("job", 3),))
+    assert out.waiting["ml/job"].code == "input.min-member"
+    assert sorted(obj["metadata"]["name"] for obj in out.protecting) == ["a", "b"]
+    # a claim being deleted is neither protected nor allocated: the gang waits naming it
+    out = translated([claimed_pod("job-0", {"x": "gone"})], claims, (podgroup("job", 1),))
+    assert out.protecting == [] and out.pending == []
+    why = out.waiting["ml/job"]
+    assert why.code == "dra.claim-pending" and "uses ResourceClaim ml/gone, which is being deleted" in why
