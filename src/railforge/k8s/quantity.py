@@ -6,9 +6,10 @@ count. Fractions round up, as the kubelet accounts them: a request of 0.1m CPU s
 
 from __future__ import annotations
 
+import functools
 import math
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 from railforge.scheduler import CPU
 
@@ -22,14 +23,20 @@ def parse_quantity(text: object) -> Decimal:
     """The value of a quantity; ValueError names what was given and the expected form."""
     if isinstance(text, bool) or not isinstance(text, str | int | float):
         raise ValueError(f"{text!r} is not a quantity; expected a number or a string such as 500m, 16Gi, 8")
-    match = _QUANTITY.match(str(text).strip())
-    if match is None:
+    value = _parsed(str(text).strip())
+    if value is None:
         raise ValueError(f"{text!r} is not a quantity; expected a number with an optional suffix (500m, 16Gi, 1e3)")
+    return value
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(text: str) -> Decimal | None:
+    """The value of a quantity's text, or None; kept, as a cluster's pods repeat a few quantities on every pass."""
+    match = _QUANTITY.match(text)
+    if match is None:
+        return None
     number, binary, decimal, exponent = match.groups()
-    try:
-        value = Decimal(number)
-    except InvalidOperation as error:  # pragma: no cover - the pattern admits only valid decimals
-        raise ValueError(f"{text!r} is not a quantity") from error
+    value = Decimal(number)  # the pattern admits only valid decimals
     if binary:
         return value * _BINARY[binary]
     if decimal:

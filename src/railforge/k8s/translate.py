@@ -13,7 +13,7 @@ import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 from railforge.k8s import dra, podaffinity
@@ -167,12 +167,17 @@ class Translation:
 
 def timestamp(text: str | None, default: float) -> float:
     """RFC 3339 seconds (what metadata.creationTimestamp holds) as epoch seconds."""
-    if not text:
-        return default
+    seconds = _epoch(text) if text else None
+    return default if seconds is None else seconds
+
+
+@lru_cache(maxsize=65536)
+def _epoch(text: str) -> float | None:
+    """Kept: every pass reads the creation time of every gang, and strptime is slow."""
     try:
         return float(calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ")))
     except ValueError:
-        return default
+        return None
 
 
 def runtime_seconds(text: str) -> float:
