@@ -265,7 +265,7 @@ class Adapter:
             self.expected_at = time.monotonic()
         held = self.writes.act(decisions, view, now) if self.leading() else {}  # else another replica acts
         if view.protecting and self.leading():
-            self.writes.protect_claims(view.protecting)
+            self.writes.protect_claims(view.protecting.values())
         told = reporting.outcome(decisions, view, held, self.expected)
         log.debug(
             "pass: %d nodes, %d gangs waiting, %d running; %d bound, %d evicted, %d restarted, %d failed, "

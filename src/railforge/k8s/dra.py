@@ -539,19 +539,22 @@ def reservations(claim: Claim, pods: Iterable[dict]) -> list[dict]:
     return current
 
 
-def unprotected(devices: Devices, namespace: str, pods: list[dict]) -> list[dict]:
-    """The ResourceClaims ``pods`` use that do not have kube-scheduler's delete protection yet, are not allocated and
-    not being deleted: given it while their gang waits, their bind writes only their allocations. Kubernetes'
-    resource-claim controller takes it off a claim deleted unallocated, so it never keeps one alive."""
-    found: dict[str, dict] = {}
+def unprotected(devices: Devices, namespace: str, pods: list[dict]) -> dict[tuple[str, str], dict]:
+    """The ResourceClaims ``pods`` use, by (namespace, name), that do not have kube-scheduler's delete protection
+    yet, are not allocated and not being deleted: given it while their gang waits, their bind writes only their
+    allocations. Kubernetes' resource-claim controller takes it off a claim deleted unallocated, so it never keeps
+    one alive."""
+    found: dict[tuple[str, str], dict] = {}
     for pod in pods:
         for _, name in claim_names(pod):
-            obj = devices.claims.get((namespace, name or ""))
+            if name is None:
+                continue  # not made from its template yet
+            obj = devices.claims.get((namespace, name))
             if obj is None or obj["metadata"].get("deletionTimestamp") or (obj.get("status") or {}).get("allocation"):
                 continue
             if DELETE_PROTECTION not in (obj["metadata"].get("finalizers") or []):
-                found[obj["metadata"]["name"]] = obj
-    return list(found.values())
+                found[(namespace, name)] = obj
+    return found
 
 
 def claim_names(pod: dict) -> list[tuple[str, str | None]]:

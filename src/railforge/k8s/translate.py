@@ -162,7 +162,8 @@ class Translation:
     # devices), added to its allocatable
     claim_slots: dict[str, dict[str, int]] = field(default_factory=dict)
     releasing: list[dra.Claim] = field(default_factory=list)  # claims an interrupted pass allocated, to release
-    protecting: list[dict] = field(default_factory=list)  # waiting pods' claims to give the delete protection
+    # waiting pods' claims to give the delete protection, by (namespace, name): once, whichever gangs share them
+    protecting: dict[tuple[str, str], dict] = field(default_factory=dict)
 
 
 def timestamp(text: str | None, default: float) -> float:
@@ -801,7 +802,7 @@ def _add_gang(
         out.waiting[objects.name] = Waiting("gang.failed", f"the gang failed: {objects.annotations()[FAILED]}")
         return
     if out.devices is not None:
-        out.protecting.extend(dra.unprotected(out.devices, objects.namespace, unbound))
+        out.protecting.update(dra.unprotected(out.devices, objects.namespace, unbound))
     if objects.api is not None and objects.group is None:
         refuse(
             "input.podgroup-missing",

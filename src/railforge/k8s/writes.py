@@ -24,7 +24,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 from kubernetes.client import ApiException
@@ -309,7 +309,7 @@ class WriteSide:
         self._wrote_claim(obj, written)
         return True
 
-    def protect_claims(self, claims: list[dict]) -> None:
+    def protect_claims(self, claims: Iterable[dict]) -> None:
         """Give waiting pods' ``claims`` the delete protection ahead of their allocation (``dra.unprotected``), at
         most ``PROTECT_PER_PASS`` a pass; a claim whose write failed is tried again once it changes (its allocation
         writes the protection in any case)."""

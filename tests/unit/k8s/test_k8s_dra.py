@@ -412,9 +412,10 @@ def test_a_waiting_gangs_claims_get_the_delete_protection_ahead_and_one_being_de
     pods = [claimed_pod("job-0", {"x": "a", "y": "kept"}), claimed_pod("job-1", {"x": "b", "y": "a", "z": "held"})]
     out = translated(pods, claims, (podgroup("job", 3),))
     assert out.waiting["ml/job"].code == "input.min-member"
-    assert sorted(obj["metadata"]["name"] for obj in out.protecting) == ["a", "b"]
+    assert sorted(out.protecting) == [("ml", "a"), ("ml", "b")]  # a, which both pods use, once
+    assert [obj["metadata"]["name"] for obj in out.protecting.values()] == [name for _, name in out.protecting]
     # a claim being deleted is neither protected nor allocated: the gang waits naming it
     out = translated([claimed_pod("job-0", {"x": "gone"})], claims, (podgroup("job", 1),))
-    assert out.protecting == [] and out.pending == []
+    assert out.protecting == {} and out.pending == []
     why = out.waiting["ml/job"]
     assert why.code == "dra.claim-pending" and "uses ResourceClaim ml/gone, which is being deleted" in why
