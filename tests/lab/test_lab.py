@@ -7,9 +7,9 @@ node labels and the node class's NCCL settings, the scheduler and the MPI operat
 and whereabouts by the network stage, the GPUs and RDMA devices the facts found served to the workers' kubelets by
 the device-plugin stand-in, and an MPIJob gang-scheduled by railforge whose two workers run on two nodes of one leaf,
 each with 8 GPUs, a device of every rail, an address on every rail network and the class's NCCL settings;
-validate.yml runs its node checks and its benchmark's CPU fallback (the allreduce and ResNet-50 training across the
-two workers), quarantines a node that fails a check and releases it; then a second run and a check run change
-nothing; flannel routes every node's pod range to the others; two more control planes are added by
+validate.yml runs its node checks and its benchmark's CPU fallback (the allreduce across the two workers; the
+ResNet-50 job is the test bed's), quarantines a node that fails a check and releases it; then a second run and a
+check run change nothing; flannel routes every node's pod range to the others; two more control planes are added by
 playbooks/scale.yml without a change on the running hosts, whose flannel routes the new pod ranges, and are taken out
 again by playbooks/reset.yml; and `lab.sh down` leaves nothing."""
 
@@ -25,7 +25,10 @@ import time
 from pathlib import Path
 
 import pytest
+import urllib3
 import yaml
+from kubernetes import client, config
+from kubernetes.client import ApiException
 
 from railforge.k8s.quantity import parse_quantity
 from railforge.lab import JOB_NAME, VERSIONS_FILE, render_job
@@ -245,7 +248,8 @@ def test_upgrade_moves_the_cluster_to_the_pin_node_by_node_with_its_gang_whole(l
 
         def sample() -> None:
             while not stop.wait(1):
-                with contextlib.suppress(AssertionError):  # kubectl refused while kubeadm restarts the API server
+                # refused, or no answer, while kubeadm restarts the API server
+                with contextlib.suppress(ApiException, urllib3.exceptions.HTTPError):
                     samples.append(job_pods("upgraded"))
 
         sampler = threading.Thread(target=sample)
@@ -507,13 +511,24 @@ def idle_job(name: str) -> dict:
     return job
 
 
+@functools.cache
+def lab_api(kubeconfig: str) -> client.CoreV1Api:
+    """The lab's API server from this machine, by the admin kubeconfig `lab.sh up` fetched (its text: a new lab, a new
+    client). In-process: a sampler asking every second through `podman exec ... kubectl` would spend about a third of
+    a core on processes while the upgrade it watches wants both."""
+    return client.CoreV1Api(config.new_client_from_config_dict(yaml.safe_load(kubeconfig)))
+
+
 def job_pods(name: str, key: str = "name") -> dict[str, str | None]:
     """pod (its name, or its uid with key="uid") -> its node (None: unbound), of the job's Running or Pending pods
     that are not being deleted."""
-    listed = kubectl("get", "pods", "--namespace", "railforge-lab", "-l", f"{JOB_NAME}={name}", "-o", "json")
+    api = lab_api((ROOT / "inventories/lab/artifacts/admin.conf").read_text())
+    listed = api.list_namespaced_pod(
+        "railforge-lab", label_selector=f"{JOB_NAME}={name}", _preload_content=False, _request_timeout=10
+    )
     return {
         pod["metadata"][key]: pod["spec"].get("nodeName")
-        for pod in json.loads(listed)["items"]
+        for pod in json.loads(listed.data)["items"]
         if pod["status"].get("phase") in ("Pending", "Running") and not pod["metadata"].get("deletionTimestamp")
     }
 
@@ -610,34 +625,16 @@ def free_millicores(node: str) -> int:
     return int((allocatable - requested) * 1000)
 
 
-def test_validate_benchmarks_and_trains_resnet50_across_the_two_workers(lab, tmp_path):
-    """validate.yml as `make lab-validate` runs it, the ResNet-50 image imported first: the node checks, then its
-    benchmark in mode cpu (its stand-in GPUs run no CUDA), the allreduce and the ResNet-50 job, each
-    gang-scheduled by railforge over the two workers, DDP's gradients all-reduced between them over flannel, and the
-    per-node table. The ResNet-50 image (1.6 GB) is imported into the workers only, not preloaded on every node as
-    the cluster's images are (without it the job is left out in one line)."""
-    archive = tmp_path / "resnet50.tar"
-    env = {**ENV, "RAILFORGE_IMAGE_ARCHIVE": str(archive)}
-    built = subprocess.run(["deploy/openmpi/build.sh", "resnet50"], cwd=ROOT, env=env, capture_output=True, text=True)
-    assert built.returncode == 0, built.stderr
-    for worker in WORKERS:
-        with archive.open("rb") as image:
-            imported = subprocess.run(
-                ["podman", "exec", "-i", worker, "ctr", "--namespace", "k8s.io", "images", "import", "-"],
-                stdin=image, env=ENV, capture_output=True, text=True,
-            )  # fmt: skip
-        assert imported.returncode == 0, imported.stderr
-        # the benchmark reads a node's images from its status, which the kubelet refreshes within about 40 s
-        names = polled(
-            functools.partial(kubectl, "get", "node", worker, "-o", "jsonpath={.status.images[*].names}"),
-            lambda names: "localhost/railforge-resnet50:" in names,
-            120,
-        )
-        assert "localhost/railforge-resnet50:" in names, names
+def test_validate_benchmarks_across_the_two_workers(lab, tmp_path):
+    """validate.yml as `make lab-validate` runs it: the node checks, then its benchmark in mode cpu (its stand-in
+    GPUs run no CUDA), the allreduce gang-scheduled by railforge over the two workers (MPI between them over flannel,
+    CoreDNS naming them), and the per-node table. The ResNet-50 image is on no node (it is not one of the cluster's
+    images), so its job is left out in one line, before anything is applied; the test bed trains it end to end
+    (tests/k8s/test_benchmark_playbook.py), the same job on two pods that talk over the node's bridge as here over
+    flannel."""
     settings = {
         # workers of 60% of what the fuller worker has free (the system pods land where the upgrade's drains left
-        # them): the second job waits for the first to end (each job's workers are on two nodes by the template's
-        # pod anti-affinity)
+        # them), one on each (the template's pod anti-affinity)
         "railforge_benchmark_worker_cpu": f"{int(min(map(free_millicores, WORKERS)) * 0.6)}m",
         "railforge_benchmark_timeout": 600,
         "railforge_benchmark_mode": "cpu",
@@ -648,7 +645,7 @@ def test_validate_benchmarks_and_trains_resnet50_across_the_two_workers(lab, tmp
     logs = "".join(f"\n--- {log.name}\n{log.read_text()[-2000:]}" for log in (tmp_path / "results").rglob("*.log"))
     assert result.returncode == 0, f"{result.stdout[-6000:]}{result.stderr[-2000:]}\nlaunchers' logs:{logs}"
     output = " ".join(result.stdout.split())
-    assert "the ResNet-50 job is left out" not in output, output
+    assert re.search(r"is not on node dgx-0[12], dgx-0[12]: the ResNet-50 job is left out", output), output[-4000:]
     table = output[output.rfind("TASK [Show the per-node result]") :]
     print(table)
     for worker in WORKERS:
@@ -657,13 +654,11 @@ def test_validate_benchmarks_and_trains_resnet50_across_the_two_workers(lab, tmp
         )
     (report,) = (tmp_path / "reports").glob("benchmark-forge-a-*.json")
     document = json.loads(report.read_text())
-    assert document["failed"] == [] and [job["state"] for job in document["jobs"]["mpijobs"]] == ["Succeeded"] * 2
+    assert document["failed"] == [] and [job["state"] for job in document["jobs"]["mpijobs"]] == ["Succeeded"]
     for job in document["jobs"]["mpijobs"]:
         workers = {pod: node for pod, node in job["pods"].items() if "-worker-" in pod}
         assert sorted(workers.values()) == list(WORKERS), job
-    (trained,) = document["results"]["resnet"]
-    assert (trained["result"]["ranks"], trained["result"]["nodes"], trained["result"]["steps"]) == (2, 2, 5)
-    assert trained["result"]["images_per_sec"] > 0
+    assert not document["results"].get("resnet")
     (allreduce,) = document["results"]["mpi"]
     assert allreduce["ok"] and sorted(rank["node"] for rank in allreduce["ranks"]) == list(WORKERS)
     pods = json.loads(kubectl("get", "pods", "--namespace", "railforge-benchmark", "-o", "json"))["items"]
