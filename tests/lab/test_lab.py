@@ -36,6 +36,7 @@ from railforge.testbed.build import KUBERNETES, pinned_versions, previous_patch
 
 ROOT = Path(__file__).resolve().parents[2]
 INVENTORY = "inventories/lab/hosts.yml"  # written by lab.sh up: the example's, cut, plus inventories/lab/overlay.yml
+KUBECONFIG = ROOT / "inventories/lab/artifacts/admin.conf"  # the admin kubeconfig lab.sh up fetches
 OVERLAY = yaml.safe_load((ROOT / "inventories/lab/overlay.yml").read_text())
 HOSTS = (*OVERLAY["hosts"], *OVERLAY["scale_hosts"])  # each a node container of its name
 NODES = ("cp-01", "dgx-01", "dgx-02")  # the example's hosts the lab's cluster has (Kubernetes node names)
@@ -370,7 +371,7 @@ def test_up_says_what_each_stage_took_and_which_kubectl_to_use(lab):
         "device plugins",
         "MPIJob",
     ], out[-3000:]
-    assert f"export KUBECONFIG={ROOT}/inventories/lab/artifacts/admin.conf" in out
+    assert f"export KUBECONFIG={KUBECONFIG}" in out
     kubectl_binary = re.search(r"^  (/\S+/kubectl) get nodes$", out, re.M)
     assert kubectl_binary, out[-3000:]
     version = json.loads(run(kubectl_binary[1], "version", "--client", "-o", "json").stdout)
@@ -522,7 +523,7 @@ def lab_api(kubeconfig: str) -> client.CoreV1Api:
 def job_pods(name: str, key: str = "name") -> dict[str, str | None]:
     """pod (its name, or its uid with key="uid") -> its node (None: unbound), of the job's Running or Pending pods
     that are not being deleted."""
-    api = lab_api((ROOT / "inventories/lab/artifacts/admin.conf").read_text())
+    api = lab_api(KUBECONFIG.read_text())
     listed = api.list_namespaced_pod(
         "railforge-lab", label_selector=f"{JOB_NAME}={name}", _preload_content=False, _request_timeout=10
     )
@@ -691,7 +692,7 @@ def test_a_node_that_fails_validation_is_quarantined_and_released(lab):
     quarantined, in `railforge queue` and on the dashboard; `railforge node release` gives the node back and the
     second starts there."""
     persisted = "/etc/sysctl.d/90-railforge-kubernetes.conf"
-    kubeconfig = str(ROOT / "inventories/lab/artifacts/admin.conf")
+    kubeconfig = str(KUBECONFIG)
     run("podman", "exec", WORKERS[1], "mv", persisted, "/root/sysctls.conf")
     try:
         result = run(
