@@ -21,9 +21,12 @@ import tempfile
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from railforge.cliargs import UsageError, kube_client
+from testinfra.utils.ansible_runner import AnsibleRunner
+
+from railforge.cliargs import UsageError, kube_client, positive_int
 from railforge.k8s import quarantine
 
 # pytest ids look like test_name[podman://host] or test_name[ansible://host-param-...] (tests/infra)
@@ -156,33 +159,46 @@ def main(argv: list[str] | None = None) -> int:
         help="taint each failed node (railforge node quarantine): its running gangs finish, or restart now",
     )
     parser.add_argument("--kubeconfig", default="", help="with --quarantine: the cluster's admin kubeconfig")
+    parser.add_argument(
+        "--jobs",
+        type=positive_int,
+        default=5,
+        help="check this many nodes at once (validate.yml passes Ansible's forks); a node's checks run in order",
+    )
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        junit = Path(tmp) / "junit.xml"
-        env = {**os.environ, "RAILFORGE_INVENTORY": args.inventory, "RAILFORGE_HOSTS": args.limit}
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                args.checks,
-                "-q",
-                "-p",
-                "no:cacheprovider",
-                "-m",
-                "",
-                "--ansible-inventory",
-                args.inventory,
-                f"--junitxml={junit}",
-                "-o",
-                "junit_family=xunit1",
-            ],
-            env=env,
-            check=False,
-            stdout=subprocess.DEVNULL,
-        )
-        nodes = parse_junit(junit)
+    try:
+        nodes = checked_nodes(args)
+    except UsageError as error:
+        parser.exit(2, f"railforge-validate: {error}\n")
     return report(nodes, args)
+
+
+def checked_nodes(args: argparse.Namespace) -> dict[str, dict]:
+    """parse_junit's result over the hosts of ``--limit``: one pytest of the checks per host, ``--jobs`` at once (a
+    node's checks wait on its connection, not on this machine's CPU). A host whose checks did not run fails."""
+    try:
+        hosts = AnsibleRunner(args.inventory).get_hosts(args.limit)
+    except (AssertionError, RuntimeError) as error:  # ansible-inventory refused it, or found no file
+        raise UsageError(f"--inventory {args.inventory}: {str(error).strip().splitlines()[-1]}") from None
+    with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        junits = [Path(tmp) / f"{index}.xml" for index in range(len(hosts))]
+        exits = list(pool.map(_check_node, hosts, junits, [args] * len(hosts)))
+        nodes: dict[str, dict] = {}
+        for host, junit, returncode in zip(hosts, junits, exits, strict=True):
+            if junit.is_file():
+                nodes |= parse_junit(junit)
+            else:
+                did_not_run = {"checks": f"did not run (pytest exited {returncode})"}
+                nodes[host] = {"passed": [], "failed": did_not_run, "skipped": {}}
+    return dict(sorted(nodes.items()))
+
+
+def _check_node(host: str, junit: Path, args: argparse.Namespace) -> int:
+    """The checks of one host into ``junit``; pytest's exit status."""
+    command = [sys.executable, "-m", "pytest", args.checks, "-q", "-p", "no:cacheprovider", "-m", ""]
+    command += ["--ansible-inventory", args.inventory, f"--junitxml={junit}", "-o", "junit_family=xunit1"]
+    env = {**os.environ, "RAILFORGE_INVENTORY": args.inventory, "RAILFORGE_HOSTS": host}
+    return subprocess.run(command, env=env, check=False, stdout=subprocess.DEVNULL).returncode
 
 
 def report(nodes: dict[str, dict], args: argparse.Namespace) -> int:

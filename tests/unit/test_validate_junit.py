@@ -2,9 +2,13 @@
 check's own parameters kept apart from it; the quarantine of failed nodes when no kubeconfig is there, and its note."""
 
 import argparse
+import json
+
+import pytest
+import yaml
 
 from railforge.k8s.annotations import QUARANTINE, Quarantine
-from railforge.validate import parse_junit, quarantine_failing
+from railforge.validate import main, parse_junit, quarantine_failing
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
 <testcase classname="test_gpu" name="test_repository_signature_checked_by_apt[ansible://lab-cp-01-/etc/apt/x.list-v]">
@@ -46,3 +50,71 @@ def test_a_quarantine_note_reads_back_and_an_unreadable_one_is_kept_as_what_fail
     assert Quarantine.decode({QUARANTINE: note.encode()}) == note
     assert Quarantine.decode({QUARANTINE: "ECC errors"}) == Quarantine(("ECC errors",), "", "")
     assert Quarantine.decode({}) is None
+
+
+BARRIER_CONFTEST = """
+import os
+
+
+def pytest_generate_tests(metafunc):
+    if "node" in metafunc.fixturenames:  # tests/infra's hosts, as its conftest takes them from railforge.validate
+        metafunc.parametrize("node", [os.environ["RAILFORGE_HOSTS"]])
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        item.user_properties.append(("node", item.callspec.params["node"]))
+"""
+
+BARRIER_CHECK = """
+import time
+from pathlib import Path
+
+ARRIVED = Path({arrived!r})
+
+
+def test_every_node_is_checked_at_once(node):
+    (ARRIVED / node).touch()
+    deadline = time.monotonic() + 120
+    while len(list(ARRIVED.iterdir())) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(list(ARRIVED.iterdir())) == 3
+
+
+def test_gpu_count(node):
+    assert node != "dgx-02", "2 GPUs found, 8 expected"
+"""
+
+
+def test_nodes_are_checked_at_once_each_in_its_own_run_and_joined_per_node(tmp_path):
+    """Three hosts, --jobs 3: each host's checks meet the other two's at a barrier, which a run of one host after the
+    other would never pass; one host's failure is its own, and a host whose checks cannot run fails."""
+    checks, arrived = tmp_path / "checks", tmp_path / "arrived"
+    checks.mkdir()
+    arrived.mkdir()
+    (checks / "conftest.py").write_text(BARRIER_CONFTEST)
+    (checks / "test_barrier.py").write_text(BARRIER_CHECK.format(arrived=str(arrived)))
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": dict.fromkeys(("dgx-01", "dgx-02", "stor-01"))}}))
+    report = tmp_path / "validate.json"
+    argv = ["--inventory", str(inventory), "--checks", str(checks), "--json", str(report), "--jobs", "3"]
+    assert main(argv) == 1
+    nodes = json.loads(report.read_text())
+    assert sorted(nodes) == ["dgx-01", "dgx-02", "stor-01"]
+    for host, result in nodes.items():
+        assert "test_every_node_is_checked_at_once" in result["passed"], (host, result)
+    assert nodes["dgx-02"]["failed"] == {"test_gpu_count": "AssertionError: 2 GPUs found, 8 expected"}
+    assert not nodes["dgx-01"]["failed"] and not nodes["stor-01"]["failed"]
+    (checks / "conftest.py").write_text("raise SystemExit(3)\n")  # pytest cannot even collect
+    assert main([*argv[:-2], "--limit", "stor-01"]) == 1
+    assert json.loads(report.read_text())["stor-01"]["failed"] == {"checks": "did not run (pytest exited 3)"}
+
+
+def test_an_inventory_ansible_cannot_read_is_one_line(tmp_path, capsys):
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all: [\n")
+    with pytest.raises(SystemExit) as exited:
+        main(["--inventory", str(inventory)])
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"railforge-validate: --inventory {inventory}: ") and error.count("\n") == 1, error
