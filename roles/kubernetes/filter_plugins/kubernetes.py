@@ -1,5 +1,5 @@
-"""Filters of the kubernetes role: network checks, the join command's parts, the pods' MTU, the hosts scale.yml and
-reset.yml are asked to work on."""
+"""Filters of the kubernetes role: network checks, the join command's parts, the pods' MTU, the image archives' names,
+the hosts scale.yml and reset.yml are asked to work on."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ JOIN_COMMAND = re.compile(
 )
 VXLAN_OVERHEAD = 50  # outer IPv4, UDP and VXLAN headers and the inner Ethernet header
 REF_NAME = "org.opencontainers.image.ref.name"  # an OCI archive's image name annotation
+# kubeadm's static pods: only control planes run these images
+CONTROL_PLANE_IMAGES = frozenset({"kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd"})
 
 
 def kubernetes_network_problems(pod_subnet, service_subnet, node_ips) -> list[str]:
@@ -83,6 +85,13 @@ def kubernetes_archive_refs(metadata: str) -> list[str]:
     if not refs:
         raise AnsibleFilterError("the image archive names no image (no RepoTags, no ref.name annotation)")
     return refs
+
+
+def kubernetes_control_plane_only(refs: list[str]) -> bool:
+    """Whether every image named (``registry/path/name:tag`` or ``...@digest``) is one that only control planes run:
+    a worker leaves such an archive alone."""
+    names = (ref.split("@")[0].rsplit("/", 1)[-1].split(":")[0] for ref in refs)
+    return all(name in CONTROL_PLANE_IMAGES for name in names)
 
 
 def kubernetes_selection_problems(
@@ -193,6 +202,7 @@ class FilterModule:
             "kubernetes_join_parts": kubernetes_join_parts,
             "kubernetes_pod_mtu": kubernetes_pod_mtu,
             "kubernetes_archive_refs": kubernetes_archive_refs,
+            "kubernetes_control_plane_only": kubernetes_control_plane_only,
             "kubernetes_selection_problems": kubernetes_selection_problems,
             "kubernetes_reset_problems": kubernetes_reset_problems,
             "kubernetes_version_moves": kubernetes_version_moves,

@@ -163,6 +163,15 @@ def test_archive_names_from_docker_and_oci_metadata():
         filters.kubernetes_archive_refs(json.dumps([{"RepoTags": None}]))
 
 
+def test_workers_leave_out_archives_of_control_plane_images_only():
+    only = filters.kubernetes_control_plane_only
+    assert only(["registry.k8s.io/kube-apiserver:v1.36.5", "registry.k8s.io/etcd:3.6.6-0"])
+    assert only(["mirror.example:5000/k8s/kube-scheduler@sha256:" + "0" * 64])
+    assert not only(["registry.k8s.io/kube-apiserver:v1.36.5", "registry.k8s.io/kube-proxy:v1.36.5"])
+    assert not only(["localhost/railforge-scheduler:0.1.0"])  # the Railforge scheduler: any node may run it
+    assert not only(["registry.k8s.io/etcd-backup:1.0"])
+
+
 def test_selection_problems_are_all_named_at_once():
     cluster = ["cp-1", "cp-2", "w-1"]
     assert filters.kubernetes_selection_problems(["cp-2", "w-1"], "v", cluster, "cp-1") == []
