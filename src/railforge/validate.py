@@ -166,6 +166,9 @@ def main(argv: list[str] | None = None) -> int:
         help="check this many nodes at once (validate.yml passes Ansible's forks); a node's checks run in order",
     )
     args = parser.parse_args(argv)
+    tools = Path(sys.executable).parent  # ansible-inventory beside this Python, when its .venv is not activated
+    if (tools / "ansible-inventory").is_file() and str(tools) not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = os.pathsep.join((str(tools), os.environ.get("PATH", "")))
     try:
         nodes = checked_nodes(args)
     except UsageError as error:

@@ -3,6 +3,9 @@ check's own parameters kept apart from it; the quarantine of failed nodes when n
 
 import argparse
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -108,6 +111,23 @@ def test_nodes_are_checked_at_once_each_in_its_own_run_and_joined_per_node(tmp_p
     (checks / "conftest.py").write_text("raise SystemExit(3)\n")  # pytest cannot even collect
     assert main([*argv[:-2], "--limit", "stor-01"]) == 1
     assert json.loads(report.read_text())["stor-01"]["failed"] == {"checks": "did not run (pytest exited 3)"}
+
+
+def test_the_checks_run_from_a_virtual_environment_that_is_not_activated(tmp_path):
+    """As validate.yml runs it from `.venv/bin/ansible-playbook` without `source .venv/bin/activate`: the
+    ansible-inventory beside its Python is found."""
+    checks = tmp_path / "checks"
+    checks.mkdir()
+    (checks / "conftest.py").write_text(BARRIER_CONFTEST)
+    (checks / "test_node.py").write_text("def test_reached(node):\n    assert node\n")
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"dgx-01": None}}}))
+    report = tmp_path / "validate.json"
+    command = [sys.executable, "-m", "railforge.validate", "--inventory", str(inventory), "--checks", str(checks)]
+    env = {**os.environ, "PATH": "/usr/bin:/bin"}
+    result = subprocess.run([*command, "--json", str(report)], env=env, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads(report.read_text())["dgx-01"]["passed"] == ["test_reached"]
 
 
 def test_an_inventory_ansible_cannot_read_is_one_line(tmp_path, capsys):
