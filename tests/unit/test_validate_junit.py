@@ -55,7 +55,7 @@ def test_a_quarantine_note_reads_back_and_an_unreadable_one_is_kept_as_what_fail
     assert Quarantine.decode({}) is None
 
 
-BARRIER_CONFTEST = """
+NODE_CONFTEST = """
 import os
 
 
@@ -95,7 +95,7 @@ def test_nodes_are_checked_at_once_each_in_its_own_run_and_joined_per_node(tmp_p
     checks, arrived = tmp_path / "checks", tmp_path / "arrived"
     checks.mkdir()
     arrived.mkdir()
-    (checks / "conftest.py").write_text(BARRIER_CONFTEST)
+    (checks / "conftest.py").write_text(NODE_CONFTEST)
     (checks / "test_barrier.py").write_text(BARRIER_CHECK.format(arrived=str(arrived)))
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(yaml.safe_dump({"all": {"hosts": dict.fromkeys(("dgx-01", "dgx-02", "stor-01"))}}))
@@ -118,7 +118,7 @@ def test_the_checks_run_from_a_virtual_environment_that_is_not_activated(tmp_pat
     ansible-inventory beside its Python is found."""
     checks = tmp_path / "checks"
     checks.mkdir()
-    (checks / "conftest.py").write_text(BARRIER_CONFTEST)
+    (checks / "conftest.py").write_text(NODE_CONFTEST)
     (checks / "test_node.py").write_text("def test_reached(node):\n    assert node\n")
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(yaml.safe_dump({"all": {"hosts": {"dgx-01": None}}}))
