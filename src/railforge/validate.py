@@ -178,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def checked_nodes(args: argparse.Namespace) -> dict[str, dict]:
     """parse_junit's result over the hosts of ``--limit``: one pytest of the checks per host, ``--jobs`` at once (a
-    node's checks wait on its connection, not on this machine's CPU). A host whose checks did not run fails."""
+    node's checks wait on its connection, not on this machine's CPU). A host with no check run (none collected, or
+    pytest stopped before) fails."""
     try:
         hosts = AnsibleRunner(args.inventory).get_hosts(args.limit)
     except (AssertionError, RuntimeError) as error:  # ansible-inventory refused it, or found no file
@@ -188,11 +189,10 @@ def checked_nodes(args: argparse.Namespace) -> dict[str, dict]:
         exits = list(pool.map(_check_node, hosts, junits, [args] * len(hosts)))
         nodes: dict[str, dict] = {}
         for host, junit, returncode in zip(hosts, junits, exits, strict=True):
-            if junit.is_file():
-                nodes |= parse_junit(junit)
-            else:
-                did_not_run = {"checks": f"did not run (pytest exited {returncode})"}
-                nodes[host] = {"passed": [], "failed": did_not_run, "skipped": {}}
+            did_not_run = {"checks": f"did not run (pytest exited {returncode})"}
+            nodes |= (parse_junit(junit) if junit.is_file() else {}) or {
+                host: {"passed": [], "failed": did_not_run, "skipped": {}}
+            }
     return dict(sorted(nodes.items()))
 
 

@@ -91,7 +91,8 @@ def test_gpu_count(node):
 
 def test_nodes_are_checked_at_once_each_in_its_own_run_and_joined_per_node(tmp_path):
     """Three hosts, --jobs 3: each host's checks meet the other two's at a barrier, which a run of one host after the
-    other would never pass; one host's failure is its own, and a host whose checks cannot run fails."""
+    other would never pass; one host's failure is its own, and a host whose checks cannot run (a check directory
+    that cannot be collected, or is missing) fails."""
     checks, arrived = tmp_path / "checks", tmp_path / "arrived"
     checks.mkdir()
     arrived.mkdir()
@@ -111,6 +112,8 @@ def test_nodes_are_checked_at_once_each_in_its_own_run_and_joined_per_node(tmp_p
     (checks / "conftest.py").write_text("raise SystemExit(3)\n")  # pytest cannot even collect
     assert main([*argv[:-2], "--limit", "stor-01"]) == 1
     assert json.loads(report.read_text())["stor-01"]["failed"] == {"checks": "did not run (pytest exited 3)"}
+    assert main([*argv[:-2], "--limit", "stor-01", "--checks", str(tmp_path / "missing")]) == 1
+    assert json.loads(report.read_text())["stor-01"]["failed"] == {"checks": "did not run (pytest exited 4)"}
 
 
 def test_the_checks_run_from_a_virtual_environment_that_is_not_activated(tmp_path):
