@@ -130,7 +130,7 @@ def run_cycle(state: CycleState) -> Decisions:
     tried = state.tried
     stopped = False
     gangs = iter(order.service_order(state, index, cluster.total_gpu))
-    reorder = state.depth > 0 and state.config.backfill_order == "shortest"
+    reorder = state.depth > 0 and state.config.backfill_order != "fair"
     while (gang := next(gangs, None)) is not None:
         if head_blocker is not None and not skip_ahead:
             break

@@ -78,6 +78,7 @@ class CycleState:
         self.open_classes: set[int] = set()
         self.tried: set[str] = set()
         self.min_gpu = 0  # the fewest GPUs any waiting gang requires
+        self.backfill_last: frozenset[str] = frozenset()  # queues whose gangs backfill after the others'
 
     def reason(self, make: Callable[..., Reason], *args: object) -> Reason:
         """``make(*args)``, made once per cycle: gangs short of the same amount say the same."""

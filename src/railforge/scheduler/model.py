@@ -43,7 +43,7 @@ TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 TolerationOperator = Literal["Equal", "Exists"]
 SelectorOperator = Literal["In", "NotIn", "Exists", "DoesNotExist"]
 BackfillMode = Literal["easy", "conservative", "none"]
-BackfillOrder = Literal["shortest", "fair"]
+BackfillOrder = Literal["shortest", "over_share_last", "fair"]
 OrderMode = Literal["fair", "fifo", "sjf_oracle"]
 FailurePolicy = Literal["restart", "fail"]
 EvictCause = Literal["reclaim", "preempt"]
@@ -482,7 +482,8 @@ class SchedulerConfig:
     backfill: BackfillMode = "easy"
     reservation_depth: int = 1  # gangs that get reservations under conservative backfill
     # Order of the gangs tried after the last reservation (they can only backfill): "shortest"
-    # estimated runtime first, or the same "fair" order as before.
+    # estimated runtime first; "over_share_last", the same but the gangs of queues ahead of their fair
+    # share after the others' (``stages.order.over_share``); or the same "fair" order as before.
     backfill_order: BackfillOrder = "shortest"
     order: OrderMode = "fair"
     skip_ahead: bool = True

@@ -823,6 +823,28 @@ def test_backfill_tries_shortest_estimate_first_after_the_reservation():
     assert bound(fair) == {"long": {"long-0": "n01"}}  # age order: the older gang takes the node
 
 
+@pytest.mark.parametrize(
+    ("backfill_order", "held", "started"),
+    [
+        ("shortest", 8, "ahead-short"),
+        ("over_share_last", 8, "behind-long"),  # "ahead" holds its share and was served faster: it backfills last
+        ("over_share_last", 4, "ahead-short"),  # ahead of the rate too, but holding less than its share
+    ],
+)
+def test_over_share_last_backfills_the_queues_ahead_of_their_share_last(backfill_order, held, started):
+    cluster = nodes(2)
+    # "ahead" runs a gang on one node to 5,000 s; "behind" runs none and waits with a 16-GPU head, reserved from
+    # then on. Each also waits with an 8-GPU gang that fits the other node until then. Shares: 8 GPUs each.
+    busy = [running(gang("ahead-run", 1, held, queue="ahead", runtime=5000), ["n00"])]
+    head = gang("behind-head", 2, 8, queue="behind", submit=0)
+    ahead_short = gang("ahead-short", 1, 8, queue="ahead", submit=1, runtime=1000)
+    behind_long = gang("behind-long", 1, 8, queue="behind", submit=2, runtime=4000)
+    config = SchedulerConfig(backfill_order=backfill_order)
+    d = decide(snap(cluster, [head, ahead_short, behind_long], busy, now=0, config=config))
+    assert [r.gang_name for r in d.reservations] == ["behind-head"]
+    assert set(bound(d)) == {started}
+
+
 @pytest.mark.parametrize(("runtime", "evicted"), [(7000, []), (20_000, ["b"])])
 def test_reclaim_destroys_at_most_the_work_it_saves(runtime, evicted):
     # The borrower has run 8 GPUs x 4000 s. Without reclaim the claim (8 GPUs) starts when the

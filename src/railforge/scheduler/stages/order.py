@@ -6,7 +6,8 @@ each gang taken were started and ran its estimate, within a queue by priority th
 merges the queues' lists by priority then age; ``sjf_oracle`` takes the shortest true run time
 first. Orders are produced lazily, so a pass that stops early does not pay for ordering gangs it
 never tries. Once every reservation is made, the rest can only backfill and are tried shortest
-estimate first (``backfill_order``).
+estimate first (``backfill_order``); under ``over_share_last`` the gangs of the queues ahead of their
+fair share after the others' (``over_share``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import itertools
 import math
 import operator
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from railforge.scheduler.cycle import CycleState
 from railforge.scheduler.fairshare import fair_shares, usage_added
@@ -101,6 +102,8 @@ def fair_order(
             load = allocated[queue] = state.usage.gpus(queue)
         position = next_position(by_queue[queue], 0)
         heap.append(((load / share if share > 0 else math.inf, load, priority, queue), queue, position))
+    if state.config.backfill_order == "over_share_last":
+        state.backfill_last = over_share(state, {queue: (allocated[queue], constants[queue][0]) for queue in served})
     heapq.heapify(heap)
     replace, pop = heapq.heapreplace, heapq.heappop
     while heap:
@@ -121,28 +124,64 @@ def fair_order(
             pop(heap)
 
 
+def over_share(state: CycleState, served: Mapping[str, tuple[float, float]]) -> frozenset[str]:
+    """Of the waiting queues (name -> (served, fair share), both in GPUs as the fair order counts them), those whose
+    gangs backfill after the others': served faster than the waiting queues together, and holding at least their
+    fair share now. Shortest estimate first alone hands the holes that only small gangs fit to the queue with the most
+    small gangs waiting, the one served least often in the fair order: the lightest, which so stays over its share
+    (docs/scheduler-core.md, "Fair share order")."""
+    total_share = sum(share for _, share in served.values())
+    if total_share <= 0:
+        return frozenset()
+    rate = sum(load for load, _ in served.values()) / total_share
+    return frozenset(
+        queue for queue, (load, share) in served.items() if load > rate * share and state.usage.gpus(queue) >= share
+    )
+
+
 def backfill_order(state: CycleState) -> Iterator[Gang]:
-    """The untried gangs, shortest estimate first: the classes' sorted lists merged, with one
-    heap entry per class. A closed class's gangs are not tried: each would fail as the class
+    """The untried gangs, shortest estimate first; under ``backfill_order: over_share_last`` the gangs of the queues
+    in ``state.backfill_last`` after all others (``over_share``)."""
+    last = state.backfill_last
+    if last:
+        yield from _shortest_first(state, lambda gang: gang.queue not in last)
+    yield from _shortest_first(state, None)
+
+
+def _shortest_first(state: CycleState, admits: Callable[[Gang], bool] | None) -> Iterator[Gang]:
+    """The untried gangs that ``admits`` takes (None: every one), shortest estimate first: the classes' sorted lists
+    merged, with one heap entry per class. A closed class's gangs are not tried: each would fail as the class
     did (no reclaim reopens it once every reservation is made), so they get their reasons as
     untried gangs; unless a queue has a limit, which could give one another reason at its turn.
     """
-    classes, cursor = state.classes, state.cursor
+    classes, cursor, tried = state.classes, state.cursor, state.tried
     skip_closed = state.shortcuts and not any(queue.limit for queue in state.snapshot.queues)
     untried_runtime = state.untried_runtime  # state.open_classes may be replaced (reclaim): read it anew
-    # (run time, queue order, key, gang): the class entry flattened, so that the heap compares one
-    # tuple instead of two nested; the queue order names the gang, so no two entries tie
+
+    def head(key: int, start: int) -> int | None:
+        """The position of the class's first untried gang from ``start`` on that ``admits`` takes; None: none."""
+        if admits is None:
+            return None if untried_runtime(key) is None else cursor[key]
+        members = classes[key]
+        while start < len(members) and (members[start][2].name in tried or not admits(members[start][2])):
+            start += 1
+        return start if start < len(members) else None
+
+    # (run time, queue order, key, position): the class entry flattened, so that the heap compares one tuple
+    # instead of two nested; the queue order names the gang, so no two entries tie
     heap = []
     for key in classes:
-        if untried_runtime(key) is not None:
-            runtime, order, gang = classes[key][cursor[key]]
-            heap.append((runtime, order, key, gang))
+        position = head(key, cursor[key])
+        if position is not None:
+            runtime, order, _ = classes[key][position]
+            heap.append((runtime, order, key, position))
     heapq.heapify(heap)
     while heap:
-        _, _, key, gang = heap[0]
-        yield gang
-        if (skip_closed and key not in state.open_classes) or untried_runtime(key) is None:
+        _, _, key, position = heap[0]
+        yield classes[key][position][2]
+        position = None if skip_closed and key not in state.open_classes else head(key, position + 1)
+        if position is None:
             heapq.heappop(heap)
         else:
-            runtime, order, gang = classes[key][cursor[key]]
-            heapq.heapreplace(heap, (runtime, order, key, gang))
+            runtime, order, _ = classes[key][position]
+            heapq.heapreplace(heap, (runtime, order, key, position))
