@@ -26,7 +26,7 @@ from railforge.k8s.leader import LeaderElector
 from railforge.k8s.metrics import SchedulerMetrics
 from railforge.k8s.reporting import state_view
 from railforge.k8s.settings import Settings
-from railforge.k8s.translate import Translation, translate
+from railforge.k8s.translate import Translation, TranslationCache, translate
 from railforge.k8s.views import SchedulerState
 from railforge.k8s.writes import WriteSide
 from railforge.scheduler import host
@@ -141,6 +141,7 @@ class Adapter:
             self.wake.set,
         )
         self.cel_programs: dict[str, dra.Program] = {}  # DRA selectors, compiled once, with their verdicts
+        self.translated = TranslationCache()  # the Nodes and Gangs of the last pass, reused while unchanged
         self.reservations: tuple[core.Reservation, ...] = ()
         self.expected: dict[str, float] = {}  # waiting gang -> expected start, as last planned
         self.expected_at = -math.inf
@@ -230,6 +231,7 @@ class Adapter:
             )
             if "ResourceClaim" in self.caches
             else None,
+            self.translated,
         )
 
     def cycle(self) -> core.Decisions | None:

@@ -11,10 +11,10 @@ import dataclasses
 import math
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 from railforge.k8s import dra, podaffinity
 from railforge.k8s.annotations import FAILED, Avoid, Backoff, Quarantine, Start, decode_placement
@@ -37,6 +37,7 @@ from railforge.scheduler import (
     topology_path,
 )
 
+T = TypeVar("T")
 QUEUE_API = ("railforge.io", "v1alpha1", "queues")
 # what users set; what the scheduler writes and reads back is in annotations.py
 RUNTIME = LABEL_PREFIX + "runtime"
@@ -604,6 +605,73 @@ def build_gang(
     )
 
 
+class TranslationCache:
+    """What one pass built for a node or a gang, reused in the next while everything it was built from is the same:
+    the same objects (the informers replace an object on every change and never edit one; the overlays make new
+    ones) and equal values (a gang's pins, queue and rules; a node's use by other pods). Rebuilding every gang's Gang
+    and every node's Node was most of a pass over a thousand nodes and thousands of gangs. Entries the last pass did
+    not use are dropped as the next begins (``begin``)."""
+
+    def __init__(self) -> None:
+        self._last: dict[tuple[str, str], tuple[tuple, tuple, Any]] = {}  # (kind, name) -> (objects, values, built)
+        self._now: dict[tuple[str, str], tuple[tuple, tuple, Any]] = {}
+
+    def begin(self) -> None:
+        """Start a pass: what the last one built is what this one may reuse."""
+        self._last, self._now = self._now, {}
+
+    def _reuse(self, key: tuple[str, str], sources: tuple, values: tuple, make: Callable[[], T]) -> T:
+        """What ``make`` returned last pass for ``key`` if built from the same ``sources`` (by identity) and equal
+        ``values``; else ``make()``."""
+        kept = self._last.get(key)
+        if (
+            kept is not None
+            and len(kept[0]) == len(sources)
+            and all(a is b for a, b in zip(kept[0], sources, strict=True))
+            and kept[1] == values
+        ):
+            built = kept[2]
+        else:
+            built = make()
+        self._now[key] = (sources, values, built)  # the sources are kept alive, so their ids stay theirs
+        return built
+
+    def node(self, obj: dict, levels: tuple[TopologyLevel, ...], used: Mapping[str, int]) -> Node:
+        """``to_node(obj, levels, used)``, reused."""
+        name = obj["metadata"]["name"]
+        return self._reuse(("Node", name), (obj, levels), (used,), lambda: to_node(obj, levels, used))
+
+    def gang(
+        self,
+        objects: GangObjects,
+        pods: list[dict],
+        queue: str,
+        now: float,
+        settings: Settings,
+        hostnames: Mapping[str, str],
+        **extra,
+    ) -> Gang:
+        """``build_gang(objects, pods, queue, now, settings, hostnames, **extra)``, reused."""
+
+        def make() -> Gang:
+            return build_gang(objects, pods, queue, now, settings, hostnames, **extra)
+
+        if "creationTimestamp" not in objects.owner["metadata"]:  # its submit time is ``now``: built anew each pass
+            return make()
+        try:
+            values = (queue, _pins(pods, hostnames), extra)
+        except ValueError:
+            return make()  # raises it, as building would
+        owned = [
+            objects.jobs[ref["uid"]]
+            for pod in objects.pods
+            for ref in pod["metadata"].get("ownerReferences") or []
+            if ref.get("controller") and ref.get("uid") in objects.jobs
+        ]
+        sources = (settings, objects.api, objects.group, *objects.pods, None, *pods, None, *owned)
+        return self._reuse(("Gang", objects.name), sources, values, make)
+
+
 def _not_bindable(pod: dict) -> tuple[str, str] | None:
     """Why the scheduler must not bind ``pod`` (a reason code and the words), or None: a pod still gated, or one
     needing what this scheduler does not read (1.35's gang API)."""
@@ -636,13 +704,17 @@ def translate(
     now: float,
     jobs: Iterable[dict] = (),
     devices: dra.Devices | None = None,
+    cache: TranslationCache | None = None,
 ) -> Translation:
     """Everything the core needs from the cluster's objects, with the problems found on the way.
 
     ``pods``: the live pods whose schedulerName is ours; ``foreign_pods``: other bound pods, whose requests are
     taken off their nodes' allocatable; ``jobs``: the Jobs, whose limits bound the restarts of gangs they own;
-    ``devices``: DRA's devices and claims (None: the API is not served)."""
+    ``devices``: DRA's devices and claims (None: the API is not served); ``cache``: the Gangs of the last pass
+    (``TranslationCache``; None: build every one)."""
     out = Translation(devices=devices)
+    cache = cache or TranslationCache()
+    cache.begin()
     used: dict[str, dict[str, int]] = {}
     for pod in foreign_pods:
         node = pod["spec"].get("nodeName")
@@ -659,7 +731,7 @@ def translate(
             unselected.add(obj["metadata"]["name"])
             continue
         try:
-            node = to_node(obj, settings.topology, used.get(obj["metadata"]["name"], {}))
+            node = cache.node(obj, settings.topology, used.get(obj["metadata"]["name"], {}))
         except ValueError as error:
             out.problems.append(Problem("Node", None, obj["metadata"]["name"], str(error)))
             continue
@@ -698,7 +770,7 @@ def translate(
     bound = [pod for pod in (*pods, *foreign_pods) if pod["spec"].get("nodeName") and live(pod)]
     neighbours = Neighbours(bound, {node.name: node.labels for node in out.nodes})
     for name in sorted(grouped):
-        _add_gang(out, grouped[name], queue_names, ready_nodes, namespaces, settings, now, hostnames, neighbours)
+        _add_gang(out, grouped[name], queue_names, ready_nodes, namespaces, settings, now, hostnames, neighbours, cache)
     if out.claim_slots:
         out.nodes = [
             dataclasses.replace(node, allocatable={**node.allocatable, **out.claim_slots[node.name]})
@@ -743,6 +815,7 @@ def _add_gang(
     now: float,
     hostnames: Mapping[str, str],
     neighbours: Neighbours,
+    cache: TranslationCache,
 ) -> None:
     group_name = objects.api.member_of(objects.pods[0]) if objects.api is not None else None
     bound = [pod for pod in objects.pods if pod["spec"].get("nodeName")]
@@ -765,7 +838,7 @@ def _add_gang(
             return
         try:
             known = queue if queue in queue_names else settings.default_queue
-            gang = build_gang(objects, bound, known, now, settings, hostnames)
+            gang = cache.gang(objects, bound, known, now, settings, hostnames)
         except ValueError as error:
             gang = Gang(objects.name, settings.default_queue, tuple(Member(p["metadata"]["name"], {}) for p in bound))
             out.problems.append(Problem(objects.kind, objects.namespace, objects.owner_name, str(error)))
@@ -859,7 +932,7 @@ def _add_gang(
         keep_off = NodeSelectorRequirement(HOSTNAME, "NotIn", keep_off_hosts)
         rules = {**rules, "pod_rules": (*rules.get("pod_rules", ()), keep_off)}
     try:
-        gang = build_gang(objects, unbound, queue, now, settings, hostnames, min_member=min_member, **rules)
+        gang = cache.gang(objects, unbound, queue, now, settings, hostnames, min_member=min_member, **rules)
     except (ValueError, KeyError) as error:
         refuse("input.invalid", str(error))
         return

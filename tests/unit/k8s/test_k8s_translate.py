@@ -3,13 +3,21 @@
 import importlib.util
 import json
 import math
+import random
 from pathlib import Path
 
 import pytest
 
 from railforge.k8s.gangapis import NATIVE, SCHEDULER_PLUGINS
 from railforge.k8s.settings import settings_from_mapping
-from railforge.k8s.translate import failure_action, node_topology, queues_from, runtime_seconds, translate
+from railforge.k8s.translate import (
+    TranslationCache,
+    failure_action,
+    node_topology,
+    queues_from,
+    runtime_seconds,
+    translate,
+)
 from railforge.scheduler import Scheduler, Snapshot
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -644,3 +652,101 @@ def test_each_index_counts_its_own_failures_against_its_limit():
     pods[1]["metadata"]["annotations"] = {"batch.kubernetes.io/job-index-failure-count": "1"}
     view = run([node("n0"), node("n1")], pods, [podgroup("train", 2)], jobs=[job("train", backoffLimitPerIndex=2)])
     assert view.pending[0].owner_max_restarts == 1
+
+
+# -- reuse between passes ---------------------------------------------------------------------------------------
+
+
+def _changed(obj: dict, rng, changes) -> dict:
+    """A copy of ``obj`` with one of ``changes`` (functions of the copy and ``rng``) applied: what a watch event
+    hands the informer in place of the object it had."""
+    copy = json.loads(json.dumps(obj))
+    rng.choice(changes)(copy, rng)
+    return copy
+
+
+def _set_gpus(p, rng):
+    p["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = str(rng.choice((1, 2, 4, 8)))
+
+
+def _set_runtime(p, rng):
+    p["metadata"].setdefault("annotations", {})["railforge.io/runtime"] = str(rng.choice((600, 3600)))
+
+
+def _set_priority(p, rng):
+    p["spec"]["priority"] = rng.choice((0, 10))
+
+
+def _pin(p, rng):
+    p["spec"]["nodeSelector"] = {"kubernetes.io/hostname": f"h{rng.randrange(4)}"}
+
+
+def _bind(p, rng):
+    p["spec"]["nodeName"] = f"n{rng.randrange(4)}"
+    p["status"]["phase"] = "Running"
+
+
+def _min_member(g, rng):
+    g["spec"]["minMember"] = rng.choice((1, 2, 3))
+
+
+def _relabel(n, rng):
+    n["metadata"]["labels"] = {
+        "kubernetes.io/hostname": n["metadata"]["labels"]["kubernetes.io/hostname"],
+        "railforge.io/leaf": f"l{rng.randrange(2)}",
+    }
+
+
+def _resize(n, rng):
+    n["status"]["allocatable"]["nvidia.com/gpu"] = str(rng.choice((4, 8)))
+
+
+def _not_ready(n, rng):
+    n["status"]["conditions"] = [{"type": "Ready", "status": rng.choice(("True", "False"))}]
+
+
+def _job_limit(j, rng):
+    j["spec"]["backoffLimit"] = rng.choice((0, 1, 6))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_translation_reused_between_passes_equals_a_full_rebuild(seed):
+    """Passes over objects that change a few at a time, as the informers hand them over: a translation that reuses
+    the last pass's Nodes and Gangs (``TranslationCache``) equals one that builds every one, and does reuse them."""
+    rng = random.Random(seed)
+    nodes = [node(f"n{i}", labels={"kubernetes.io/hostname": f"h{i}", "railforge.io/leaf": "l0"}) for i in range(4)]
+    groups = [podgroup(f"g{i}", 2) for i in range(3)]
+    jobs = [job(f"j{i}", backoffLimit=3) for i in range(2)]
+    pods = [pod(f"g{i}-{m}", 2, group=f"g{i}", **owned_by("Job", f"j{i % 2}")) for i in range(3) for m in range(2)]
+    pods += [pod(f"lone{i}", rng.choice((1, 8))) for i in range(4)]
+    foreign = [pod("other", 2)]
+    foreign[0]["spec"]["nodeName"] = "n0"
+    cache = TranslationCache()
+    reused = 0
+    previous = None
+    for _ in range(12):
+        for objects, changes in (
+            (pods, (_set_gpus, _set_runtime, _set_priority, _pin, _bind)),
+            (groups, (_min_member,)),
+            (nodes, (_relabel, _resize, _not_ready)),
+            (jobs, (_job_limit,)),
+            (foreign, (_set_gpus,)),
+        ):
+            for index in rng.sample(range(len(objects)), k=rng.randrange(min(len(objects), 2) + 1)):
+                objects[index] = _changed(objects[index], rng, changes)
+        if rng.random() < 0.2:
+            pods.pop(rng.randrange(len(pods)))
+        if rng.random() < 0.2:
+            pods.append(pod(f"new{rng.randrange(10**6)}", rng.choice((1, 2))))
+        grouped = {(SCHEDULER_PLUGINS, g["metadata"]["namespace"], g["metadata"]["name"]): g for g in groups}
+        args = (nodes, pods, foreign, grouped, (), {}, SETTINGS, 1e9, jobs)
+        fresh, kept = translate(*args), translate(*args, cache=cache)
+        for field in ("nodes", "pending", "running", "waiting", "problems", "avoiding"):
+            assert getattr(kept, field) == getattr(fresh, field), field
+        if previous is not None:
+            before = {id(gang) for gang in (*previous.pending, *(r.gang for r in previous.running))}
+            before |= {id(n) for n in previous.nodes}
+            now = [*kept.pending, *(r.gang for r in kept.running), *kept.nodes]
+            reused += sum(id(item) in before for item in now)
+        previous = kept
+    assert reused > 0
