@@ -86,6 +86,16 @@ class WriteQueue:
             self.closed = True
             self.ready.notify()
 
+    def discard(self) -> None:
+        """Drop every waiting write, each handed to ``on_drop``."""
+        with self.ready:
+            dropped = [*self.urgent, *self.ordinary]
+            self.urgent.clear()
+            self.ordinary.clear()
+            self.dropped += len(dropped)
+        for key in dropped:
+            self.on_drop(key)
+
 
 @dataclass
 class _Event:
@@ -114,9 +124,13 @@ class Reporter:
         self.thread.start()
         return self
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 10) -> None:
+        """Write what was asked before the stop, for up to ``timeout`` seconds; what still waits then is dropped (the
+        scheduler that leads next reports its own passes), so nothing is written after this returns but the one
+        write under way."""
         self.work.close()
-        self.thread.join(timeout=10)
+        self.thread.join(timeout)
+        self.work.discard()
 
     def drain(self, timeout: float = 10) -> None:
         """Wait until everything asked so far is written (tests)."""

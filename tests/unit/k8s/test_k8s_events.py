@@ -2,6 +2,7 @@
 to be written is one write per object (the latest), bounded, the urgent ones first."""
 
 import math
+import threading
 import time
 
 from railforge.k8s.events import EVENT_BURST, EVENTS_PER_SECOND, Reporter, WriteQueue
@@ -89,3 +90,24 @@ def test_a_dropped_status_is_forgotten_so_the_next_pass_asks_for_it_again():
     assert len(reporter.work) == 2 and ("status", "uid-0") not in reporter.written
     reporter.status(SCHEDULER_PLUGINS.kind, groups[0], {"phase": "Pending"})  # the next pass: asked again, queued again
     assert ("status", "uid-0") in reporter.work.ordinary
+
+
+def test_a_stopped_reporter_writes_its_backlog_until_its_time_is_up_and_nothing_after():
+    reporter = Reporter(api=None, component="railforge", interval=60).start()
+    written: list[int] = []
+    for index in range(3):
+        reporter.work.put(index, lambda index=index: written.append(index))
+    reporter.stop(timeout=5)
+    assert written == [0, 1, 2]
+
+    reporter = Reporter(api=None, component="railforge", interval=60).start()
+    release = threading.Event()
+    reporter.work.put("slow", release.wait)  # the write under way when the time is up
+    for index in range(3):
+        reporter.work.put(index, lambda index=index: written.append(index))
+    reporter.stop(timeout=0.2)
+    release.set()
+    reporter.thread.join(5)
+    assert not reporter.thread.is_alive()
+    assert written == [0, 1, 2]  # none of the second reporter's three
+    assert reporter.work.dropped == 3
