@@ -48,6 +48,7 @@ from railforge.testbed.procs import wait_for
 GPU = "nvidia.com/gpu"
 CLAIMED = "railforge, a DRA claim on every pod"
 POOL = "railforge.bench/pool"
+NODE_ALLOCATABLE = {GPU: "8", "cpu": "64", "memory": "512Gi"}  # an API-only node of bench_k8s and bench_k8s_scale
 THREADS = 16
 
 
@@ -266,9 +267,8 @@ def apply_crds(plane: ControlPlane) -> None:
 
 def add_nodes(plane: ControlPlane, prefix: str, count: int, pool: str) -> list[str]:
     names = [f"{prefix}-{i:04d}" for i in range(count)]
-    allocatable = {GPU: "8", "cpu": "64", "memory": "512Gi"}
     with ThreadPoolExecutor(8) as pool_threads:
-        list(pool_threads.map(lambda name: add_api_node(plane, name, allocatable, labels={POOL: pool}), names))
+        list(pool_threads.map(lambda name: add_api_node(plane, name, NODE_ALLOCATABLE, labels={POOL: pool}), names))
     return names
 
 

@@ -27,7 +27,17 @@ import sys
 import time
 from pathlib import Path
 
-from bench_k8s import GPU, POOL, BindWatch, add_nodes, apply_crds, create_pods, load_line, pod_body, settings_for
+from bench_k8s import (
+    NODE_ALLOCATABLE,
+    POOL,
+    BindWatch,
+    add_nodes,
+    apply_crds,
+    create_pods,
+    load_line,
+    pod_body,
+    settings_for,
+)
 
 from railforge.k8s import rest
 from railforge.k8s.adapter import Adapter
@@ -37,7 +47,6 @@ from railforge.testbed.procs import wait_for
 SIZES = (1, 2, 4, 8)
 QUIET_SECONDS = 5  # an event followed by no bind for this long counts as one that made nothing possible
 SPARE = {"key": "railforge.bench/spare", "value": "true", "effect": "NoSchedule"}  # only the added gangs tolerate it
-NODE = {GPU: "8", "cpu": "64", "memory": "512Gi"}
 
 
 def memory_mib() -> tuple[float, float]:
@@ -116,7 +125,7 @@ def main() -> int:
             create_pods(plane.api, name, waiting)
             wait_for(f"{args.pending} gangs pending", lambda: len(adapter.state.view().pending) == args.pending, 300)
             print(f"cluster full, {args.pending} gangs pending; memory now / peak: {memory_mib()}", flush=True)
-            add_api_node(plane, "spare", NODE, labels={POOL: name}, taints=[SPARE])
+            add_api_node(plane, "spare", NODE_ALLOCATABLE, labels={POOL: name}, taints=[SPARE])
             watch = BindWatch(plane, name)
 
             def delete(path: str) -> None:
@@ -133,7 +142,9 @@ def main() -> int:
 
             kinds = {
                 "pod deleted (its node freed)": lambda event: delete(f"fill-{event:04d}"),
-                "node added": lambda event: add_api_node(plane, f"added-{event:04d}", NODE, labels={POOL: name}),
+                "node added": lambda event: add_api_node(
+                    plane, f"added-{event:04d}", NODE_ALLOCATABLE, labels={POOL: name}
+                ),
                 "gang added (fits the spare node only)": add_gang,
             }
             results = {kind: timed_binds(args.events, trigger, watch, passes) for kind, trigger in kinds.items()}

@@ -710,8 +710,8 @@ def translate(
 
     ``pods``: the live pods whose schedulerName is ours; ``foreign_pods``: other bound pods, whose requests are
     taken off their nodes' allocatable; ``jobs``: the Jobs, whose limits bound the restarts of gangs they own;
-    ``devices``: DRA's devices and claims (None: the API is not served); ``cache``: the Gangs of the last pass
-    (``TranslationCache``; None: build every one)."""
+    ``devices``: DRA's devices and claims (None: the API is not served); ``cache``: the Nodes and Gangs of the last
+    pass (``TranslationCache``; None: build every one)."""
     out = Translation(devices=devices)
     cache = cache or TranslationCache()
     cache.begin()

@@ -483,7 +483,8 @@ class SchedulerConfig:
     reservation_depth: int = 1  # gangs that get reservations under conservative backfill
     # Order of the gangs tried after the last reservation (they can only backfill): "shortest"
     # estimated runtime first; "over_share_last", the same but the gangs of queues ahead of their fair
-    # share after the others' (``stages.order.over_share``); or the same "fair" order as before.
+    # share after the others' (``stages.order.over_share``; with ``order="fair"``, the one that counts
+    # shares: under another order it is "shortest"); or the same "fair" order as before.
     backfill_order: BackfillOrder = "shortest"
     order: OrderMode = "fair"
     skip_ahead: bool = True
