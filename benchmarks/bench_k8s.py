@@ -201,15 +201,18 @@ def railforge_run(plane: ControlPlane, namespace: str, pods: int, pool: str, cla
         api.close()
 
 
+def settings_mapping(name: str, pool: str) -> dict:
+    """A railforge scheduler named ``name`` for the nodes of ``pool``, as its settings file holds it."""
+    return {
+        "scheduler_name": name,
+        "node_selector": f"{POOL}={pool}",
+        "leader_election": {"enabled": False},
+        "event_interval_seconds": 60,
+    }
+
+
 def settings_for(name: str, pool: str):
-    return settings_from_mapping(
-        {
-            "scheduler_name": name,
-            "node_selector": f"{POOL}={pool}",
-            "leader_election": {"enabled": False},
-            "event_interval_seconds": 60,
-        }
-    )
+    return settings_from_mapping(settings_mapping(name, pool))
 
 
 def kube_scheduler_run(plane: ControlPlane, namespace: str, pods: int, qps: int | None) -> list[float]:
@@ -265,9 +268,11 @@ def apply_crds(plane: ControlPlane) -> None:
     )
 
 
-def add_nodes(plane: ControlPlane, prefix: str, count: int, pool: str) -> list[str]:
+def add_nodes(plane: ControlPlane, prefix: str, count: int, pool: str, threads: int = 8) -> list[str]:
+    """``count`` API-only nodes; each waits for the node lifecycle controller to lift its taints, so thousands need
+    more ``threads``."""
     names = [f"{prefix}-{i:04d}" for i in range(count)]
-    with ThreadPoolExecutor(8) as pool_threads:
+    with ThreadPoolExecutor(threads) as pool_threads:
         list(pool_threads.map(lambda name: add_api_node(plane, name, NODE_ALLOCATABLE, labels={POOL: pool}), names))
     return names
 

@@ -85,6 +85,10 @@ def test_metrics_follow_the_gangs_submitted(cluster, served, capsys):
     # passes go on while the huge gang waits: the adapter's own count lies between two scrapes
     counted = adapter.state.view().counters["decide_calls"]
     assert decided <= counted <= value(scrape(url), "railforge_decide_duration_seconds_count")
+    # every pass is timed whole, one that decided too (the pass under way may not be counted yet)
+    passes = value(samples, "railforge_pass_duration_seconds_count")
+    assert passes >= decided - 1 >= 2
+    assert value(samples, "railforge_pass_duration_seconds_sum") > 0
     assert value(samples, "railforge_leader") == 1
 
     # railforge queue: the same gangs from the same endpoint, as an operator reads them

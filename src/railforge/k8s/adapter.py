@@ -204,6 +204,8 @@ class Adapter:
                 self.state.count("pass_errors")
                 self.stopping.wait(1.0)
                 self.wake.set()
+            else:
+                self.metrics.passed(time.monotonic() - last)
 
     # -- one pass ------------------------------------------------------------------------------------------------
     def translate(self, now: float) -> Translation:

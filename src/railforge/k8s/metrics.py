@@ -152,10 +152,19 @@ class SchedulerMetrics:
             buckets=DECIDE_BUCKETS,
             registry=self.registry,
         )
+        self.pass_duration = Histogram(
+            "railforge_pass_duration_seconds",
+            "Time of one scheduling pass: translating the caches, decide(), the writes and the reports.",
+            buckets=DECIDE_BUCKETS,
+            registry=self.registry,
+        )
         self._last_codes: dict[str, str] = {}
 
     def decided(self, seconds: float) -> None:
         self.decide_duration.observe(seconds)
+
+    def passed(self, seconds: float) -> None:
+        self.pass_duration.observe(seconds)
 
     def bound(self, queue: str, submitted: float, pods_bound: int, pods: int) -> None:
         """A gang's binding calls have returned: ``pods_bound`` of its ``pods`` succeeded."""
