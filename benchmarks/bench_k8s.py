@@ -243,22 +243,28 @@ def gang_run(
     adapter = Adapter(api, settings_for(namespace, namespace)).start()
     try:
         wait_for("railforge synced", adapter.synced, 60)
-        watch = BindWatch(plane, namespace)
-        started = time.monotonic()
-        client.CustomObjectsApi(plane.api).create_namespaced_custom_object(
-            gangs.group, gangs.version, namespace, "podgroups", gangs.podgroup("gang512", pods)
-        )
-        labels, fields = gangs.joining("gang512")
-        bodies = [pod_body(f"g{i:03d}", namespace, labels=labels, claim=claims) for i in range(pods)]
-        for body in bodies:
-            body["spec"].update(fields)
-        create_pods(plane.api, namespace, bodies)
-        created = time.monotonic() - started
-        times = watch.wait(pods, 300)
-        return created, times[-1] - started
+        return submit_gang(plane, namespace, pods, gangs, claims)
     finally:
         adapter.stop()
         api.close()
+
+
+def submit_gang(plane: ControlPlane, namespace: str, pods: int, gangs: GangApi, claims: bool) -> tuple[float, float]:
+    """A PodGroup of ``pods`` pods, then its pods (with ``claims``, each naming the claim of its name): (pods created,
+    all bound) seconds after the PodGroup's creation."""
+    watch = BindWatch(plane, namespace)
+    started = time.monotonic()
+    client.CustomObjectsApi(plane.api).create_namespaced_custom_object(
+        gangs.group, gangs.version, namespace, "podgroups", gangs.podgroup("gang", pods)
+    )
+    labels, fields = gangs.joining("gang")
+    bodies = [pod_body(f"g{i:03d}", namespace, labels=labels, claim=claims) for i in range(pods)]
+    for body in bodies:
+        body["spec"].update(fields)
+    create_pods(plane.api, namespace, bodies)
+    created = time.monotonic() - started
+    times = watch.wait(pods, 300)
+    return created, times[-1] - started
 
 
 def apply_crds(plane: ControlPlane) -> None:

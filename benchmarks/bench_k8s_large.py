@@ -39,8 +39,8 @@ from bench_k8s import (
     pod_body,
     rate,
     settings_mapping,
+    submit_gang,
 )
-from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
 from railforge.k8s.gangapis import SCHEDULER_PLUGINS
@@ -136,20 +136,7 @@ def gang(plane: ControlPlane, pods: int) -> tuple[float, float]:
     scheduler = Railforge(plane, namespace, "large")
     try:
         wait_for("railforge's first pass", lambda: scheduler.passes() > 0, 300, [scheduler.process])
-        watch = BindWatch(plane, namespace)
-        started = time.monotonic()
-        podgroup = SCHEDULER_PLUGINS.podgroup("g", pods)
-        client.CustomObjectsApi(plane.api).create_namespaced_custom_object(
-            SCHEDULER_PLUGINS.group, SCHEDULER_PLUGINS.version, namespace, "podgroups", podgroup
-        )
-        labels, fields = SCHEDULER_PLUGINS.joining("g")
-        bodies = [pod_body(f"g{i:03d}", namespace, labels=labels) for i in range(pods)]
-        for body in bodies:
-            body["spec"].update(fields)
-        create_pods(plane.api, namespace, bodies)
-        created = time.monotonic() - started
-        times = watch.wait(pods, 300)
-        return created, times[-1] - started
+        return submit_gang(plane, namespace, pods, SCHEDULER_PLUGINS, claims=False)
     finally:
         scheduler.stop()
 
