@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import railforge.scheduler as core
 from railforge.k8s import dra, reporting
+from railforge.k8s.collector import PassCollector
 from railforge.k8s.events import Reporter
 from railforge.k8s.gangapis import served
 from railforge.k8s.informer import Informer, Resource
@@ -92,6 +93,7 @@ class Adapter:
         self.decide = scheduler_class().decide if scheduler_class is not None else core.decide
         self.state = SchedulerState()
         self.metrics = SchedulerMetrics(self.state)
+        self.collector = PassCollector()
         self.wake = threading.Event()
         self.stopping = threading.Event()
         name = settings.scheduler_name
@@ -172,6 +174,7 @@ class Adapter:
             informer.stop()
         self.pool.shutdown(wait=True)
         self.reporter.stop()
+        self.collector.stop()
 
     def leading(self) -> bool:
         return self.elector is None or self.elector.is_leader()
@@ -206,6 +209,7 @@ class Adapter:
                 self.wake.set()
             else:
                 self.metrics.passed(time.monotonic() - last)
+                self.collector.after_pass()
 
     # -- one pass ------------------------------------------------------------------------------------------------
     def translate(self, now: float) -> Translation:
