@@ -1,12 +1,13 @@
 """What the adapter knows and did, for readers in other threads: a ``/metrics`` endpoint, a dashboard, tests.
 
-The adapter replaces the whole view after each pass under a lock (``publish``); readers take ``view()``, a
-consistent copy they may keep. Counters only grow.
+The adapter replaces the whole view after each pass under a lock (``publish``) and never changes a published view's
+parts; readers take ``view()``, a consistent view they may keep, sharing those parts with each other: they read them
+and change nothing. Counters only grow.
 """
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import logging
 import threading
 import time
@@ -91,11 +92,8 @@ class SchedulerState:
         self._counters: dict[str, float] = {}
 
     def view(self) -> StateView:
-        with self._lock:
-            view = copy.deepcopy(self._view)
-            view.recent = list(self._recent)
-            view.counters = dict(self._counters)
-        return view
+        with self._lock:  # not a deep copy: at thousands of gangs that took 0.1-0.2 s a scrape
+            return dataclasses.replace(self._view, recent=list(self._recent), counters=dict(self._counters))
 
     def publish(self, view: StateView) -> None:
         """Replace the pass's view; who leads stays as ``set_leader`` last put it."""

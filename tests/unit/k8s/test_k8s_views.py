@@ -37,3 +37,21 @@ def test_the_gpu_map_counts_each_pods_own_gpus_and_names_the_leader():
         ("n2", 8, [{"gang": "ns/mpi", "pods": 1, "gpus": 8}]),
     ]
     assert (document["leader"], document["leader_identity"]) == (False, "replica-b")
+
+
+def test_a_view_taken_stays_as_it_was_when_the_state_moves_on():
+    state = SchedulerState()
+    first = RunningView("ns/a", "q", {"a-0": "n1"}, 8, {"a-0": 8}, 0.0, False, None)
+    state.publish(StateView(running=[first]))
+    state.set_leader(True, True, "replica-a")
+    state.count("decide_calls")
+    taken = state.view()
+    state.set_leader(False, True, "replica-b")  # changes the published view's leader fields in place
+    state.count("decide_calls")
+    state.record("bind", "ns/b", "1/1 pods")
+    state.publish(StateView(running=[]))
+    assert (taken.leader, taken.leader_identity) == (True, "replica-a")
+    assert taken.running == [first] and taken.counters == {"decide_calls": 1} and taken.recent == []
+    now = state.view()
+    assert (now.leader, now.leader_identity, now.running) == (False, "replica-b", [])
+    assert now.counters == {"decide_calls": 2} and [d.gang for d in now.recent] == ["ns/b"]
