@@ -64,8 +64,11 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def wait_for(what: str, ready: Callable[[], bool], timeout: float, watched: Sequence[Process] = ()) -> float:
-    """Poll ready() until it holds; fail early, with the log, when a watched process has exited."""
+def wait_for(
+    what: str, ready: Callable[[], bool], timeout: float, watched: Sequence[Process] = (), interval: float = 0.1
+) -> float:
+    """Poll ready() every ``interval`` seconds until it holds; fail early, with the log, when a watched process has
+    exited."""
     started = time.monotonic()
     while True:
         for process in watched:
@@ -79,7 +82,7 @@ def wait_for(what: str, ready: Callable[[], bool], timeout: float, watched: Sequ
         if time.monotonic() - started > timeout:
             logs = "\n".join(f"--- {p.name}\n{p.log_tail()}" for p in watched)
             raise TimeoutError(f"{what} not ready after {timeout:.0f} s\n{logs}")
-        time.sleep(0.1)
+        time.sleep(interval)
 
 
 def processes_matching(*needles: str) -> list[int]:
