@@ -32,6 +32,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from kubernetes import client
 from urllib3.exceptions import ProtocolError
@@ -281,6 +282,14 @@ def add_nodes(plane: ControlPlane, prefix: str, count: int, pool: str, threads: 
     with ThreadPoolExecutor(threads) as pool_threads:
         list(pool_threads.map(lambda name: add_api_node(plane, name, NODE_ALLOCATABLE, labels={POOL: pool}), names))
     return names
+
+
+def memory_mib(pid: int | str = "self") -> tuple[float, float]:
+    """(RSS now, peak RSS) of a process (this one unless ``pid``), MiB."""
+    status = Path(f"/proc/{pid}/status").read_text().splitlines()
+    fields = dict(line.split(":", 1) for line in status if ":" in line)
+    rss, peak = (int(fields[key].split()[0]) / 1024 for key in ("VmRSS", "VmHWM"))
+    return rss, peak
 
 
 def load_line(before: tuple[float, ...], after: tuple[float, ...]) -> str:

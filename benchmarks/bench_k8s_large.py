@@ -23,7 +23,6 @@ import os
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import yaml
 from bench_k8s import (
@@ -36,6 +35,7 @@ from bench_k8s import (
     delete_pods,
     kube_scheduler_run,
     load_line,
+    memory_mib,
     pod_body,
     rate,
     settings_mapping,
@@ -83,12 +83,6 @@ class Railforge:
     def passes(self) -> float:
         return self.timed()[PASS][0]
 
-    def memory_mib(self) -> tuple[float, float]:
-        """(VmRSS, VmHWM) of the process, MiB."""
-        status = Path(f"/proc/{self.process.pid}/status").read_text().splitlines()
-        fields = dict(line.split(":", 1) for line in status if ":" in line)
-        return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
-
     def stop(self) -> None:
         self.plane.stop_component(self.process)
 
@@ -125,7 +119,8 @@ def railforge_binds(plane: ControlPlane, namespace: str, pods: int, observed: di
         wait_for("passes with every pod bound", lambda: scheduler.passes() >= done, 120, interval=SCRAPE_EVERY)
         steady = scheduler.timed()
         zero = dict.fromkeys(steady, (0.0, 0.0))
-        observed.update(binding=means(zero, binding), steady=means(binding, steady), memory=scheduler.memory_mib())
+        memory = memory_mib(scheduler.process.pid)
+        observed.update(binding=means(zero, binding), steady=means(binding, steady), memory=memory)
         return times
     finally:
         scheduler.stop()

@@ -25,7 +25,6 @@ import os
 import statistics
 import sys
 import time
-from pathlib import Path
 
 from bench_k8s import (
     NODE_ALLOCATABLE,
@@ -35,6 +34,7 @@ from bench_k8s import (
     apply_crds,
     create_pods,
     load_line,
+    memory_mib,
     pod_body,
     settings_for,
 )
@@ -47,13 +47,6 @@ from railforge.testbed.procs import wait_for
 SIZES = (1, 2, 4, 8)
 QUIET_SECONDS = 5  # an event followed by no bind for this long counts as one that made nothing possible
 SPARE = {"key": "railforge.bench/spare", "value": "true", "effect": "NoSchedule"}  # only the added gangs tolerate it
-
-
-def memory_mib() -> tuple[float, float]:
-    """(RSS now, peak RSS) of this process, MiB."""
-    status = Path("/proc/self/status").read_text().splitlines()
-    fields = dict(line.split(":", 1) for line in status if ":" in line)
-    return tuple(int(fields[key].split()[0]) / 1024 for key in ("VmRSS", "VmHWM"))
 
 
 def percentiles(values: list[float]) -> str:
