@@ -43,6 +43,7 @@ from bench_k8s import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
+from railforge.cliargs import positive_int
 from railforge.k8s.gangapis import SCHEDULER_PLUGINS
 from railforge.testbed.controlplane import ControlPlane, create_namespace
 from railforge.testbed.procs import Process, free_port, wait_for
@@ -140,9 +141,9 @@ def gang(plane: ControlPlane, pods: int) -> tuple[float, float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=5000)
-    parser.add_argument("--pending", type=int, default=10000)
-    parser.add_argument("--gang", type=int, default=512)
+    parser.add_argument("--nodes", type=positive_int, default=5000)
+    parser.add_argument("--pending", type=positive_int, default=10000)
+    parser.add_argument("--gang", type=positive_int, default=512)
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("bench_k8s_large: run as root (the test bed's control plane)", file=sys.stderr)
