@@ -347,7 +347,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "hardware", help="build a DGX H100-shaped simulated sysfs tree and print its netdevs, one per line"
     )
     hardware.add_argument(
-        "root", type=Path, help="the tree's root, replaced when an earlier run built it (the node's hw_root)"
+        "root",
+        type=output_directory,
+        help="the tree's root, replaced when an earlier run built it (the node's hw_root)",
     )
     hardware.add_argument(
         "--ibdev2netdev", type=text_file, default=DGX_H100_LINKS, help="the ibdev2netdev output it takes names from"
@@ -384,14 +386,15 @@ def build_hardware(args: argparse.Namespace) -> int:
     except ValueError as error:  # not a fixture, or not ibdev2netdev (the parser's ParseError is a ValueError)
         raise UsageError(f"--ibdev2netdev {args.ibdev2netdev}: {error}") from None
     root: Path = args.root
-    if root.exists() and not (root / HARDWARE_MARK).is_file():
-        if not root.is_dir():
-            raise UsageError(f"root {root}: not a directory")
-        if any(root.iterdir()):  # never remove what this command did not build
-            raise UsageError(f"root {root}: a directory `railforge lab hardware` did not build; choose another")
+    if root.exists() and not (root / HARDWARE_MARK).is_file() and any(root.iterdir()):
+        # never remove what this command did not build
+        raise UsageError(f"root {root}: a directory `railforge lab hardware` did not build; choose another")
     shutil.rmtree(root, ignore_errors=True)
-    hwsim.build(root, hwsim.dgx_h100(links))
-    (root / HARDWARE_MARK).write_text("built by `railforge lab hardware`: replaced by its next run\n")
+    try:
+        hwsim.build(root, hwsim.dgx_h100(links))
+        (root / HARDWARE_MARK).write_text("built by `railforge lab hardware`: replaced by its next run\n")
+    except OSError as error:
+        raise UsageError(f"root {root}: cannot build the tree there ({error.strerror})") from None
     print(*sorted(link["netdev"] for link in links), sep="\n")
     return 0
 

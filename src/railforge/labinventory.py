@@ -105,10 +105,15 @@ def _load(path: Path) -> dict[str, Any]:
     """A YAML file of one mapping (an empty file: none)."""
     try:
         data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as error:
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
         raise UsageError(f"{path}: cannot be read as YAML ({error})") from error
+    return _mapping(data, str(path))
+
+
+def _mapping(data: object, where: str) -> dict[str, Any]:
+    """``data`` when it is a mapping (None: an empty one)."""
     if not isinstance(data, dict | None):
-        raise UsageError(f"{path}: expected a mapping of names to values, got a {type(data).__name__}")
+        raise UsageError(f"{where}: expected a mapping of names to values, got a {type(data).__name__}")
     return data or {}
 
 
@@ -120,19 +125,19 @@ def _refuse_unlisted(variables: Mapping[str, Any], where: str) -> None:
         )
 
 
-def _groups(tree: Mapping[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Every group of a YAML inventory's tree, by name, as often as the tree names it."""
+def _groups(tree: Mapping[str, Any], where: object = "hosts.yml") -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every group of a YAML inventory's tree (the file ``where``), by name, as often as the tree names it."""
     for name, group in tree.items():
-        group = group or {}
+        group = _mapping(group, f"{where}: group {name}")
         yield name, group
-        yield from _groups(group.get("children") or {})
+        yield from _groups(_mapping(group.get("children"), f"{where}: group {name}: children"), where)
 
 
-def _example_hosts(tree: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def _example_hosts(tree: Mapping[str, Any], where: Path) -> dict[str, dict[str, Any]]:
     hosts: dict[str, dict[str, Any]] = {}
-    for _, group in _groups(tree):
-        for host, variables in (group.get("hosts") or {}).items():
-            hosts.setdefault(host, {}).update(variables or {})
+    for name, group in _groups(tree, where):
+        for host, variables in _mapping(group.get("hosts"), f"{where}: group {name}: hosts").items():
+            hosts.setdefault(host, {}).update(_mapping(variables, f"{where}: host {host}"))
     return hosts
 
 
@@ -155,6 +160,8 @@ def _cut(tree: Mapping[str, Any], keep: Mapping[str, Mapping[str, Any]]) -> dict
 def _group_vars(example: Path) -> dict[str, dict[str, Any]]:
     """The example's group_vars, a merged mapping per group (files of a group's directory in name order)."""
     merged: dict[str, dict[str, Any]] = {}
+    if not (example / "group_vars").is_dir():
+        raise UsageError(f"{example}: expected an inventory with a group_vars directory")
     for path in sorted((example / "group_vars").iterdir()):
         files = sorted(path.glob("*.yml")) if path.is_dir() else [path]
         group = path.stem if path.is_file() else path.name
@@ -170,7 +177,7 @@ def _hosts_section(overlay: Mapping[str, Any], key: str, example_hosts: Iterable
     for host, variables in hosts.items():
         if host not in example_hosts:
             raise UsageError(f"{where}: {key}: {host} is not a host of the example inventory")
-        _refuse_unlisted(variables or {}, f"{where}: {key}: {host}")
+        _refuse_unlisted(_mapping(variables, f"{where}: {key}: {host}"), f"{where}: {key}: {host}")
     return {host: dict(variables or {}) for host, variables in hosts.items()}
 
 
@@ -180,7 +187,7 @@ def generate(
     """Write hosts.yml, scale.yml and group_vars/ into out; return the files written."""
     overlay = _load(overlay_path)
     tree = _load(example / "hosts.yml")
-    known = _example_hosts(tree)
+    known = _example_hosts(tree, example / "hosts.yml")
     hosts = _hosts_section(overlay, "hosts", known, overlay_path)
     scale = _hosts_section(overlay, "scale_hosts", known, overlay_path)
     if not hosts:

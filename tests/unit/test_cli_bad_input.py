@@ -4,7 +4,9 @@ status and no traceback (issue 41); a bug in a command still raises."""
 from __future__ import annotations
 
 import signal
+import socket
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -37,6 +39,21 @@ def paths(tmp_path: Path) -> dict[str, Path]:
     made["unreachable"] = tmp_path / "kubeconfig"
     made["unreachable"].write_text(UNREACHABLE)
     made["out"] = tmp_path / "out"
+    made["tools"] = tmp_path / "tools.json"  # a plan whose perftest tools are no list
+    made["tools"].write_text('{"mode": "cpu", "nodes": ["n1"], "perftest_tools": 3}\n')
+    made["jobs"] = tmp_path / "jobs"  # collect's results, its jobs.json not what collect writes
+    made["jobs"].mkdir()
+    (made["jobs"] / "jobs.json").write_text('{"mpijobs": [3]}\n')
+    made["example"] = tmp_path / "example"  # an inventory of host h without group_vars
+    made["example"].mkdir()
+    (made["example"] / "hosts.yml").write_text("all: {hosts: {h: {}}}\n")
+    made["groups"] = tmp_path / "groups"  # an inventory whose group is no mapping
+    made["groups"].mkdir()
+    (made["groups"] / "hosts.yml").write_text("all: 3\n")
+    made["overlay"] = tmp_path / "overlay.yml"
+    made["overlay"].write_text("hosts: {h: {}}\n")
+    made["host_list"] = tmp_path / "host_list.yml"
+    made["host_list"].write_text("hosts: {h: [1]}\n")
     return made
 
 
@@ -69,6 +86,8 @@ CASES = [
     (f"{SIM} --resync 0", "--resync"),
     (f"{SIM} --jobs 0", "--jobs"),
     (f"{SIM} --max-jobs -1", "--max-jobs"),
+    (f"{SIM} --policies ,", "--policies"),
+    (f"{SIM} --estimates ,", "--estimates"),
     (f"{SIM} --out {{file}}", "--out"),
     (f"{SIM} --out {{file}}/report", "--out"),
     (f"{SIM} --cache {{file}}", "--cache"),
@@ -76,11 +95,15 @@ CASES = [
     ("simulate-report --traces philly --jobs 0", "--jobs"),
     ("simulate-report --traces philly --doc {dir}", "--doc"),
     ("simulate-report --traces philly --plots-dir {file}", "--plots-dir"),
+    ("simulate-report --traces ,", "--traces"),  # not every trace
+    ("simulate-report --traces philly --notes {dir}", "--notes"),
+    ("simulate-report --traces philly --notes {binary}", "--notes"),
     ("bench render --plan {missing}", "--plan"),
     ("bench render --plan {empty}", "--plan"),
     ("bench render --plan {unparsable}", "--plan"),
     ("bench render --plan {binary}", "--plan"),
     ("bench render --plan {dir}", "--plan"),
+    ("bench render --plan {tools}", "perftest_tools"),
     (f"{JUDGE} {{missing}}", "--results"),
     (f"{JUDGE} {{file}}", "--results"),
     (f"{JUDGE} {{dir}}", "--results"),  # nothing to judge is not a pass
@@ -101,6 +124,7 @@ CASES = [
     (f"{REPORT} ..", "--cluster"),
     ("bench report --class h200-sxm-cx7-ndr --reports {file} --results {dir} --cluster c", "--reports"),
     ("bench report --class h200-sxm-cx7-ndr --reports {out} --results {missing} --cluster c", "--results"),
+    ("bench report --class h200-sxm-cx7-ndr --reports {out} --results {jobs} --cluster c", "--results"),
     ("bench report --class h200-sxm-cx7-ndr --reports {out} --results {dir} --cluster c --floors-json {{", "JSON"),
     ("scheduler run --kubeconfig {missing}", "--kubeconfig"),
     ("scheduler run --kubeconfig {binary}", "--kubeconfig"),
@@ -109,6 +133,7 @@ CASES = [
     ("scheduler run --kubeconfig {list}", "--kubeconfig"),
     ("scheduler run --kubeconfig {mistyped}", "--kubeconfig"),
     ("scheduler run --kubeconfig {unparsable}", "--kubeconfig"),
+    ("scheduler run --kubeconfig {unreachable}", "127.0.0.1:1"),
     ("scheduler run --config {binary}", "settings file"),
     ("scheduler run --config {unparsable}", "settings file"),
     ("queue", "--kubeconfig --url"),
@@ -116,6 +141,8 @@ CASES = [
     ("queue --kubeconfig {unreachable}", "127.0.0.1:1"),
     ("queue --url 127.0.0.1:8480", "--url"),
     ("queue --url http://127.0.0.1:1", "--url"),
+    ("queue --url http://127.0.0.1:port", "--url"),
+    ("queue --url http://[::1", "--url"),
     ("lab job --kubeconfig {missing}", "--kubeconfig"),
     ("lab job --kubeconfig {empty}", "--kubeconfig"),
     ("lab job --kubeconfig {dir}", "--kubeconfig"),
@@ -126,7 +153,11 @@ CASES = [
     ("lab job --kubeconfig {unreachable} --rail ../r", "--rail"),
     ("lab hardware {file}", "root"),
     ("lab hardware {notes}", "root"),  # a directory it did not build is not removed
+    ("lab hardware {file}/root", "root"),
     ("lab hardware {dir} --ibdev2netdev {binary}", "--ibdev2netdev"),
+    ("lab inventory --out {out} --example {example} --overlay {overlay}", "group_vars"),
+    ("lab inventory --out {out} --example {groups} --overlay {overlay}", "group all"),
+    ("lab inventory --out {out} --example {example} --overlay {host_list}", "hosts: h"),
     (f"{PLUGINS} {{missing}}", "--plugin-dir"),
     (f"{PLUGINS} {{file}}", "--plugin-dir"),
     (f"{PLUGINS} {{dir}} --gpus -1", "--gpus"),
@@ -195,3 +226,31 @@ def test_a_bug_keeps_its_traceback(paths, monkeypatch):
     monkeypatch.setattr(commands, "cmd_render", broken)
     with pytest.raises(RuntimeError, match="a bug"):
         main(["bench", "render", "--plan", str(paths["file"])])
+
+
+def test_taken_http_address_is_one_line(paths, monkeypatch, capsys):
+    """The dashboard's address taken: one line, and the adapter started before it is stopped again."""
+    from railforge.k8s import adapter, commands
+
+    stopped = []
+
+    class Adapter:
+        def __init__(self, *args, **kwargs) -> None:
+            pass
+
+        def start(self):
+            return self
+
+        def stop(self) -> None:
+            stopped.append(self)
+
+    monkeypatch.setattr(adapter, "Adapter", Adapter)
+    monkeypatch.setattr(commands, "kube_client", lambda kubeconfig: SimpleNamespace(close=lambda: None))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        argv = ["scheduler", "run", "--kubeconfig", str(paths["file"]), "--http-address", address]
+        code, lines = run(argv, capsys)
+    assert code == 2 and stopped
+    assert len(lines) == 1 and lines[0].startswith(f"railforge scheduler run: --http-address {address}: cannot serve")

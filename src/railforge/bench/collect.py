@@ -200,6 +200,49 @@ class Report:
         return [v.message for v in self.verdicts if v.status == "fail"]
 
 
+def read_jobs(results_dir: Path) -> dict:
+    """The jobs.json ``collect`` wrote into ``results_dir`` ({} where there is none); ParseError where it is not
+    what ``collect`` writes."""
+    path = results_dir / "jobs.json"
+    if not path.exists():
+        return {}
+    expected = "jobs.json as `collect` writes it"
+    try:
+        jobs = json.loads(path.read_text())
+    except (OSError, ValueError) as error:  # unreadable, not UTF-8, not JSON
+        raise ParseError(str(path), None, expected, str(error)) from None
+    if not _collected(jobs):
+        raise ParseError(str(path), None, f"{expected}: mpijobs a list of jobs, perftest a mapping of pods")
+    return jobs
+
+
+def _collected(jobs: object) -> bool:
+    """Whether ``jobs`` has the shape ``collect`` writes (the fields the report reads)."""
+
+    def names(value: object) -> bool:  # pod -> node, or pod -> where it stood
+        return isinstance(value, dict) and all(isinstance(name, str) for name in value.values())
+
+    if not isinstance(jobs, dict):
+        return False
+    mpijobs, perftest = jobs.get("mpijobs") or [], jobs.get("perftest") or {}
+    return (
+        isinstance(mpijobs, list)
+        and all(
+            isinstance(job, dict)
+            and isinstance(job.get("name"), str)
+            and isinstance(job.get("state", ...), str | None)  # None: not ended
+            and names(job.get("pods", {}))
+            and names(job.get("unfinished") or {})
+            for job in mpijobs
+        )
+        and isinstance(perftest, dict)
+        and all(
+            isinstance(seen, dict) and all(isinstance(seen.get(key), str) for key in ("node", "phase"))
+            for seen in perftest.values()
+        )
+    )
+
+
 def _job_verdicts(jobs: dict) -> list[Verdict]:
     verdicts = []
     for mpijob in jobs.get("mpijobs") or []:
@@ -365,8 +408,7 @@ def write_report(
 ) -> Report:
     """Parse and judge ``results_dir`` (``collect``'s), write the JSON, Markdown and PNG; return the Report."""
     now = now or datetime.now(UTC)
-    jobs_file = results_dir / "jobs.json"
-    jobs = json.loads(jobs_file.read_text()) if jobs_file.exists() else {}
+    jobs = read_jobs(results_dir)
     pods = {pod: node for mpijob in jobs.get("mpijobs") or [] for pod, node in mpijob.get("pods", {}).items()}
     perftest = jobs.get("perftest") or {}
     outputs = results_dir / "outputs"

@@ -172,6 +172,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     import json
 
     from railforge.bench.collect import write_report
+    from railforge.bench.errors import ParseError
     from railforge.bench.floors import FloorsError, load_floors
     from railforge.bench.judge import node_table
 
@@ -184,8 +185,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     try:
         report = write_report(args.results, args.cluster, hw, args.reports)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError(f"--results {args.results}: expected jobs.json as `collect` writes it ({exc})") from None
+    except ParseError as exc:
+        raise UsageError(f"--results: {exc}") from None
     print(node_table(report.verdicts))
     for path in (report.json_path, report.markdown_path, report.plot_path):
         print(f"wrote {path}")

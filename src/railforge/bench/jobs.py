@@ -196,11 +196,11 @@ def plan_from_mapping(data: Mapping) -> Plan:
     socket_ifname = _text(data, "nccl_socket_ifname", "eth0")
     nodes = tuple(_node(name, facts.get(name, {}), mode, socket_ifname, gid_index) for name in sorted(set(names)))
     workers = _count(data, "workers", len(nodes))
-    tools = tuple(data.get("perftest_tools", ("ib_write_bw",)))
-    unknown = [tool for tool in tools if tool not in PERFTEST_TOOLS]
+    tools = data.get("perftest_tools", ["ib_write_bw"])  # a list: one name alone is refused whole
+    unknown = [tool for tool in tools if tool not in PERFTEST_TOOLS] if isinstance(tools, list | tuple) else [tools]
     if unknown:
         expected = ", ".join(PERFTEST_TOOLS)
-        raise PlanError(f"railforge_benchmark_perftest_tools: {unknown[0]!r}; expected some of {expected}")
+        raise PlanError(f"railforge_benchmark_perftest_tools: {unknown[0]!r}; expected a list of some of {expected}")
     nccl_args = data.get("nccl_args", NCCL_ARGS)
     if not isinstance(nccl_args, list | tuple) or not all(isinstance(a, str | int) for a in nccl_args):
         raise PlanError(f"railforge_benchmark_nccl_args: expected a list of arguments, got {nccl_args!r}")
@@ -221,7 +221,7 @@ def plan_from_mapping(data: Mapping) -> Plan:
         queue=_text(data, "queue", ""),
         scheduler_name=_text(data, "scheduler_name", "railforge", label=True),
         perftest_image=_text(data, "perftest_image", ""),
-        perftest_tools=tools,
+        perftest_tools=tuple(tools),
         perftest_bytes=_count(data, "perftest_bytes", 8388608),
         rail_namespace=_text(data, "rail_namespace", "railforge-network", label=True),
         rail_prefix=_text(data, "rail_prefix", "rail"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from railforge.cliargs import UsageError, kubeconfig_client, text_file
+from railforge.cliargs import UsageError, kube_client, text_file
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -43,9 +43,8 @@ def _run(args: argparse.Namespace) -> int:
         address = None if args.http_address == "off" else parse_address(args.http_address)
     except ValueError as error:
         raise UsageError(f"--http-address {error}") from None
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.kubeconfig is not None:  # a daemon: the API server is not asked now, its watches retry until it answers
-        api = kubeconfig_client(args.kubeconfig)
+    if args.kubeconfig is not None:  # the adapter asks the API server what it serves as it starts
+        api = kube_client(args.kubeconfig)
     else:
         try:
             config.load_incluster_config()
@@ -54,12 +53,18 @@ def _run(args: argparse.Namespace) -> int:
         from kubernetes.client import ApiClient
 
         api = ApiClient()
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     adapter = Adapter(api, settings, identity=args.identity).start()
-    server = serve(adapter, *address) if address is not None else None
+    server = None
     try:
+        if address is not None:
+            try:
+                server = serve(adapter, *address)
+            except OSError as error:  # taken, or not an address of this host
+                raise UsageError(f"--http-address {args.http_address}: cannot serve there ({error})") from None
         stop.wait()
     finally:
         if server is not None:

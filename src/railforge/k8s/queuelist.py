@@ -11,6 +11,7 @@ import json
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any, cast
 
@@ -26,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--kubeconfig", type=text_file, help="through the API server's proxy to the scheduler's Service")
-    where.add_argument("--url", help="the scheduler's dashboard, e.g. http://127.0.0.1:8480")
+    where.add_argument("--url", type=_url, help="the scheduler's dashboard, e.g. http://127.0.0.1:8480")
     parser.add_argument("--namespace", type=k8s_name, default="railforge-system", help="of the scheduler's Service")
     parser.add_argument("--service", type=k8s_name, default="railforge-scheduler", help="the scheduler's Service")
     parser.add_argument("--queue", help="only this queue's gangs")
@@ -44,9 +45,18 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _url(text: str) -> str:
+    try:
+        parts = urllib.parse.urlsplit(text)
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+    except ValueError:  # a port that is no number, an unclosed [IPv6 address
+        valid = False
+    if not valid:
+        raise argparse.ArgumentTypeError(f"expected http://HOST:PORT of the scheduler's dashboard, got {text!r}")
+    return text
+
+
 def _from_url(url: str) -> dict:
-    if not url.startswith(("http://", "https://")):
-        raise UsageError(f"--url: expected http://HOST:PORT of the scheduler's dashboard, got {url!r}")
     try:
         with urllib.request.urlopen(f"{url.rstrip('/')}/{STATE_PATH}", timeout=10) as response:
             return _document(response.read(), f"--url {url}")

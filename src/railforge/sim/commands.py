@@ -15,14 +15,19 @@ from railforge.cliargs import (
     output_file,
     positive_float,
     positive_int,
+    text_file,
 )
 
+DEFAULT_NOTES = "docs/simulation-notes.md"
 ALL_TRACES = ("philly", "itp:cluster01", "itp:cluster02", "itp:cluster03", "itp:cluster04", "itp:cluster05")
 DEFAULT_POLICIES = "railforge,strict_fifo,best_effort_fifo,sjf_oracle"
 
 
 def _csv(value: str) -> list[str]:
-    return [v.strip() for v in value.split(",") if v.strip()]
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected one or more comma-separated names, got {value!r}")
+    return names
 
 
 def _fits_type(value: object, hint: object) -> bool:
@@ -128,8 +133,9 @@ def register(sub) -> None:
     )
     r.add_argument(
         "--notes",
-        default="docs/simulation-notes.md",
-        help="hand-written Markdown inlined after the targets (kept across regenerations)",
+        type=text_file,
+        help=f"hand-written Markdown inlined after the targets (kept across regenerations; default: {DEFAULT_NOTES} "
+        "where it exists)",
     )
     _common(r)
     r.set_defaults(func=cmd_report)
@@ -330,6 +336,8 @@ def cmd_report(args) -> int:
             notes += f"\n\n**Not finished in time, so missing here:** {', '.join(missing)}."
         sections.append((trace, shape, results, notes))
         elapsed = sum(r.counters.get("wall_seconds", 0.0) for _, _, rs, _ in sections for r in rs)
-        write_results_doc(str(args.doc), plots_dir, sections, _regen_command(args), elapsed, args.notes)
+        write_results_doc(
+            str(args.doc), plots_dir, sections, _regen_command(args), elapsed, str(args.notes or DEFAULT_NOTES)
+        )
     print(args.doc)
     return 0

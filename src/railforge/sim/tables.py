@@ -102,7 +102,7 @@ def _edges(results: Sequence[SimResult]) -> np.ndarray:
     end = max((r.series[-1][0] for r in results if r.series), default=1.0)
     start = min((r.series[0][0] for r in results if r.series), default=0.0)
     step = DAY if end - start > 4 * DAY else max((end - start) / 100, 1.0)
-    return np.arange(start, end + step, step)
+    return np.arange(start, max(end, start + step) + step, step)  # one bin at least: no job may have started
 
 
 def bin_title(step: float) -> str:

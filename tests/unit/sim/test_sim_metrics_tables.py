@@ -90,6 +90,7 @@ def test_single_report_writes_markdown_and_pngs(tmp_path):
 @pytest.mark.parametrize(
     ("span", "bins"),
     [
+        (0.0, "mean per 1 s"),  # no job started: one bin
         (1.5 * 3600.0, "mean per 54 s"),
         (10 * 3600.0, "mean per 6 min"),
         (4 * 86400.0, "mean per 57.6 min"),
