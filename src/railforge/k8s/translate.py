@@ -17,7 +17,16 @@ from functools import cached_property, lru_cache
 from typing import Any, TypeVar
 
 from railforge.k8s import dra, podaffinity
-from railforge.k8s.annotations import FAILED, Avoid, Backoff, Quarantine, Start, decode_placement
+from railforge.k8s.annotations import (
+    AVOID,
+    FAILED,
+    STARTED_AT,
+    Avoid,
+    Backoff,
+    Quarantine,
+    Start,
+    decode_placement,
+)
 from railforge.k8s.gangapis import NATIVE, SCHEDULE_TIMEOUT, SCHEDULER_PLUGINS, GangApi, joined
 from railforge.k8s.quantity import resource_map
 from railforge.k8s.settings import LABEL_PREFIX, Settings, TopologyLevel
@@ -605,6 +614,24 @@ def build_gang(
     )
 
 
+@dataclass(frozen=True)
+class _Added:
+    """What translating one gang added to a ``Translation``."""
+
+    pending: tuple[Gang, ...]
+    running: tuple[RunningGang, ...]
+    waiting: tuple[tuple[str, Waiting], ...]
+    problems: tuple[Problem, ...]
+    queue: str
+
+    def into(self, out: Translation, objects: GangObjects) -> None:
+        out.pending.extend(self.pending)
+        out.running.extend(self.running)
+        out.waiting.update(self.waiting)
+        out.problems.extend(self.problems)
+        objects.queue = self.queue
+
+
 class TranslationCache:
     """What one pass built for a node or a gang, reused in the next while everything it was built from is the same:
     the same objects (the informers replace an object on every change and never edit one; the overlays make new
@@ -623,6 +650,13 @@ class TranslationCache:
     def _reuse(self, key: tuple[str, str], sources: tuple, values: tuple, make: Callable[[], T]) -> T:
         """What ``make`` returned last pass for ``key`` if built from the same ``sources`` (by identity) and equal
         ``values``; else ``make()``."""
+        kept = self._kept(key, sources, values)
+        built = kept if kept is not None else make()
+        self._now[key] = (sources, values, built)  # the sources are kept alive, so their ids stay theirs
+        return built
+
+    def _kept(self, key: tuple[str, str], sources: tuple, values: tuple) -> Any:
+        """What the last pass built for ``key`` from the same ``sources`` and equal ``values``; None: nothing."""
         kept = self._last.get(key)
         if (
             kept is not None
@@ -630,11 +664,41 @@ class TranslationCache:
             and all(a is b for a, b in zip(kept[0], sources, strict=True))
             and kept[1] == values
         ):
-            built = kept[2]
-        else:
-            built = make()
-        self._now[key] = (sources, values, built)  # the sources are kept alive, so their ids stay theirs
-        return built
+            return kept[2]
+        return None
+
+    def stable(self, name: str, value: T) -> T:
+        """The last pass's ``value`` of ``name`` while equal to this one: one object, so it can be a source."""
+        kept = self._last.get(("Value", name))
+        if kept is not None and kept[2] == value:
+            value = kept[2]
+        self._now[("Value", name)] = ((), (), value)
+        return value
+
+    def outcome(
+        self, objects: GangObjects, sources: tuple, values: tuple, out: Translation, add: Callable[[Translation], None]
+    ) -> None:
+        """``add(out)`` for a gang whose whole translation is made of ``sources`` and ``values``
+        (``_outcome_sources``): what it added last pass (its pending or running gang, why it waits, its problems,
+        its queue) added again while they are the same."""
+        key = ("Outcome", objects.name)
+        added = self._kept(key, sources, values)
+        if added is None:
+            scratch = Translation(nodes=out.nodes, devices=out.devices)
+            add(scratch)
+            out.partial.extend(scratch.partial)  # settled before the core runs: its objects are this pass's
+            added = _Added(
+                tuple(scratch.pending),
+                tuple(scratch.running),
+                tuple(scratch.waiting.items()),
+                tuple(scratch.problems),
+                objects.queue,
+            )
+            if scratch.partial:
+                added.into(out, objects)
+                return
+        self._now[key] = (sources, values, added)
+        added.into(out, objects)
 
     def node(self, obj: dict, levels: tuple[TopologyLevel, ...], used: Mapping[str, int]) -> Node:
         """``to_node(obj, levels, used)``, reused."""
@@ -662,14 +726,18 @@ class TranslationCache:
             values = (queue, _pins(pods, hostnames), extra)
         except ValueError:
             return make()  # raises it, as building would
-        owned = [
-            objects.jobs[ref["uid"]]
-            for pod in objects.pods
-            for ref in pod["metadata"].get("ownerReferences") or []
-            if ref.get("controller") and ref.get("uid") in objects.jobs
-        ]
-        sources = (settings, objects.api, objects.group, *objects.pods, None, *pods, None, *owned)
+        sources = (settings, objects.api, objects.group, *objects.pods, None, *pods, None, *_owned_jobs(objects))
         return self._reuse(("Gang", objects.name), sources, values, make)
+
+
+def _owned_jobs(objects: GangObjects) -> list[dict]:
+    """The Jobs controlling the gang's pods, as often as they control one."""
+    return [
+        objects.jobs[ref["uid"]]
+        for pod in objects.pods
+        for ref in pod["metadata"].get("ownerReferences") or []
+        if ref.get("controller") and ref.get("uid") in objects.jobs
+    ]
 
 
 def _not_bindable(pod: dict) -> tuple[str, str] | None:
@@ -743,7 +811,7 @@ def translate(
             out.quarantined[node.name] = quarantined
     out.queues, queue_problems = queues_from(queues, settings.default_queue)
     out.problems.extend(queue_problems)
-    queue_names = {queue.name for queue in out.queues}
+    queue_names = cache.stable("queue names", frozenset(queue.name for queue in out.queues))
 
     grouped: dict[str, GangObjects] = {}
     succeeded = set()
@@ -770,7 +838,16 @@ def translate(
     bound = [pod for pod in (*pods, *foreign_pods) if pod["spec"].get("nodeName") and live(pod)]
     neighbours = Neighbours(bound, {node.name: node.labels for node in out.nodes})
     for name in sorted(grouped):
-        _add_gang(out, grouped[name], queue_names, ready_nodes, namespaces, settings, now, hostnames, neighbours, cache)
+        objects = grouped[name]
+
+        def add(sink: Translation, objects: GangObjects = objects) -> None:
+            _add_gang(sink, objects, queue_names, ready_nodes, namespaces, settings, now, hostnames, neighbours, cache)
+
+        made_of = _outcome_sources(objects, namespaces, settings, queue_names, ready_nodes, neighbours)
+        if made_of is None:
+            add(out)
+        else:
+            cache.outcome(objects, *made_of, out, add)
     if out.claim_slots:
         out.nodes = [
             dataclasses.replace(node, allocatable={**node.allocatable, **out.claim_slots[node.name]})
@@ -805,10 +882,39 @@ class Neighbours:
         return podaffinity.gang_rules(pods, others, self.node_labels)
 
 
+def _outcome_sources(
+    objects: GangObjects,
+    namespaces: Mapping[str, dict],
+    settings: Settings,
+    queue_names: frozenset[str],
+    ready_nodes: set[str],
+    neighbours: Neighbours,
+) -> tuple[tuple, tuple] | None:
+    """What ``_add_gang`` makes of the gang from (sources, by identity; values, by equality), or None when it also
+    reads what these do not hold: other gangs' pods (pod affinity), ResourceClaims, the nodes beyond the readiness
+    of its own (pins, avoided nodes) or the time (an ending gang, no creation time, a start never written)."""
+    owner = objects.owner["metadata"]
+    if neighbours.guarded or objects.ending or "creationTimestamp" not in owner:
+        return None
+    if AVOID in (owner.get("annotations") or {}):
+        return None
+    ready = []
+    for pod in objects.pods:
+        spec = pod["spec"]
+        if spec.get("resourceClaims") or HOSTNAME in (spec.get("nodeSelector") or {}) or podaffinity.asks(pod):
+            return None
+        if spec.get("nodeName"):
+            if STARTED_AT not in (pod["metadata"].get("annotations") or {}):
+                return None
+            ready.append(spec["nodeName"] in ready_nodes)
+    sources = (settings, objects.api, objects.group, namespaces.get(objects.namespace), queue_names, *objects.pods)
+    return (*sources, None, *_owned_jobs(objects)), tuple(ready)
+
+
 def _add_gang(
     out: Translation,
     objects: GangObjects,
-    queue_names: set[str],
+    queue_names: frozenset[str],
     ready_nodes: set[str],
     namespaces: Mapping[str, dict],
     settings: Settings,

@@ -684,6 +684,42 @@ def _pin(p, rng):
 def _bind(p, rng):
     p["spec"]["nodeName"] = f"n{rng.randrange(4)}"
     p["status"]["phase"] = "Running"
+    if rng.random() < 0.7:  # as the scheduler binds; else by hand, its start unknown
+        p["metadata"].setdefault("annotations", {})["railforge.io/started-at"] = "999999000.0"
+
+
+def _queue(p, rng):
+    p["metadata"]["labels"]["railforge.io/queue"] = rng.choice(("team", "gone"))
+
+
+def _anti_affinity(p, rng):
+    term = {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "kubernetes.io/hostname"}
+    p["metadata"]["labels"]["app"] = "x"
+    p["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+
+
+def _affinity(p, rng):
+    term = {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "kubernetes.io/hostname"}
+    p["spec"]["affinity"] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+
+
+def _label(p, rng):
+    p["metadata"]["labels"]["app"] = rng.choice(("x", "y"))
+
+
+def _avoid(g, rng):
+    until = rng.choice((1e9 - 1, 1e9 + 600))  # run at now=1e9: lapsed, or still kept off
+    g["metadata"].setdefault("annotations", {})["railforge.io/avoid-nodes"] = json.dumps(
+        {"nodes": ["n0"], "until": until}
+    )
+
+
+def _namespace_queue(n, rng):
+    n["metadata"]["labels"] = {"railforge.io/queue": rng.choice(("team", "default"))}
+
+
+def _queue_weight(q, rng):
+    q["spec"]["overQuotaWeight"] = rng.choice((1, 2))
 
 
 def _min_member(g, rng):
@@ -721,16 +757,23 @@ def test_translation_reused_between_passes_equals_a_full_rebuild(seed):
     pods += [pod(f"lone{i}", rng.choice((1, 8))) for i in range(4)]
     foreign = [pod("other", 2)]
     foreign[0]["spec"]["nodeName"] = "n0"
+    namespaces = [{"metadata": {"name": "ml", "labels": {}}}]
+    queues = [{"metadata": {"name": "team"}, "spec": {}}]
     cache = TranslationCache()
     reused = 0
     previous = None
     for _ in range(12):
         for objects, changes in (
-            (pods, (_set_gpus, _set_runtime, _set_priority, _pin, _bind)),
-            (groups, (_min_member,)),
+            (
+                pods,
+                (_set_gpus, _set_runtime, _set_priority, _pin, _bind, _bind, _queue, _anti_affinity, _affinity, _label),
+            ),
+            (groups, (_min_member, _avoid)),
             (nodes, (_relabel, _resize, _not_ready)),
             (jobs, (_job_limit,)),
             (foreign, (_set_gpus,)),
+            (namespaces, (_namespace_queue,)),
+            (queues, (_queue_weight,)),
         ):
             for index in rng.sample(range(len(objects)), k=rng.randrange(min(len(objects), 2) + 1)):
                 objects[index] = _changed(objects[index], rng, changes)
@@ -738,11 +781,15 @@ def test_translation_reused_between_passes_equals_a_full_rebuild(seed):
             pods.pop(rng.randrange(len(pods)))
         if rng.random() < 0.2:
             pods.append(pod(f"new{rng.randrange(10**6)}", rng.choice((1, 2))))
+        if rng.random() < 0.2:
+            queues[:] = [] if queues else [{"metadata": {"name": "team"}, "spec": {}}]
         grouped = {(SCHEDULER_PLUGINS, g["metadata"]["namespace"], g["metadata"]["name"]): g for g in groups}
-        args = (nodes, pods, foreign, grouped, (), {}, SETTINGS, 1e9, jobs)
+        named = {n["metadata"]["name"]: n for n in namespaces}
+        args = (nodes, pods, foreign, grouped, queues, named, SETTINGS, 1e9, jobs)
         fresh, kept = translate(*args), translate(*args, cache=cache)
-        for field in ("nodes", "pending", "running", "waiting", "problems", "avoiding"):
+        for field in ("nodes", "pending", "running", "waiting", "problems", "avoiding", "partial"):
             assert getattr(kept, field) == getattr(fresh, field), field
+        assert {name: g.queue for name, g in kept.gangs.items()} == {name: g.queue for name, g in fresh.gangs.items()}
         if previous is not None:
             before = {id(gang) for gang in (*previous.pending, *(r.gang for r in previous.running))}
             before |= {id(n) for n in previous.nodes}
@@ -750,3 +797,40 @@ def test_translation_reused_between_passes_equals_a_full_rebuild(seed):
             reused += sum(id(item) in before for item in now)
         previous = kept
     assert reused > 0
+
+
+def test_an_unchanged_gang_is_not_translated_again():
+    """A running gang whose objects are the same is the same RunningGang the next pass; its node going not ready
+    makes its member failed in the pass that sees it."""
+    nodes = [node("n0", labels={"kubernetes.io/hostname": "h0"})]
+    bound = pod("a", 8, annotations={"railforge.io/started-at": "999999000.0"})
+    bound["spec"]["nodeName"], bound["status"]["phase"] = "n0", "Running"
+    waiting = pod("b", 8)
+    cache = TranslationCache()
+
+    def translated():
+        return translate(nodes, [bound, waiting], (), {}, (), {}, SETTINGS, 1e9, cache=cache)
+
+    first, second = translated(), translated()
+    assert second.running[0] is first.running[0] and second.pending[0] is first.pending[0]
+    nodes[0] = json.loads(json.dumps(nodes[0]))
+    nodes[0]["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    assert translated().running[0].failed_members == ("a",)
+
+
+def test_a_gang_placed_by_other_pods_is_translated_when_they_change():
+    """A waiting pod's pod affinity reads the bound pods: their labels changing changes it, its own objects alike."""
+    nodes = [node("n0", labels={"kubernetes.io/hostname": "h0"}), node("n1", labels={"kubernetes.io/hostname": "h1"})]
+    bound = pod("a", 1, labels={"app": "y"}, annotations={"railforge.io/started-at": "999999000.0"})
+    bound["spec"]["nodeName"], bound["status"]["phase"] = "n0", "Running"
+    waiting = pod("b", 1)
+    _affinity(waiting, None)
+    cache = TranslationCache()
+
+    def translated():
+        return translate(nodes, [bound, waiting], (), {}, (), {}, SETTINGS, 1e9, cache=cache)
+
+    assert translated().waiting["ml/pod/b"].code == "gang.affinity"
+    bound = json.loads(json.dumps(bound))
+    bound["metadata"]["labels"]["app"] = "x"
+    assert "ml/pod/b" not in translated().waiting
