@@ -48,6 +48,37 @@ def test_it_follows_changes_and_resumes_after_a_dropped_connection(control_plane
     assert not informer.thread.is_alive()  # stop() ends the open watch at once
 
 
+def test_a_change_the_trim_drops_is_kept_without_a_pass(control_plane):
+    """A change only in what the trim drops (here a ConfigMap's data, as the reporter's conditions are a pod's)
+    starts no scheduling pass and keeps the stored object, at the new resourceVersion (a Binding names it)."""
+    namespace = "informer-trim"
+    create_namespace(control_plane, namespace)
+    core = client.CoreV1Api(control_plane.api)
+    core.create_namespaced_config_map(namespace, config_map("cm"))
+    api = control_plane.client()
+    changes: list[str] = []
+    resource = Resource(
+        "ConfigMap",
+        f"/api/v1/namespaces/{namespace}/configmaps",
+        field_selector="metadata.name=cm",
+        trim=lambda obj: {"metadata": obj["metadata"]},
+    )
+    informer = Informer(api, resource, lambda: changes.append("pass"))
+    informer.start()
+    try:
+        wait_for("the list", informer.synced.is_set, 30)
+        listed, stored = len(changes), informer.get(namespace, "cm")
+        updated = core.patch_namespaced_config_map("cm", namespace, {"data": {"k": "changed"}})
+        version = updated.metadata.resource_version
+        wait_for("the new version", lambda: informer.get(namespace, "cm")["metadata"]["resourceVersion"] == version, 30)
+        assert len(changes) == listed and informer.get(namespace, "cm") is stored
+        core.patch_namespaced_config_map("cm", namespace, {"metadata": {"labels": {"a": "b"}}})
+        wait_for("a pass for a kept field", lambda: len(changes) == listed + 1, 30)
+    finally:
+        informer.stop()
+        api.close()
+
+
 def test_a_kind_the_server_does_not_serve_counts_as_none_until_it_does(control_plane):
     api = control_plane.client()
     path = "/apis/railforge.example/v1/widgets"  # no such CRD

@@ -141,7 +141,14 @@ class Informer:
             if kind == "DELETED":
                 self.objects.pop(key_of(obj), None)
             else:
-                self.objects[key_of(obj)] = self.resource.trim(obj)
+                trimmed = self.resource.trim(obj)
+                before = self.objects.get(key_of(obj))
+                if before is not None and _unversioned(before) == _unversioned(trimmed):
+                    # only what the trim drops changed (a pod's conditions, as the reporter writes them): the same
+                    # object, at its new version (a Binding names it), and no pass
+                    before["metadata"]["resourceVersion"] = version
+                    return
+                self.objects[key_of(obj)] = trimmed
         self.on_change()
 
     def _run(self) -> None:
@@ -174,3 +181,7 @@ class Informer:
                 log.warning("%s: %s; retrying in %.1fs", self.resource.kind, error, backoff)
             self.stopping.wait(backoff * (0.5 + random.random()))
             backoff = min(BACKOFF_MAX, backoff * 2)
+
+
+def _unversioned(obj: dict) -> dict:
+    return {**obj, "metadata": {**obj["metadata"], "resourceVersion": None}}

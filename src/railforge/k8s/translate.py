@@ -634,10 +634,11 @@ class _Added:
 
 class TranslationCache:
     """What one pass built for a node or a gang, reused in the next while everything it was built from is the same:
-    the same objects (the informers replace an object on every change and never edit one; the overlays make new
-    ones) and equal values (a gang's pins, queue and rules; a node's use by other pods). Rebuilding every gang's Gang
-    and every node's Node was most of a pass over a thousand nodes and thousands of gangs. Entries the last pass did
-    not use are dropped as the next begins (``begin``)."""
+    the same objects (the informers replace an object on every change they keep, and only move the resourceVersion
+    of one whose change they trim away; the overlays make new ones) and equal values (a gang's pins, queue and
+    rules; a node's use by other pods). Rebuilding every gang's Gang and every node's Node was most of a pass over a
+    thousand nodes and thousands of gangs. Entries the last pass did not use are dropped as the next begins
+    (``begin``)."""
 
     def __init__(self) -> None:
         self._last: dict[tuple[str, str], tuple[tuple, tuple, Any]] = {}  # (kind, name) -> (objects, values, built)
